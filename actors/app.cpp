@@ -1,0 +1,250 @@
+#include "actors/app.hpp"
+
+#include "actors/messages.hpp"
+#include "registry/ids.hpp"
+
+#include <cctype>
+
+namespace troupe {
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size())
+    return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '+') {
+      out += ' ';
+    } else if (in[i] == '%' && i + 2 < in.size() && hex_value(in[i + 1]) >= 0 && hex_value(in[i + 2]) >= 0) {
+      out += static_cast<char>(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
+      i += 2;
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
+}
+
+// Splits "/a/b/c" into {"a","b","c"}; a trailing slash yields an empty last segment.
+template <class Out>
+void split_path(std::string_view path, Out&& out) {
+  if (!path.empty() && path.front() == '/')
+    path.remove_prefix(1);
+  while (true) {
+    auto slash = path.find('/');
+    out(path.substr(0, slash));
+    if (slash == std::string_view::npos)
+      break;
+    path.remove_prefix(slash + 1);
+  }
+}
+
+bool is_param(std::string_view segment) noexcept {
+  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+}  // namespace
+
+// -- request -------------------------------------------------------------------
+
+const std::string& request::method() const noexcept {
+  return raw_.method;
+}
+const std::string& request::path() const noexcept {
+  return raw_.path;
+}
+const std::string& request::body() const noexcept {
+  return raw_.body;
+}
+
+std::string request::param(std::string_view name) const {
+  for (auto& [key, value] : params_)
+    if (key == name)
+      return percent_decode(value);
+  return {};
+}
+
+std::optional<std::string> request::query(std::string_view name) const {
+  std::string_view q = raw_.query;
+  while (!q.empty()) {
+    auto amp = q.find('&');
+    auto pair = q.substr(0, amp);
+    auto eq = pair.find('=');
+    if (percent_decode(pair.substr(0, eq)) == name)
+      return eq == std::string_view::npos ? std::string{} : percent_decode(pair.substr(eq + 1));
+    if (amp == std::string_view::npos)
+      break;
+    q.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> request::header(std::string_view name) const {
+  for (auto& h : raw_.headers)
+    if (iequals(h.name, name))
+      return h.value;
+  return std::nullopt;
+}
+
+const nlohmann::json& request::json() const {
+  if (!json_) {
+    auto parsed = nlohmann::json::parse(raw_.body, nullptr, false);
+    if (parsed.is_discarded())
+      throw bad_request("the body is not valid JSON");
+    json_ = std::move(parsed);
+  }
+  return *json_;
+}
+
+std::string request::json_string(const char* key) const {
+  auto& j = json();
+  if (!j.is_object())
+    throw bad_request("the body must be a JSON object");
+  auto i = j.find(key);
+  if (i == j.end() || !i->is_string())
+    throw bad_request(std::string("\"") + key + "\" must be a string");
+  return i->get<std::string>();
+}
+
+// -- response ------------------------------------------------------------------
+
+response response::json(const nlohmann::json& body, std::uint16_t status) {
+  response r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+response response::error(std::uint16_t status, const std::string& message) {
+  response r;
+  r.status = status;
+  r.body = error_body(message);
+  return r;
+}
+
+response response::text(std::string body, std::uint16_t status) {
+  response r;
+  r.status = status;
+  r.body = std::move(body);
+  r.content_type = "text/plain; charset=utf-8";
+  return r;
+}
+
+// -- router --------------------------------------------------------------------
+
+router& router::on(std::string_view method, std::string_view pattern, handler h) {
+  route r;
+  r.method = std::string(method);
+  split_path(pattern, [&](std::string_view s) { r.segments.emplace_back(s); });
+  r.fn = std::move(h);
+  routes_.push_back(std::move(r));
+  return *this;
+}
+
+router::match router::find(std::string_view method, std::string_view path) const {
+  match result;
+  std::vector<std::string_view> parts;
+  parts.reserve(8);
+  split_path(path, [&](std::string_view s) { parts.push_back(s); });
+  for (auto& r : routes_) {
+    if (r.segments.size() != parts.size())
+      continue;
+    request::params_type params;
+    bool ok = true;
+    for (std::size_t i = 0; i < parts.size() && ok; ++i) {
+      if (is_param(r.segments[i])) {
+        if (parts[i].empty())
+          ok = false;
+        else
+          params.emplace_back(std::string_view(r.segments[i]).substr(1, r.segments[i].size() - 2), parts[i]);
+      } else {
+        ok = r.segments[i] == parts[i];
+      }
+    }
+    if (!ok)
+      continue;
+    if (r.method != method) {
+      result.other_method = true;
+      continue;
+    }
+    result.target = &r.fn;
+    result.params = std::move(params);
+    result.other_method = false;
+    return result;
+  }
+  return result;
+}
+
+// -- user_actor_base -----------------------------------------------------------
+
+bool user_actor_base::guest() const {
+  return registry::is_guest(user());
+}
+
+nlohmann::json user_actor_base::identity() const {
+  nlohmann::json j{{"user", user()}, {"connection", connection()}, {"node", node()}, {"worker", worker()}};
+  if (!page().empty())
+    j["page"] = page();
+  return j;
+}
+
+response user_actor_base::login(const std::string& name) const {
+  if (!registry::valid_user_name(name))
+    throw bad_request("invalid user name: 1-64 characters of [A-Za-z0-9_.@-], not starting with guest_");
+  response r;
+  r.next = std::make_shared<detail::continuation>();
+  r.next->what = detail::continuation::kind::login;
+  r.next->user = name;
+  return r;
+}
+
+response user_actor_base::logout() const {
+  response r;
+  r.next = std::make_shared<detail::continuation>();
+  r.next->what = detail::continuation::kind::logout;
+  return r;
+}
+
+response user_actor_base::after(std::chrono::milliseconds delay, std::function<response()> then) {
+  response r;
+  r.next = std::make_shared<detail::continuation>();
+  r.next->what = detail::continuation::kind::after;
+  r.next->delay = delay < std::chrono::milliseconds::zero() ? std::chrono::milliseconds::zero() : delay;
+  r.next->then = std::move(then);
+  return r;
+}
+
+// -- app_types -----------------------------------------------------------------
+
+const app_types::factory* app_types::find(const std::string& name) const {
+  auto i = types_.find(name);
+  return i == types_.end() ? nullptr : &i->second;
+}
+
+std::vector<std::string> app_types::names() const {
+  std::vector<std::string> out;
+  for (auto& [name, f] : types_)
+    out.push_back(name);
+  return out;
+}
+
+}  // namespace troupe

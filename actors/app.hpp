@@ -1,0 +1,267 @@
+#pragma once
+/// \file
+/// The API a troupe user writes against: a user actor type with a state,
+/// HTTP routes with path parameters, JSON replies, login/logout, identities.
+/// See README "Write your own actor type" and samples/.
+
+#include "store/codec.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace caf {
+class local_actor;
+}
+
+namespace troupe {
+
+struct http_request;
+class user_actor_base;
+
+/// Thrown by a handler to answer `status` with {"error": what()}. Unlike any
+/// other exception (a 502 with a generic text, and a restart), the text is
+/// meant for the client and the actor lives on.
+class http_error : public std::runtime_error {
+public:
+  http_error(std::uint16_t status, const std::string& message)
+    : std::runtime_error(message), status_(status) {}
+  std::uint16_t status() const noexcept { return status_; }
+
+private:
+  std::uint16_t status_;
+};
+
+/// 400 with the given text.
+class bad_request : public http_error {
+public:
+  explicit bad_request(const std::string& message) : http_error(400, message) {}
+};
+
+/// One HTTP request, as a handler sees it.
+class request {
+public:
+  using params_type = std::vector<std::pair<std::string_view, std::string_view>>;
+
+  request(const http_request& raw, params_type params) : raw_(raw), params_(std::move(params)) {}
+
+  const std::string& method() const noexcept;
+  const std::string& path() const noexcept;
+  const std::string& body() const noexcept;
+
+  /// The path parameter `{name}` of the matched route ("" when the route has none).
+  std::string param(std::string_view name) const;
+
+  /// A query parameter, percent-decoded; nullopt when absent.
+  std::optional<std::string> query(std::string_view name) const;
+
+  /// A header (name case-insensitive); nullopt when absent.
+  std::optional<std::string> header(std::string_view name) const;
+
+  /// The body parsed as JSON (once). Throws bad_request when it is not JSON.
+  const nlohmann::json& json() const;
+
+  /// json()[key] as a string; throws bad_request when the body is not an
+  /// object or the key is missing or not a string.
+  std::string json_string(const char* key) const;
+
+private:
+  const http_request& raw_;
+  params_type params_;
+  mutable std::optional<nlohmann::json> json_;
+};
+
+namespace detail {
+struct continuation;
+}
+
+/// What a handler returns: a status and a body, or a deferred answer
+/// (login, logout, after) that the platform completes.
+struct response {
+  std::uint16_t status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::shared_ptr<detail::continuation> next;  ///< set for deferred answers only
+
+  /// `body` serialized as JSON.
+  static response json(const nlohmann::json& body, std::uint16_t status = 200);
+  /// {"error": message}.
+  static response error(std::uint16_t status, const std::string& message);
+  /// A plain-text body.
+  static response text(std::string body, std::uint16_t status = 200);
+};
+
+namespace detail {
+/// A deferred answer, completed by the user actor's host.
+struct continuation {
+  enum class kind { after, login, logout } what;
+  std::chrono::milliseconds delay{0};
+  std::function<response()> then;  // after
+  std::string user;                // login
+};
+}  // namespace detail
+
+/// Routes of one user actor type: method + pattern → handler. A pattern is a
+/// path whose segments may be `{name}` (one segment, available as request::param).
+class router {
+public:
+  using handler = std::function<response(request&)>;
+
+  router& get(std::string_view pattern, handler h) { return on("GET", pattern, std::move(h)); }
+  router& post(std::string_view pattern, handler h) { return on("POST", pattern, std::move(h)); }
+  router& put(std::string_view pattern, handler h) { return on("PUT", pattern, std::move(h)); }
+  router& patch(std::string_view pattern, handler h) { return on("PATCH", pattern, std::move(h)); }
+  router& del(std::string_view pattern, handler h) { return on("DELETE", pattern, std::move(h)); }
+  router& on(std::string_view method, std::string_view pattern, handler h);
+
+  /// The result of matching a request against the routes.
+  struct match {
+    const handler* target = nullptr;  ///< nullptr: no route
+    bool other_method = false;        ///< the path exists under another method (405)
+    request::params_type params;
+  };
+  match find(std::string_view method, std::string_view path) const;
+
+  std::size_t size() const noexcept { return routes_.size(); }
+
+private:
+  struct route {
+    std::string method;
+    std::vector<std::string> segments;  // "{name}" marks a parameter
+    handler fn;
+  };
+  std::vector<route> routes_;
+};
+
+namespace detail {
+/// What the platform gives a user actor: its identities and its actor.
+class user_host {
+public:
+  virtual ~user_host() = default;
+  virtual const std::string& user() const = 0;
+  virtual const std::string& connection() const = 0;
+  virtual const std::string& page() const = 0;
+  virtual const std::string& node() const = 0;
+  virtual const std::string& worker() const = 0;
+  virtual void changed() = 0;
+  virtual caf::local_actor* actor() = 0;
+};
+struct user_access;
+}  // namespace detail
+
+/// The base of every user actor type; derive from user_actor<State>.
+/// One instance serves exactly one user, one request at a time: its state
+/// needs no locks.
+class user_actor_base {
+public:
+  virtual ~user_actor_base() = default;
+
+  /// Declares the HTTP routes of this type (called once per instance).
+  virtual void routes(router& r) = 0;
+
+protected:
+  /// The user this instance serves ("alice", or "guest_<connection>").
+  const std::string& user() const { return host_->user(); }
+  /// The connection (cookie id) of the request being served.
+  const std::string& connection() const { return host_->connection(); }
+  /// The page (X-Troupe-Page) of the request being served; "" when none.
+  const std::string& page() const { return host_->page(); }
+  const std::string& node() const { return host_->node(); }
+  const std::string& worker() const { return host_->worker(); }
+  /// True while this user is a guest (nobody logged in on the connection).
+  bool guest() const;
+
+  /// {"user","connection","node","worker"} of the request being served.
+  nlohmann::json identity() const;
+
+  /// A JSON reply.
+  static response json(const nlohmann::json& body, std::uint16_t status = 200) {
+    return response::json(body, status);
+  }
+
+  /// Moves the current connection to user `name` and answers his identity().
+  /// If he is not live, what this guest accumulated becomes his store; if he
+  /// is, his resident state wins and the guest's is dropped (logged).
+  /// Throws bad_request for an invalid name (1–64 of [A-Za-z0-9_.@-], not guest_*).
+  response login(const std::string& name) const;
+
+  /// Moves the current connection to a fresh guest and answers its identity().
+  response logout() const;
+
+  /// Answers with `then()` after `delay`, without blocking any thread. This
+  /// user's later requests wait their turn; other users are served meanwhile.
+  static response after(std::chrono::milliseconds delay, std::function<response()> then);
+
+  /// Tells the platform the state changed (user_actor::mutate() calls it).
+  void changed() { host_->changed(); }
+
+  /// Escape hatch: the CAF actor behind this user (send, request, spawn …).
+  caf::local_actor* actor() const { return host_->actor(); }
+
+private:
+  friend struct detail::user_access;
+  virtual store::bytes save_state() const = 0;
+  virtual void load_state(const store::bytes& data) = 0;
+  detail::user_host* host_ = nullptr;
+};
+
+/// A user actor type whose store is `State` (default-constructible and
+/// msgpack-serializable: MSGPACK_DEFINE / MSGPACK_DEFINE_MAP).
+template <class State>
+class user_actor : public user_actor_base {
+public:
+  using state_type = State;
+
+protected:
+  /// The user's store, read-only.
+  const State& state() const noexcept { return state_; }
+  /// The user's store, for changing it (marks it changed).
+  State& mutate() {
+    changed();
+    return state_;
+  }
+
+private:
+  store::bytes save_state() const override { return store::pack(state_); }
+  void load_state(const store::bytes& data) override { store::unpack(data, state_); }
+  State state_{};
+};
+
+/// The user actor types a node can host, by name (a group's `user_type`).
+class app_types {
+public:
+  using factory = std::function<std::unique_ptr<user_actor_base>()>;
+
+  template <class T>
+  app_types& add(std::string name) {
+    static_assert(std::is_base_of_v<user_actor_base, T>, "T must derive from troupe::user_actor<State>");
+    types_[std::move(name)] = [] { return std::make_unique<T>(); };
+    return *this;
+  }
+  /// The factory registered as `name`, or nullptr.
+  const factory* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+private:
+  std::map<std::string, factory> types_;
+};
+
+/// app_types holding `T` under `name`; chain .add<U>("other") for more.
+template <class T>
+app_types user_types(std::string name) {
+  app_types types;
+  types.add<T>(std::move(name));
+  return types;
+}
+
+}  // namespace troupe

@@ -1,0 +1,38 @@
+#pragma once
+/// \file
+/// The commander: the placement index of the node (connection → user →
+/// worker). It answers where a connection's user lives — creating the guest
+/// `guest_<cid>` for a stranger — and carries out login and logout.
+
+#include "actors/group.hpp"
+
+namespace troupe {
+
+/// A connection changes hands: `from_user` → `to_user`.
+struct login_request {
+  std::string cid;
+  std::string from_user;
+  std::string to_user;
+  store::bytes parcel;  ///< the guest's store (an encoded parcel), empty when none is carried
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, login_request& x) {
+  return f(caf::meta::type_name("troupe.login_request"), x.cid, x.from_user, x.to_user, x.parcel);
+}
+
+/// The commander's typed interface.
+using commander_handle = caf::typed_actor<
+  /// Where does connection `cid` go? (A stranger becomes guest_<cid>.)
+  caf::replies_to<resolve_atom, std::string>::with<placement>,
+  /// Move a connection to a named user; answers his placement.
+  caf::replies_to<login_atom, login_request>::with<placement>,
+  /// Move connection `cid` (of user `from`) to a fresh guest; answers its placement.
+  caf::replies_to<logout_atom, std::string, std::string>::with<placement>,
+  /// The workers of group `name` (in slot order), at start and after a worker restart.
+  caf::reacts_to<workers_atom, std::string, std::vector<worker_handle>>>;
+
+/// Spawns the commander (a top-level actor: the node stops it on shutdown).
+commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx);
+
+}  // namespace troupe

@@ -1,0 +1,47 @@
+#include "actors/errors.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/message.hpp>
+
+namespace troupe {
+
+namespace {
+constexpr caf::atom_value category = caf::atom("troupe");
+}
+
+const char* to_string(errc code) noexcept {
+  switch (code) {
+    case errc::not_here: return "not_here";
+    case errc::handler_failed: return "handler_failed";
+    case errc::unavailable: return "unavailable";
+    case errc::bad_request: return "bad_request";
+    case errc::busy: return "busy";
+    case errc::too_many_pages: return "too_many_pages";
+  }
+  return "unknown";
+}
+
+caf::error make_error(errc code) {
+  return {static_cast<std::uint8_t>(code), category};
+}
+
+caf::error make_error(errc code, std::string context) {
+  return {static_cast<std::uint8_t>(code), category, caf::make_message(std::move(context))};
+}
+
+bool is(const caf::error& err, errc code) noexcept {
+  return err.category() == category && err.code() == static_cast<std::uint8_t>(code);
+}
+
+void register_errors(caf::actor_system_config& cfg) {
+  cfg.add_error_category(category, [](std::uint8_t code, caf::atom_value, const caf::message& ctx) {
+    std::string out = "troupe::";
+    out += to_string(static_cast<errc>(code));
+    if (!ctx.empty())
+      out += " " + to_string(ctx);
+    return out;
+  });
+}
+
+}  // namespace troupe

@@ -1,0 +1,71 @@
+#include "actors/group.hpp"
+
+#include "actors/commander.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
+namespace troupe {
+
+namespace {
+
+struct group_state {
+  static const char* name;
+  std::optional<actor_gauge> gauge;
+  node_context_ptr ctx;
+  config::group_settings settings;
+  caf::actor commander;
+  std::vector<worker_handle> workers;
+
+  worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
+    return spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
+                                          commander, ctx});
+  }
+};
+
+const char* group_state::name = "troupe.group";
+
+group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_state> self, node_context_ptr ctx,
+                                      config::group_settings settings, caf::actor commander) {
+  auto& st = self->state;
+  st.gauge.emplace(ctx->metrics, actor_kind::group);
+  st.ctx = std::move(ctx);
+  st.settings = std::move(settings);
+  st.commander = std::move(commander);
+  for (int i = 0; i < st.settings.workers; ++i)
+    st.workers.push_back(st.start_worker(*self, static_cast<std::size_t>(i)));
+  // A worker that went down abnormally is replaced in its slot (its users went
+  // with it and are spawned again on their next request); any other exit
+  // (shutdown) takes the group and, through the links, everything below it.
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    auto& st = self->state;
+    for (std::size_t slot = 0; slot < st.workers.size(); ++slot) {
+      if (st.workers[slot].address() != em.source)
+        continue;
+      if (!em.reason)
+        return;
+      spdlog::error("group {}: worker {} went down ({}); replacing it", st.settings.name, slot + 1,
+                    self->system().render(em.reason));
+      st.workers[slot] = st.start_worker(*self, slot);
+      self->send(caf::actor_cast<commander_handle>(st.commander), workers_atom::value, st.settings.name,
+                 st.workers);
+      return;
+    }
+    if (em.reason)
+      self->quit(em.reason);
+  });
+  return {
+    [=](workers_atom) { return self->state.workers; },
+  };
+}
+
+}  // namespace
+
+group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
+                        caf::actor commander) {
+  return sys.spawn(group_impl, std::move(ctx), std::move(settings), std::move(commander));
+}
+
+}  // namespace troupe

@@ -1,0 +1,23 @@
+#pragma once
+/// \file
+/// The group: the workers built from one [[group]] entry of the recipe, with
+/// one policy set. It supervises its workers (a crashed worker is replaced and
+/// the commander told) and takes them down with it.
+
+#include "actors/worker.hpp"
+
+#include <vector>
+
+namespace troupe {
+
+/// The group's typed interface.
+using group_handle = caf::typed_actor<
+  /// Its current workers, in slot order.
+  caf::replies_to<workers_atom>::with<std::vector<worker_handle>>>;
+
+/// Spawns the group described by recipe entry `settings` (a top-level actor:
+/// the node stops it on shutdown). Its workers are named "<group>-w<n>".
+group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
+                        caf::actor commander);
+
+}  // namespace troupe

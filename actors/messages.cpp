@@ -1,0 +1,42 @@
+#include "actors/messages.hpp"
+
+#include "actors/commander.hpp"
+#include "actors/errors.hpp"
+#include "actors/page.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+namespace troupe {
+
+std::string error_body(const std::string& text) {
+  return nlohmann::json{{"error", text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+http_response error_response(std::uint16_t status, const std::string& text, std::uint32_t retry_after) {
+  http_response r;
+  r.status = status;
+  r.body = error_body(text);
+  r.retry_after = retry_after;
+  return r;
+}
+
+void register_types(caf::actor_system_config& cfg) {
+  register_errors(cfg);
+  cfg.add_message_type<http_header>("troupe.http_header");
+  cfg.add_message_type<std::vector<http_header>>("troupe.http_headers");
+  cfg.add_message_type<http_request>("troupe.http_request");
+  cfg.add_message_type<http_response>("troupe.http_response");
+  cfg.add_message_type<placement>("troupe.placement");
+  cfg.add_message_type<attach_order>("troupe.attach_order");
+  cfg.add_message_type<login_request>("troupe.login_request");
+  cfg.add_message_type<user_handle>("troupe.user_handle");
+  cfg.add_message_type<connection_handle>("troupe.connection_handle");
+  cfg.add_message_type<page_handle>("troupe.page_handle");
+  cfg.add_message_type<worker_handle>("troupe.worker_handle");
+  cfg.add_message_type<std::vector<worker_handle>>("troupe.worker_actors");
+  cfg.add_message_type<group_handle>("troupe.group_handle");
+  cfg.add_message_type<commander_handle>("troupe.commander_handle");
+}
+
+}  // namespace troupe

@@ -1,0 +1,111 @@
+#pragma once
+/// \file
+/// The messages the front and the actors exchange that are not owned by one
+/// actor: HTTP requests and replies, and the atoms. Every type here is
+/// inspectable and registered (register_types), so it can cross nodes; the one
+/// exception is local_reply, the front's continuation, which never leaves its process.
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caf {
+class actor_system_config;
+}
+
+namespace troupe {
+
+// -- atoms (at most 10 characters each) ---------------------------------------
+using http_atom = caf::atom_constant<caf::atom("http")>;        ///< serve a request
+using resolve_atom = caf::atom_constant<caf::atom("resolve")>;  ///< where is this connection's user
+using attach_atom = caf::atom_constant<caf::atom("attach")>;    ///< host this user, give him a connection
+using adopt_atom = caf::atom_constant<caf::atom("adopt")>;      ///< a connection is now yours
+using login_atom = caf::atom_constant<caf::atom("login")>;
+using logout_atom = caf::atom_constant<caf::atom("logout")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;  ///< forget a retiring user
+using stamp_atom = caf::atom_constant<caf::atom("stamp")>;      ///< a clock moved
+using resume_atom = caf::atom_constant<caf::atom("resume")>;    ///< a deferred handler is due
+using workers_atom = caf::atom_constant<caf::atom("workers")>;  ///< list / register workers
+
+/// One HTTP header field.
+struct http_header {
+  std::string name;
+  std::string value;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, http_header& x) {
+  return f(caf::meta::type_name("troupe.http_header"), x.name, x.value);
+}
+
+/// A request as the front hands it to an actor: already size-checked and
+/// attributed to a connection (and page, when the request names one).
+struct http_request {
+  std::string method;   ///< "GET", "POST", …
+  std::string path;     ///< decoded-free path, no query
+  std::string query;    ///< raw query string without '?'
+  std::string body;
+  std::string cid;      ///< the connection (cookie) id
+  std::string page;     ///< X-Troupe-Page, empty when none
+  std::vector<http_header> headers;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, http_request& x) {
+  return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
+           x.page, x.headers);
+}
+
+/// What the front must do with its routing cache after a reply.
+enum class route_note : std::uint8_t {
+  keep = 0,     ///< served; the route stays valid
+  changed = 1,  ///< served, and the connection now belongs to another user (login/logout)
+  not_here = 2, ///< NOT served: this actor does not own the connection; re-resolve and resend
+};
+
+/// An actor's answer to an http_request.
+struct http_response {
+  std::uint16_t status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  route_note route = route_note::keep;
+  std::uint32_t retry_after = 0;  ///< seconds for a Retry-After header (503), 0: none
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, http_response& x) {
+  return f(caf::meta::type_name("troupe.http_response"), x.status, x.body, x.content_type, x.route,
+           x.retry_after);
+}
+
+/// The front's side of one in-flight request: an actor calls deliver() exactly
+/// once. An implementation learns that the request was dropped unanswered (its
+/// actor died with it in the mailbox) when it is destroyed undelivered.
+class reply_slot {
+public:
+  virtual ~reply_slot() = default;
+  virtual void deliver(http_response&& response) = 0;
+};
+
+/// The local fast path's continuation (never serialized: front and actor share
+/// a process). Requests from another node use the request/response form instead.
+using local_reply = std::shared_ptr<reply_slot>;
+
+/// A JSON error body {"error": text}.
+std::string error_body(const std::string& text);
+
+/// An http_response carrying {"error": text}.
+http_response error_response(std::uint16_t status, const std::string& text,
+                             std::uint32_t retry_after = 0);
+
+/// Registers every message type of troupe with `cfg` (and troupe's error category).
+void register_types(caf::actor_system_config& cfg);
+
+}  // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::local_reply)

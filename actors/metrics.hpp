@@ -1,0 +1,50 @@
+#pragma once
+/// \file
+/// The node's counters: plain atomics bumped where things happen and read by
+/// /_troupe/metrics. One instance per node (owned by its node_context), never global.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace troupe {
+
+/// Kinds of actor in the tree, as in the metric label troupe_actors{kind}.
+enum class actor_kind : std::uint8_t { user, connection, page, worker, group, commander, count_ };
+
+const char* to_string(actor_kind kind) noexcept;
+
+/// Counters and gauges of one node.
+struct node_metrics {
+  std::array<std::atomic<std::int64_t>, static_cast<std::size_t>(actor_kind::count_)> actors{};
+  std::array<std::atomic<std::uint64_t>, 600> http_requests{};  ///< by status code
+  std::atomic<std::uint64_t> user_restarts{0};
+  std::atomic<std::uint64_t> handler_failures{0};
+  std::atomic<std::int64_t> inflight{0};
+
+  void count_request(unsigned status) noexcept {
+    if (status < http_requests.size())
+      http_requests[status].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  /// Prometheus text exposition of everything above.
+  std::string prometheus_text() const;
+};
+
+/// Holds one count of `kind` in `metrics` for as long as it lives: a member of
+/// an actor's state, so the gauge follows the actor's life exactly.
+class actor_gauge {
+public:
+  actor_gauge(node_metrics& metrics, actor_kind kind) : slot_(&metrics.actors[static_cast<std::size_t>(kind)]) {
+    slot_->fetch_add(1, std::memory_order_relaxed);
+  }
+  ~actor_gauge() { slot_->fetch_sub(1, std::memory_order_relaxed); }
+  actor_gauge(const actor_gauge&) = delete;
+  actor_gauge& operator=(const actor_gauge&) = delete;
+
+private:
+  std::atomic<std::int64_t>* slot_;
+};
+
+}  // namespace troupe

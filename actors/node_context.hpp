@@ -1,0 +1,37 @@
+#pragma once
+/// \file
+/// What every actor of one node shares: the node's name, its effective
+/// recipe, the user actor types it can host, and its counters. Immutable after
+/// start-up except the counters (atomics); one per node, never global.
+
+#include "actors/app.hpp"
+#include "actors/metrics.hpp"
+#include "config/recipe.hpp"
+
+#include <caf/duration.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace troupe {
+
+struct node_context {
+  std::string node_name;
+  config::recipe recipe;
+  app_types apps;
+  node_metrics metrics;
+
+  /// limits.hold_seconds as a CAF timeout.
+  caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }
+  /// limits.request_timeout_seconds as a CAF timeout.
+  caf::duration request_timeout() const { return to_duration(recipe.limits.request_timeout_seconds); }
+
+  static caf::duration to_duration(double seconds) {
+    return caf::duration{std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000))};
+  }
+};
+
+using node_context_ptr = std::shared_ptr<node_context>;
+
+}  // namespace troupe

@@ -1,0 +1,62 @@
+#pragma once
+/// \file
+/// The user actor: one per user, the only owner of his store. It serves his
+/// HTTP requests one at a time (later ones wait in its mailbox or, while a
+/// deferred answer is pending, in its bounded queue), keeps his connections
+/// and pages, and carries out login/logout with the commander.
+
+#include "actors/messages.hpp"
+#include "actors/node_context.hpp"
+#include "store/codec.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <string>
+
+namespace caf {
+class local_actor;
+}
+
+namespace troupe {
+
+/// Where a user lives: the answer to resolve, attach, login and logout.
+struct placement {
+  std::string user;
+  std::string worker;
+  std::string node;
+  caf::actor actor;  ///< the user actor (a user_handle; untyped to keep the handle header-light)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, placement& x) {
+  return f(caf::meta::type_name("troupe.placement"), x.user, x.worker, x.node, x.actor);
+}
+
+/// The user actor's typed interface.
+using user_handle = caf::typed_actor<
+  /// Serve a request; the local fast path (the front's continuation).
+  caf::reacts_to<http_atom, http_request, local_reply>,
+  /// Serve a request; the same for callers on other nodes.
+  caf::replies_to<http_atom, http_request>::with<http_response>,
+  /// Take connection `cid` as one of his; answers his placement.
+  caf::replies_to<adopt_atom, std::string>::with<placement>,
+  /// Internal: deferred answer number N is due.
+  caf::reacts_to<resume_atom, std::uint64_t>>;
+
+/// How to start one user actor.
+struct user_spec {
+  std::string user;
+  std::string worker;                    ///< name of the hosting worker
+  store::bytes parcel;                   ///< an encoded parcel to start from; empty: a fresh store
+  caf::actor commander;                  ///< for login/logout
+  const app_types::factory* factory = nullptr;
+  node_context_ptr ctx;
+};
+
+/// Spawns a user actor linked to and monitored by `parent` (his worker).
+/// An invalid parcel is logged and the user starts with a fresh store.
+user_handle spawn_user(caf::local_actor& parent, user_spec spec);
+
+}  // namespace troupe

@@ -1,0 +1,113 @@
+#include "actors/worker.hpp"
+
+#include "actors/errors.hpp"
+#include "registry/ids.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+
+namespace troupe {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+struct worker_state {
+  static const char* name;
+
+  worker_handle::stateful_pointer<worker_state> self = nullptr;
+  std::optional<actor_gauge> gauge;
+  worker_spec spec;
+  const config::group_settings* settings = nullptr;
+  const app_types::factory* factory = nullptr;
+  std::unordered_map<std::string, user_handle> users;         // by name
+  std::unordered_map<caf::actor_id, std::string> names;      // child id → name
+  std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
+
+  user_handle start(const std::string& user, store::bytes parcel) {
+    auto h = spawn_user(*self, user_spec{user, spec.name, std::move(parcel), spec.commander, factory, spec.ctx});
+    names[h.id()] = user;
+    users[user] = h;
+    return h;
+  }
+
+  // A crashed user is restarted at once (with a fresh store: parcels come with
+  // the deposit), unless he crashed more than max_restarts times within
+  // restart_window_seconds: then he is restarted by his next request only.
+  void on_down(caf::down_msg& dm) {
+    auto n = names.find(dm.source.id());
+    if (n == names.end())
+      return;
+    auto user = std::move(n->second);
+    names.erase(n);
+    auto u = users.find(user);
+    if (u == users.end() || u->second.address() != dm.source)
+      return;  // released or replaced already
+    users.erase(u);
+    if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown)
+      return;
+    auto now = steady::now();
+    auto& history = crashes[user];
+    auto window = std::chrono::duration<double>(settings->restart_window_seconds);
+    while (!history.empty() && now - history.front() > window)
+      history.pop_front();
+    history.push_back(now);
+    if (static_cast<int>(history.size()) > settings->max_restarts) {
+      spdlog::error("worker {}: user {} crashed {} times within {} s ({}); not restarted until his next request",
+                    spec.name, registry::redact(user), history.size(), settings->restart_window_seconds,
+                    self->system().render(dm.reason));
+      return;
+    }
+    spdlog::warn("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
+                 self->system().render(dm.reason));
+    spec.ctx->metrics.user_restarts.fetch_add(1, std::memory_order_relaxed);
+    start(user, {});
+  }
+};
+
+const char* worker_state::name = "troupe.worker";
+
+worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_state> self, worker_spec spec) {
+  auto& st = self->state;
+  st.self = self;
+  st.gauge.emplace(spec.ctx->metrics, actor_kind::worker);
+  st.settings = spec.ctx->recipe.group(spec.group);
+  st.factory = st.settings ? spec.ctx->apps.find(st.settings->user_type) : nullptr;
+  st.spec = std::move(spec);
+  if (!st.factory) {
+    self->quit(make_error(errc::unavailable, "no user type for group " + st.spec.group));
+    return worker_handle::behavior_type::make_empty_behavior();
+  }
+  self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
+  // Users are linked to their worker so they die with it; their own exits are
+  // handled as downs above. Any other exit (the group's) takes the worker down.
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    if (self->state.names.count(em.source.id()) == 0 && em.reason)
+      self->quit(em.reason);
+  });
+  return {
+    [=](attach_atom, attach_order& order) -> caf::result<placement> {
+      auto& st = self->state;
+      auto i = st.users.find(order.user);
+      user_handle h = i != st.users.end() ? i->second : st.start(order.user, std::move(order.parcel));
+      return self->delegate(h, adopt_atom::value, std::move(order.cid));
+    },
+    [=](release_atom, const std::string& user) {
+      // The user retires by himself; forget him so the name can be placed afresh.
+      self->state.users.erase(user);
+    },
+  };
+}
+
+}  // namespace
+
+worker_handle spawn_worker(caf::local_actor& group, worker_spec spec) {
+  return group.spawn<caf::linked>(worker_impl, std::move(spec));
+}
+
+}  // namespace troupe

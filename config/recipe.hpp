@@ -1,0 +1,115 @@
+#pragma once
+/// \file
+/// The node's recipe: every setting a troupe node runs with, composed as
+/// defaults ⊕ recipe file (TOML) ⊕ environment (`TROUPE_*`) ⊕ `--set KEY=VALUE`.
+/// The key names are troupe's public contract (see docs/config.md).
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace troupe::config {
+
+/// A recipe that cannot be used: `key` names the offending setting
+/// (dotted, e.g. "limits.max_body_bytes"), `what()` says the problem in one line.
+class recipe_error : public std::runtime_error {
+public:
+  recipe_error(std::string key, const std::string& problem)
+    : std::runtime_error(key.empty() ? problem : key + ": " + problem), key_(std::move(key)) {}
+  /// As above, but `what()` starts with `label` instead of the key, for problems
+  /// worth pointing at their source: ("limits.x", "--set limits.x", "expected KEY=VALUE")
+  /// says "--set limits.x: expected KEY=VALUE" and key() is still "limits.x".
+  recipe_error(std::string key, const std::string& label, const std::string& problem)
+    : std::runtime_error(label.empty() ? problem : label + ": " + problem), key_(std::move(key)) {}
+  /// The dotted key the problem is about (empty when it is about the file as a whole).
+  const std::string& key() const noexcept { return key_; }
+
+private:
+  std::string key_;
+};
+
+/// `[node]`
+struct node_settings {
+  std::string listen = "127.0.0.1:8080";   ///< HOST:PORT; port 0 picks a free port
+  std::string admin_token;                 ///< empty: the admin surface is off (health aside)
+  std::string name;                        ///< shown in whoami/census; empty: the host name
+  std::string log_level = "info";          ///< trace|debug|info|warn|error|critical|off
+  int io_threads = 1;                      ///< threads running the HTTP front
+  int actor_threads = 2;                   ///< CAF scheduler threads
+  double shutdown_grace_seconds = 10;      ///< in-flight requests get this long on SIGTERM
+};
+
+/// `[limits]`
+struct limits_settings {
+  std::uint64_t max_body_bytes = 1048576;      ///< 413 past it
+  std::uint64_t max_header_bytes = 16384;      ///< 431 past it
+  double request_timeout_seconds = 30;         ///< 504 past it
+  std::uint64_t max_inflight = 10000;          ///< 503 + Retry-After past it
+  double hold_seconds = 5;                     ///< wait for a user between two homes, then 503
+  double idle_timeout_seconds = 60;            ///< keep-alive connection with no request: closed
+  double read_timeout_seconds = 30;            ///< a started request must be read within this
+  std::uint64_t user_queue_length = 1024;      ///< requests waiting on one busy user; 503 past it
+  std::uint64_t max_pages_per_connection = 32; ///< live pages per connection; 429 past it
+};
+
+/// `[deposit]`
+struct deposit_settings {
+  std::string path = "./deposit";
+};
+
+/// `[commander]`
+struct commander_settings {
+  double user_expiry_hours = 720;
+  double guest_expiry_hours = 24;
+};
+
+/// One `[[group]]` entry.
+struct group_settings {
+  std::string name = "default";
+  std::string user_type = "notes";
+  int workers = 1;                          ///< workers in the group
+  double user_idle_freeze_minutes = 30;
+  std::string durability = "freeze";        ///< freeze | interval | reply
+  double checkpoint_seconds = 5;
+  int max_restarts = 5;                     ///< per user, within restart_window_seconds
+  double restart_window_seconds = 10;
+};
+
+/// The effective settings of one node.
+struct recipe {
+  node_settings node;
+  limits_settings limits;
+  deposit_settings deposit;
+  commander_settings commander;
+  std::vector<group_settings> groups{group_settings{}};  ///< never empty; "default" first if present
+
+  /// The group called `name`, or nullptr.
+  const group_settings* group(const std::string& name) const;
+};
+
+/// Where the pieces of a recipe come from, lowest precedence first.
+struct recipe_sources {
+  std::string file;                                      ///< TOML recipe; empty: none
+  std::vector<std::pair<std::string, std::string>> env;  ///< (NAME, VALUE) of TROUPE_* variables
+  std::vector<std::string> sets;                         ///< "KEY=VALUE" from --set, in order
+};
+
+/// Composes defaults ⊕ file ⊕ env ⊕ sets and validates the result.
+/// Throws recipe_error naming the first bad key (unknown key, wrong type,
+/// out-of-range value, unparsable file).
+recipe load_recipe(const recipe_sources& sources);
+
+/// The TROUPE_* variables of this process's environment, for recipe_sources::env.
+std::vector<std::pair<std::string, std::string>> troupe_environment();
+
+/// Checks the settings' ranges and enumerations; throws recipe_error.
+void validate(const recipe& r);
+
+/// Splits "HOST:PORT" ("[::1]:80" for IPv6); throws recipe_error("node.listen", ...).
+/// The host comes back without brackets ("::1"), ready for an address parser or resolver.
+std::pair<std::string, std::uint16_t> split_listen(const std::string& listen);
+
+}  // namespace troupe::config

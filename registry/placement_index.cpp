@@ -1,0 +1,54 @@
+#include "registry/placement_index.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+namespace troupe::registry {
+
+placement_index::placement_index(std::size_t workers) : loads_(workers, 0) {
+  if (workers == 0)
+    throw std::invalid_argument("placement_index needs at least one worker");
+}
+
+const std::string* placement_index::user_of(const std::string& cid) const {
+  auto i = connections_.find(cid);
+  return i == connections_.end() ? nullptr : &i->second;
+}
+
+std::optional<std::string> placement_index::bind(const std::string& cid, const std::string& user) {
+  auto [i, fresh] = connections_.try_emplace(cid, user);
+  if (fresh)
+    return std::nullopt;
+  std::string before = std::exchange(i->second, user);
+  return before;
+}
+
+void placement_index::unbind(const std::string& cid) {
+  connections_.erase(cid);
+}
+
+std::optional<std::size_t> placement_index::worker_of(const std::string& user) const {
+  auto i = users_.find(user);
+  if (i == users_.end())
+    return std::nullopt;
+  return i->second;
+}
+
+std::size_t placement_index::place(const std::string& user) {
+  if (auto i = users_.find(user); i != users_.end())
+    return i->second;
+  auto slot = static_cast<std::size_t>(std::min_element(loads_.begin(), loads_.end()) - loads_.begin());
+  users_.emplace(user, slot);
+  ++loads_[slot];
+  return slot;
+}
+
+void placement_index::remove(const std::string& user) {
+  if (auto i = users_.find(user); i != users_.end()) {
+    --loads_[i->second];
+    users_.erase(i);
+  }
+}
+
+}  // namespace troupe::registry

@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// The commander's placement index: connection → user → worker.
+/// Plain data, owned by exactly one actor (the commander), so it needs no locks.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace troupe::registry {
+
+/// Connection → user → worker slot, with per-worker user counts for placement.
+class placement_index {
+public:
+  /// An index over `workers` worker slots (slot numbers 0..workers-1).
+  explicit placement_index(std::size_t workers);
+
+  /// The user a connection belongs to, if the connection is known.
+  const std::string* user_of(const std::string& cid) const;
+
+  /// Binds a connection to a user (the user need not be placed yet).
+  /// Returns the user it belonged to before, if any.
+  std::optional<std::string> bind(const std::string& cid, const std::string& user);
+
+  /// Forgets a connection.
+  void unbind(const std::string& cid);
+
+  /// The worker slot a live user is placed on.
+  std::optional<std::size_t> worker_of(const std::string& user) const;
+
+  /// Places a user on the least loaded worker slot (ties: the lowest slot)
+  /// unless he is placed already; returns his slot.
+  std::size_t place(const std::string& user);
+
+  /// Forgets a user's placement (his connections stay bound to his name).
+  void remove(const std::string& user);
+
+  /// Users placed on each worker slot.
+  const std::vector<std::size_t>& loads() const noexcept { return loads_; }
+
+  std::size_t users() const noexcept { return users_.size(); }
+  std::size_t connections() const noexcept { return connections_.size(); }
+
+private:
+  std::unordered_map<std::string, std::string> connections_;  // cid → user
+  std::unordered_map<std::string, std::size_t> users_;        // user → worker slot
+  std::vector<std::size_t> loads_;
+};
+
+}  // namespace troupe::registry

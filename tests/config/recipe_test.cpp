@@ -1,0 +1,666 @@
+#include "config/recipe.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+
+using namespace troupe::config;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A directory under the system temp dir, removed at the end of the test.
+class temp_dir {
+public:
+  temp_dir() {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / ("troupe_recipe_test_" + std::to_string(rd()) + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  /// Writes `text` to NAME in the directory and returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    auto p = path_ / name;
+    std::ofstream out(p, std::ios::binary);
+    out << text;
+    return p.string();
+  }
+  const fs::path& path() const { return path_; }
+
+private:
+  fs::path path_;
+};
+
+/// Runs `f`, expects a recipe_error and returns it (key() and what()).
+recipe_error error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const recipe_error& e) {
+    return e;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected recipe_error, got another exception: " << e.what();
+    return recipe_error("<other>", e.what());
+  }
+  ADD_FAILURE() << "expected recipe_error, nothing was thrown";
+  return recipe_error("<none>", "nothing thrown");
+}
+
+recipe_error error_of_sources(const recipe_sources& s) {
+  return error_of([&] { load_recipe(s); });
+}
+
+recipe_error error_of_sets(std::vector<std::string> sets) {
+  recipe_sources s;
+  s.sets = std::move(sets);
+  return error_of_sources(s);
+}
+
+recipe_error error_of_env(std::vector<std::pair<std::string, std::string>> env) {
+  recipe_sources s;
+  s.env = std::move(env);
+  return error_of_sources(s);
+}
+
+recipe_error error_of_file(const std::string& text) {
+  temp_dir dir;
+  recipe_sources s;
+  s.file = dir.write("recipe.toml", text);
+  return error_of_sources(s);
+}
+
+recipe from_file(const temp_dir& dir, const std::string& text) {
+  recipe_sources s;
+  s.file = dir.write("recipe.toml", text);
+  return load_recipe(s);
+}
+
+bool one_line(const std::string& s) { return s.find('\n') == std::string::npos && !s.empty(); }
+
+const char* const full_recipe = R"(# every canonical key, none at its default
+[node]
+listen = "0.0.0.0:9090"
+admin_token = "s3cret"
+name = "node-a"
+log_level = "debug"
+io_threads = 4
+actor_threads = 8
+shutdown_grace_seconds = 2.5
+
+[limits]
+max_body_bytes = 4096
+max_header_bytes = 8192
+request_timeout_seconds = 7.5
+max_inflight = 50
+hold_seconds = 2
+idle_timeout_seconds = 90
+read_timeout_seconds = 11
+user_queue_length = 64
+max_pages_per_connection = 3
+
+[deposit]
+path = "/var/lib/troupe/deposit"
+
+[commander]
+user_expiry_hours = 48
+guest_expiry_hours = 0.5
+
+[[group]]
+name = "default"
+user_type = "notes"
+workers = 3
+user_idle_freeze_minutes = 0.05
+durability = "reply"
+checkpoint_seconds = 1
+max_restarts = 0
+restart_window_seconds = 60
+
+[[group]]
+name = "tally_2"
+user_type = "tally"
+workers = 2
+durability = "interval"
+)";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Defaults
+
+TEST(recipe, defaults_without_sources) {
+  recipe r = load_recipe({});
+  EXPECT_EQ(r.node.listen, "127.0.0.1:8080");
+  EXPECT_EQ(r.node.admin_token, "");
+  EXPECT_EQ(r.node.name, "");
+  EXPECT_EQ(r.node.log_level, "info");
+  EXPECT_EQ(r.node.io_threads, 1);
+  EXPECT_EQ(r.node.actor_threads, 2);
+  EXPECT_DOUBLE_EQ(r.node.shutdown_grace_seconds, 10);
+  EXPECT_EQ(r.limits.max_body_bytes, 1048576u);
+  EXPECT_EQ(r.limits.max_header_bytes, 16384u);
+  EXPECT_DOUBLE_EQ(r.limits.request_timeout_seconds, 30);
+  EXPECT_EQ(r.limits.max_inflight, 10000u);
+  EXPECT_DOUBLE_EQ(r.limits.hold_seconds, 5);
+  EXPECT_DOUBLE_EQ(r.limits.idle_timeout_seconds, 60);
+  EXPECT_DOUBLE_EQ(r.limits.read_timeout_seconds, 30);
+  EXPECT_EQ(r.limits.user_queue_length, 1024u);
+  EXPECT_EQ(r.limits.max_pages_per_connection, 32u);
+  EXPECT_EQ(r.deposit.path, "./deposit");
+  EXPECT_DOUBLE_EQ(r.commander.user_expiry_hours, 720);
+  EXPECT_DOUBLE_EQ(r.commander.guest_expiry_hours, 24);
+  ASSERT_EQ(r.groups.size(), 1u);
+  const auto& g = r.groups[0];
+  EXPECT_EQ(g.name, "default");
+  EXPECT_EQ(g.user_type, "notes");
+  EXPECT_EQ(g.workers, 1);
+  EXPECT_DOUBLE_EQ(g.user_idle_freeze_minutes, 30);
+  EXPECT_EQ(g.durability, "freeze");
+  EXPECT_DOUBLE_EQ(g.checkpoint_seconds, 5);
+  EXPECT_EQ(g.max_restarts, 5);
+  EXPECT_DOUBLE_EQ(g.restart_window_seconds, 10);
+  EXPECT_EQ(r.group("default"), &r.groups[0]);
+  EXPECT_EQ(r.group("nope"), nullptr);
+}
+
+TEST(recipe, default_recipe_validates) { EXPECT_NO_THROW(validate(recipe{})); }
+
+// ---------------------------------------------------------------------------
+// The file
+
+TEST(recipe, full_file_sets_every_canonical_key) {
+  temp_dir dir;
+  recipe r = from_file(dir, full_recipe);
+  EXPECT_EQ(r.node.listen, "0.0.0.0:9090");
+  EXPECT_EQ(r.node.admin_token, "s3cret");
+  EXPECT_EQ(r.node.name, "node-a");
+  EXPECT_EQ(r.node.log_level, "debug");
+  EXPECT_EQ(r.node.io_threads, 4);
+  EXPECT_EQ(r.node.actor_threads, 8);
+  EXPECT_DOUBLE_EQ(r.node.shutdown_grace_seconds, 2.5);
+  EXPECT_EQ(r.limits.max_body_bytes, 4096u);
+  EXPECT_EQ(r.limits.max_header_bytes, 8192u);
+  EXPECT_DOUBLE_EQ(r.limits.request_timeout_seconds, 7.5);
+  EXPECT_EQ(r.limits.max_inflight, 50u);
+  EXPECT_DOUBLE_EQ(r.limits.hold_seconds, 2);
+  EXPECT_DOUBLE_EQ(r.limits.idle_timeout_seconds, 90);
+  EXPECT_DOUBLE_EQ(r.limits.read_timeout_seconds, 11);
+  EXPECT_EQ(r.limits.user_queue_length, 64u);
+  EXPECT_EQ(r.limits.max_pages_per_connection, 3u);
+  EXPECT_EQ(r.deposit.path, "/var/lib/troupe/deposit");
+  EXPECT_DOUBLE_EQ(r.commander.user_expiry_hours, 48);
+  EXPECT_DOUBLE_EQ(r.commander.guest_expiry_hours, 0.5);
+  ASSERT_EQ(r.groups.size(), 2u);
+  const auto* d = r.group("default");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->user_type, "notes");
+  EXPECT_EQ(d->workers, 3);
+  EXPECT_DOUBLE_EQ(d->user_idle_freeze_minutes, 0.05);
+  EXPECT_EQ(d->durability, "reply");
+  EXPECT_DOUBLE_EQ(d->checkpoint_seconds, 1);
+  EXPECT_EQ(d->max_restarts, 0);
+  EXPECT_DOUBLE_EQ(d->restart_window_seconds, 60);
+  const auto* t = r.group("tally_2");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->user_type, "tally");
+  EXPECT_EQ(t->workers, 2);
+  EXPECT_EQ(t->durability, "interval");
+  EXPECT_DOUBLE_EQ(t->user_idle_freeze_minutes, 30);  // not in the file: default
+  EXPECT_EQ(t->max_restarts, 5);
+}
+
+TEST(recipe, partial_file_keeps_the_other_defaults_and_the_default_group) {
+  temp_dir dir;
+  recipe r = from_file(dir, "[limits]\nmax_inflight = 7\n");
+  EXPECT_EQ(r.limits.max_inflight, 7u);
+  EXPECT_EQ(r.limits.max_body_bytes, 1048576u);
+  EXPECT_EQ(r.node.listen, "127.0.0.1:8080");
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_EQ(r.groups[0].name, "default");
+}
+
+TEST(recipe, empty_file_is_the_defaults) {
+  temp_dir dir;
+  recipe r = from_file(dir, "");
+  EXPECT_EQ(r.limits.max_body_bytes, 1048576u);
+  EXPECT_EQ(r.groups.size(), 1u);
+}
+
+TEST(recipe, file_groups_replace_the_default_list) {
+  temp_dir dir;
+  recipe r = from_file(dir, "[[group]]\nname = \"alpha\"\nuser_type = \"tally\"\n");
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_EQ(r.groups[0].name, "alpha");
+  EXPECT_EQ(r.groups[0].user_type, "tally");
+  EXPECT_EQ(r.group("default"), nullptr);
+}
+
+TEST(recipe, single_unnamed_group_is_called_default) {
+  temp_dir dir;
+  recipe r = from_file(dir, "[[group]]\nworkers = 4\n");
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_EQ(r.groups[0].name, "default");
+  EXPECT_EQ(r.groups[0].workers, 4);
+}
+
+TEST(recipe, default_group_comes_first) {
+  temp_dir dir;
+  recipe r = from_file(dir, "[[group]]\nname = \"b\"\n[[group]]\nname = \"default\"\n[[group]]\nname = \"a\"\n");
+  ASSERT_EQ(r.groups.size(), 3u);
+  EXPECT_EQ(r.groups[0].name, "default");
+  EXPECT_EQ(r.groups[1].name, "b");
+  EXPECT_EQ(r.groups[2].name, "a");
+}
+
+TEST(recipe, integers_are_accepted_for_doubles) {
+  temp_dir dir;
+  recipe r = from_file(dir, "[limits]\nrequest_timeout_seconds = 12\n[commander]\nuser_expiry_hours = 1\n");
+  EXPECT_DOUBLE_EQ(r.limits.request_timeout_seconds, 12.0);
+  EXPECT_DOUBLE_EQ(r.commander.user_expiry_hours, 1.0);
+}
+
+// ---------------------------------------------------------------------------
+// Precedence: defaults < file < env < --set
+
+TEST(recipe, precedence_file_then_env_then_set) {
+  temp_dir dir;
+  recipe_sources s;
+  s.file = dir.write("recipe.toml",
+                     "[limits]\nmax_body_bytes = 100\nmax_inflight = 200\nhold_seconds = 3\n"
+                     "[node]\nadmin_token = \"from-file\"\n");
+  s.env = {{"TROUPE_LIMITS_MAX_BODY_BYTES", "1000"}, {"TROUPE_LIMITS_MAX_INFLIGHT", "2000"},
+           {"TROUPE_NODE_ADMIN_TOKEN", "from-env"}};
+  s.sets = {"limits.max_body_bytes=10000"};
+  recipe r = load_recipe(s);
+  EXPECT_EQ(r.limits.max_body_bytes, 10000u);  // set beats env and file
+  EXPECT_EQ(r.limits.max_inflight, 2000u);     // env beats file
+  EXPECT_DOUBLE_EQ(r.limits.hold_seconds, 3);  // file beats default
+  EXPECT_EQ(r.node.admin_token, "from-env");
+  EXPECT_EQ(r.limits.max_header_bytes, 16384u);  // default
+}
+
+TEST(recipe, later_sets_win) {
+  recipe_sources s;
+  s.sets = {"node.log_level=warn", "node.log_level=error"};
+  EXPECT_EQ(load_recipe(s).node.log_level, "error");
+}
+
+TEST(recipe, a_bad_file_value_can_be_fixed_by_a_later_source) {
+  // Ranges are checked on the composed recipe, not per source.
+  temp_dir dir;
+  recipe_sources s;
+  s.file = dir.write("recipe.toml", "[limits]\nmax_body_bytes = 0\n");
+  s.sets = {"limits.max_body_bytes=5"};
+  EXPECT_EQ(load_recipe(s).limits.max_body_bytes, 5u);
+}
+
+TEST(recipe, set_parses_each_type) {
+  recipe_sources s;
+  s.sets = {"node.listen=[::1]:9000", "node.io_threads=3", "limits.hold_seconds=0.25",
+            "limits.request_timeout_seconds=2", "deposit.path=/tmp/d=x", "node.admin_token="};
+  recipe r = load_recipe(s);
+  EXPECT_EQ(r.node.listen, "[::1]:9000");
+  EXPECT_EQ(r.node.io_threads, 3);
+  EXPECT_DOUBLE_EQ(r.limits.hold_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(r.limits.request_timeout_seconds, 2);
+  EXPECT_EQ(r.deposit.path, "/tmp/d=x");  // split at the first '='
+  EXPECT_EQ(r.node.admin_token, "");
+}
+
+// ---------------------------------------------------------------------------
+// Group addressing
+
+TEST(recipe, set_addresses_groups_by_name) {
+  recipe_sources s;
+  s.sets = {"group.default.user_idle_freeze_minutes=0.05", "group.default.durability=interval",
+            "group.default.workers=6"};
+  recipe r = load_recipe(s);
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.groups[0].user_idle_freeze_minutes, 0.05);
+  EXPECT_EQ(r.groups[0].durability, "interval");
+  EXPECT_EQ(r.groups[0].workers, 6);
+}
+
+TEST(recipe, set_on_a_missing_group_creates_it_with_defaults) {
+  recipe_sources s;
+  s.sets = {"group.tally.user_type=tally", "group.tally.workers=2"};
+  recipe r = load_recipe(s);
+  ASSERT_EQ(r.groups.size(), 2u);
+  EXPECT_EQ(r.groups[0].name, "default");
+  const auto* t = r.group("tally");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->user_type, "tally");
+  EXPECT_EQ(t->workers, 2);
+  EXPECT_EQ(t->durability, "freeze");
+}
+
+TEST(recipe, env_addresses_groups_by_name) {
+  recipe_sources s;
+  s.env = {{"TROUPE_GROUP_DEFAULT_DURABILITY", "reply"}, {"TROUPE_GROUP_DEFAULT_WORKERS", "9"}};
+  recipe r = load_recipe(s);
+  EXPECT_EQ(r.groups[0].durability, "reply");
+  EXPECT_EQ(r.groups[0].workers, 9);
+}
+
+TEST(recipe, env_group_names_may_contain_underscores) {
+  temp_dir dir;
+  recipe_sources s;
+  s.file = dir.write("recipe.toml", "[[group]]\nname = \"a\"\n[[group]]\nname = \"a_b\"\n");
+  s.env = {{"TROUPE_GROUP_A_B_WORKERS", "7"}, {"TROUPE_GROUP_A_MAX_RESTARTS", "1"}};
+  recipe r = load_recipe(s);
+  EXPECT_EQ(r.group("a_b")->workers, 7);
+  EXPECT_EQ(r.group("a")->workers, 1);
+  EXPECT_EQ(r.group("a")->max_restarts, 1);
+  EXPECT_EQ(r.group("a_b")->max_restarts, 5);
+}
+
+TEST(recipe, env_sets_every_section) {
+  recipe_sources s;
+  s.env = {{"TROUPE_NODE_LISTEN", "localhost:1"},
+           {"TROUPE_DEPOSIT_PATH", "/srv/d"},
+           {"TROUPE_COMMANDER_GUEST_EXPIRY_HOURS", "2"},
+           {"TROUPE_LIMITS_MAX_BODY_BYTES", "4096"}};
+  recipe r = load_recipe(s);
+  EXPECT_EQ(r.node.listen, "localhost:1");
+  EXPECT_EQ(r.deposit.path, "/srv/d");
+  EXPECT_DOUBLE_EQ(r.commander.guest_expiry_hours, 2);
+  EXPECT_EQ(r.limits.max_body_bytes, 4096u);
+}
+
+TEST(recipe, unrelated_troupe_variables_are_ignored) {
+  recipe_sources s;
+  s.env = {{"TROUPE_RECIPE", "/etc/troupe.toml"}, {"TROUPE_HOME", "/x"}, {"PATH", "/bin"}};
+  EXPECT_NO_THROW(load_recipe(s));
+}
+
+TEST(recipe, troupe_environment_reads_the_process_environment) {
+  ::setenv("TROUPE_LIMITS_MAX_INFLIGHT", "77", 1);
+  ::setenv("NOT_TROUPE_X", "1", 1);
+  auto env = troupe_environment();
+  ::unsetenv("TROUPE_LIMITS_MAX_INFLIGHT");
+  ::unsetenv("NOT_TROUPE_X");
+  bool found = false;
+  for (auto& [name, value] : env) {
+    EXPECT_EQ(name.rfind("TROUPE_", 0), 0u) << name;
+    if (name == "TROUPE_LIMITS_MAX_INFLIGHT") {
+      found = true;
+      EXPECT_EQ(value, "77");
+    }
+  }
+  EXPECT_TRUE(found);
+  recipe_sources s;
+  s.env = env;
+  EXPECT_EQ(load_recipe(s).limits.max_inflight, 77u);
+}
+
+// ---------------------------------------------------------------------------
+// Errors: unknown keys
+
+TEST(recipe_errors, unknown_key_in_file) {
+  auto e = error_of_file("[limits]\nmax_body_byte = 5\n");
+  EXPECT_EQ(e.key(), "limits.max_body_byte");
+  EXPECT_NE(std::string(e.what()).find("limits.max_body_byte: unknown key"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("did you mean limits.max_body_bytes"), std::string::npos) << e.what();
+  EXPECT_TRUE(one_line(e.what()));
+}
+
+TEST(recipe_errors, unknown_section_and_top_level_key_in_file) {
+  EXPECT_EQ(error_of_file("[nodes]\nlisten = \"x:1\"\n").key(), "nodes");
+  EXPECT_EQ(error_of_file("listen = \"x:1\"\n").key(), "listen");
+  EXPECT_EQ(error_of_file("[limits.extra]\nx = 1\n").key(), "limits.extra");
+}
+
+TEST(recipe_errors, unknown_key_in_a_file_group) {
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"g1\"\nworker = 2\n").key(), "group.g1.worker");
+  EXPECT_EQ(error_of_file("[[group]]\nworker = 2\n").key(), "group.default.worker");
+}
+
+TEST(recipe_errors, unknown_key_in_set) {
+  auto e = error_of_sets({"limits.max_body_byte=5"});
+  EXPECT_EQ(e.key(), "limits.max_body_byte");
+  EXPECT_EQ(std::string(e.what()).rfind("--set limits.max_body_byte: unknown key", 0), 0u) << e.what();
+  EXPECT_EQ(error_of_sets({"nodes.listen=x:1"}).key(), "nodes.listen");
+  EXPECT_EQ(error_of_sets({"listen=x:1"}).key(), "listen");
+  EXPECT_EQ(error_of_sets({"group.default.worker=1"}).key(), "group.default.worker");
+  EXPECT_EQ(error_of_sets({"group.workers=1"}).key(), "group.workers");
+  EXPECT_EQ(error_of_sets({"group.a.b.workers=1"}).key(), "group.a.b.workers");
+  EXPECT_EQ(error_of_sets({"group.Bad-Name.workers=1"}).key(), "group.Bad-Name.workers");
+  EXPECT_EQ(error_of_sets({"group.default.name=other"}).key(), "group.default.name");
+}
+
+TEST(recipe_errors, set_without_equals) {
+  auto e = error_of_sets({"limits.max_body_bytes"});
+  EXPECT_EQ(e.key(), "limits.max_body_bytes");
+  EXPECT_STREQ(e.what(), "--set limits.max_body_bytes: expected KEY=VALUE");
+  EXPECT_EQ(error_of_sets({"=5"}).key(), "");
+}
+
+TEST(recipe_errors, unknown_sectioned_env_variable_is_a_typo) {
+  auto e = error_of_env({{"TROUPE_LIMITS_MAX_BODY_BYTE", "5"}});
+  EXPECT_EQ(e.key(), "TROUPE_LIMITS_MAX_BODY_BYTE");
+  EXPECT_EQ(error_of_env({{"TROUPE_NODE_LISTN", "x:1"}}).key(), "TROUPE_NODE_LISTN");
+  EXPECT_EQ(error_of_env({{"TROUPE_DEPOSIT_PATHS", "x"}}).key(), "TROUPE_DEPOSIT_PATHS");
+  EXPECT_EQ(error_of_env({{"TROUPE_COMMANDER_X", "1"}}).key(), "TROUPE_COMMANDER_X");
+  // A group the recipe does not have is not created from the environment.
+  EXPECT_EQ(error_of_env({{"TROUPE_GROUP_OTHER_WORKERS", "2"}}).key(), "TROUPE_GROUP_OTHER_WORKERS");
+  EXPECT_EQ(error_of_env({{"TROUPE_GROUP_DEFAULT_WORKER", "2"}}).key(), "TROUPE_GROUP_DEFAULT_WORKER");
+}
+
+// ---------------------------------------------------------------------------
+// Errors: types and values
+
+TEST(recipe_errors, wrong_type_in_file) {
+  auto e = error_of_file("[limits]\nmax_body_bytes = \"big\"\n");
+  EXPECT_EQ(e.key(), "limits.max_body_bytes");
+  EXPECT_NE(std::string(e.what()).find("limits.max_body_bytes: expected an integer"), std::string::npos) << e.what();
+  EXPECT_EQ(error_of_file("[node]\nio_threads = 1.5\n").key(), "node.io_threads");
+  EXPECT_EQ(error_of_file("[node]\nlisten = 8080\n").key(), "node.listen");
+  EXPECT_EQ(error_of_file("[limits]\nhold_seconds = \"5\"\n").key(), "limits.hold_seconds");
+  EXPECT_EQ(error_of_file("[limits]\nhold_seconds = true\n").key(), "limits.hold_seconds");
+  EXPECT_EQ(error_of_file("[limits]\nhold_seconds = inf\n").key(), "limits.hold_seconds");
+  EXPECT_EQ(error_of_file("[limits]\nmax_inflight = -1\n").key(), "limits.max_inflight");
+  EXPECT_EQ(error_of_file("[limits.max_inflight]\nx = 1\n").key(), "limits.max_inflight");
+  EXPECT_EQ(error_of_file("[[group]]\nworkers = \"2\"\n").key(), "group.default.workers");
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"g\"\ndurability = 1\n").key(), "group.g.durability");
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"g\"\nworkers = 9999999999\n").key(), "group.g.workers");
+}
+
+TEST(recipe_errors, wrong_shape_of_sections_in_file) {
+  EXPECT_EQ(error_of_file("node = 5\n").key(), "node");
+  EXPECT_EQ(error_of_file("[group]\nname = \"x\"\n").key(), "group");
+  EXPECT_EQ(error_of_file("group = [1, 2]\n").key(), "group[1]");
+}
+
+TEST(recipe_errors, bad_values_in_set_and_env_name_the_key) {
+  auto e = error_of_sets({"limits.max_body_bytes=lots"});
+  EXPECT_EQ(e.key(), "limits.max_body_bytes");
+  EXPECT_TRUE(one_line(e.what()));
+  EXPECT_EQ(error_of_sets({"limits.max_body_bytes=12k"}).key(), "limits.max_body_bytes");
+  EXPECT_EQ(error_of_sets({"limits.max_body_bytes="}).key(), "limits.max_body_bytes");
+  EXPECT_EQ(error_of_sets({"limits.max_body_bytes=-3"}).key(), "limits.max_body_bytes");
+  EXPECT_EQ(error_of_sets({"limits.max_body_bytes=99999999999999999999999"}).key(), "limits.max_body_bytes");
+  EXPECT_EQ(error_of_sets({"node.io_threads=2.5"}).key(), "node.io_threads");
+  EXPECT_EQ(error_of_sets({"limits.hold_seconds=soon"}).key(), "limits.hold_seconds");
+  EXPECT_EQ(error_of_sets({"limits.hold_seconds=nan"}).key(), "limits.hold_seconds");
+  EXPECT_EQ(error_of_sets({"limits.hold_seconds= 5"}).key(), "limits.hold_seconds");
+  EXPECT_EQ(error_of_sets({"group.default.max_restarts=x"}).key(), "group.default.max_restarts");
+  auto env = error_of_env({{"TROUPE_LIMITS_MAX_BODY_BYTES", "abc"}});
+  EXPECT_EQ(env.key(), "limits.max_body_bytes");
+  EXPECT_EQ(std::string(env.what()).rfind("TROUPE_LIMITS_MAX_BODY_BYTES: expected an integer", 0), 0u) << env.what();
+  EXPECT_EQ(error_of_env({{"TROUPE_GROUP_DEFAULT_WORKERS", "many"}}).key(), "group.default.workers");
+}
+
+/// Every validated key family, through --set: key, a bad value, the problem's start.
+struct bad_case {
+  const char* key;
+  const char* value;
+  const char* problem;
+};
+
+TEST(recipe_errors, out_of_range_values_name_their_key) {
+  const bad_case cases[] = {
+    {"node.log_level", "loud", "must be one of"},
+    {"node.io_threads", "0", "must be at least 1"},
+    {"node.io_threads", "65", "must be at most 64"},
+    {"node.actor_threads", "0", "must be at least 1"},
+    {"node.actor_threads", "257", "must be at most 256"},
+    {"node.shutdown_grace_seconds", "-1", "must be at least 0"},
+    {"limits.max_body_bytes", "0", "must be at least 1"},
+    {"limits.max_header_bytes", "1023", "must be at least 1024"},
+    {"limits.request_timeout_seconds", "0", "must be greater than 0"},
+    {"limits.request_timeout_seconds", "-2", "must be greater than 0"},
+    {"limits.max_inflight", "0", "must be at least 1"},
+    {"limits.hold_seconds", "0", "must be greater than 0"},
+    {"limits.idle_timeout_seconds", "0", "must be greater than 0"},
+    {"limits.read_timeout_seconds", "0", "must be greater than 0"},
+    {"limits.read_timeout_seconds", "1e12", "must be at most"},
+    {"limits.user_queue_length", "0", "must be at least 1"},
+    {"limits.max_pages_per_connection", "0", "must be at least 1"},
+    {"deposit.path", "", "must not be empty"},
+    {"commander.user_expiry_hours", "0", "must be greater than 0"},
+    {"commander.guest_expiry_hours", "-1", "must be greater than 0"},
+    {"group.default.user_type", "", "must not be empty"},
+    {"group.default.workers", "0", "must be at least 1"},
+    {"group.default.workers", "1025", "must be at most 1024"},
+    {"group.default.user_idle_freeze_minutes", "0", "must be greater than 0"},
+    {"group.default.durability", "never", "must be one of freeze|interval|reply"},
+    {"group.default.checkpoint_seconds", "0", "must be greater than 0"},
+    {"group.default.max_restarts", "-1", "must be at least 0"},
+    {"group.default.restart_window_seconds", "0", "must be greater than 0"},
+    {"group.extra.workers", "0", "must be at least 1"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.key) + "=" + c.value);
+    auto e = error_of_sets({std::string(c.key) + "=" + c.value});
+    EXPECT_EQ(e.key(), c.key);
+    std::string expect = std::string(c.key) + ": " + c.problem;
+    EXPECT_EQ(std::string(e.what()).rfind(expect, 0), 0u) << e.what();
+    EXPECT_TRUE(one_line(e.what())) << e.what();
+  }
+}
+
+TEST(recipe_errors, range_message_shows_the_value) {
+  auto e = error_of_sets({"limits.max_body_bytes=0"});
+  EXPECT_STREQ(e.what(), "limits.max_body_bytes: must be at least 1 (got 0)");
+  auto d = error_of_sets({"group.default.checkpoint_seconds=-0.5"});
+  EXPECT_STREQ(d.what(), "group.default.checkpoint_seconds: must be greater than 0 (got -0.5)");
+}
+
+TEST(recipe_errors, range_errors_from_the_file_name_the_group) {
+  auto e = error_of_file("[[group]]\nname = \"g1\"\n[[group]]\nname = \"g2\"\ndurability = \"sometimes\"\n");
+  EXPECT_EQ(e.key(), "group.g2.durability");
+}
+
+TEST(recipe_errors, validate_checks_a_recipe_built_in_code) {
+  recipe r;
+  r.limits.max_header_bytes = 10;
+  EXPECT_EQ(error_of([&] { validate(r); }).key(), "limits.max_header_bytes");
+  recipe no_groups;
+  no_groups.groups.clear();
+  EXPECT_EQ(error_of([&] { validate(no_groups); }).key(), "group");
+  recipe twins;
+  twins.groups.push_back(group_settings{});
+  EXPECT_EQ(error_of([&] { validate(twins); }).key(), "group.default.name");
+  recipe bad_name;
+  bad_name.groups[0].name = "Has Space";
+  EXPECT_EQ(error_of([&] { validate(bad_name); }).key(), "group.Has Space.name");
+}
+
+TEST(recipe_errors, group_names_in_the_file) {
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"a\"\n[[group]]\nworkers = 2\n").key(), "group[2].name");
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"a\"\n[[group]]\nname = \"a\"\n").key(), "group.a.name");
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"Alpha\"\n").key(), "group[1].name");
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"\"\n").key(), "group[1].name");
+  EXPECT_EQ(error_of_file("[[group]]\nname = \"" + std::string(33, 'a') + "\"\n").key(), "group[1].name");
+  EXPECT_EQ(error_of_file("[[group]]\nname = 3\n").key(), "group[1].name");
+  temp_dir dir;
+  EXPECT_EQ(from_file(dir, "[[group]]\nname = \"" + std::string(32, 'a') + "\"\n").groups[0].name,
+            std::string(32, 'a'));
+}
+
+TEST(recipe_errors, empty_group_list_in_file) {
+  EXPECT_EQ(error_of_file("group = []\n").key(), "group");
+}
+
+// ---------------------------------------------------------------------------
+// Listen
+
+TEST(recipe, split_listen_accepts_host_port_and_bracketed_ipv6) {
+  EXPECT_EQ(split_listen("127.0.0.1:8080"), (std::pair<std::string, std::uint16_t>{"127.0.0.1", 8080}));
+  EXPECT_EQ(split_listen("localhost:0"), (std::pair<std::string, std::uint16_t>{"localhost", 0}));
+  EXPECT_EQ(split_listen("[::1]:8080"), (std::pair<std::string, std::uint16_t>{"::1", 8080}));
+  EXPECT_EQ(split_listen("0.0.0.0:65535"), (std::pair<std::string, std::uint16_t>{"0.0.0.0", 65535}));
+}
+
+TEST(recipe_errors, bad_listen) {
+  for (const char* bad : {"", "8080", "localhost", ":8080", "host:", "host:65536", "host:-1", "host:80x",
+                          "host:099999", "::1:8080", "[::1]8080", "[::1]", "[::1:8080", "[]:80", "a b:80"}) {
+    SCOPED_TRACE(bad);
+    auto e = error_of([&] { split_listen(bad); });
+    EXPECT_EQ(e.key(), "node.listen");
+    EXPECT_TRUE(one_line(e.what()));
+  }
+  EXPECT_EQ(error_of_sets({"node.listen=nohost"}).key(), "node.listen");
+  EXPECT_EQ(error_of_file("[node]\nlisten = \"1.2.3.4:70000\"\n").key(), "node.listen");
+}
+
+// ---------------------------------------------------------------------------
+// The file as a whole
+
+TEST(recipe_errors, syntax_error_is_one_line_with_the_line_number) {
+  temp_dir dir;
+  recipe_sources s;
+  s.file = dir.write("bad.toml", "[node]\nlisten = \"x:1\"\n[limits]\nmax_body_bytes = = 3\n");
+  auto e = error_of_sources(s);
+  EXPECT_EQ(e.key(), "");
+  std::string what = e.what();
+  EXPECT_TRUE(one_line(what)) << what;
+  EXPECT_EQ(what.rfind(s.file + ":4: ", 0), 0u) << what;
+  EXPECT_EQ(what.find("[error]"), std::string::npos) << what;
+}
+
+TEST(recipe_errors, duplicate_key_is_a_syntax_error) {
+  auto e = error_of_file("[limits]\nmax_inflight = 1\nmax_inflight = 2\n");
+  EXPECT_EQ(e.key(), "");
+  EXPECT_TRUE(one_line(e.what())) << e.what();
+  EXPECT_NE(std::string(e.what()).find(":3: "), std::string::npos) << e.what();
+}
+
+TEST(recipe_errors, missing_file) {
+  temp_dir dir;
+  recipe_sources s;
+  s.file = (dir.path() / "nope.toml").string();
+  auto e = error_of_sources(s);
+  EXPECT_EQ(e.key(), "");
+  EXPECT_EQ(std::string(e.what()).rfind(s.file + ": cannot read the recipe file", 0), 0u) << e.what();
+  EXPECT_TRUE(one_line(e.what()));
+}
+
+TEST(recipe_errors, directory_instead_of_file) {
+  temp_dir dir;
+  recipe_sources s;
+  s.file = dir.path().string();
+  auto e = error_of_sources(s);
+  EXPECT_EQ(e.key(), "");
+  EXPECT_TRUE(one_line(e.what())) << e.what();
+}
+
+TEST(recipe_errors, error_messages_do_not_break_lines) {
+  auto e = error_of_sets({"node.log_level=a\nb"});
+  EXPECT_EQ(e.key(), "node.log_level");
+  EXPECT_TRUE(one_line(e.what())) << e.what();
+}
+
+TEST(recipe_errors, label_constructor_keeps_the_key) {
+  recipe_error e("limits.x", "--set limits.x", "expected KEY=VALUE");
+  EXPECT_EQ(e.key(), "limits.x");
+  EXPECT_STREQ(e.what(), "--set limits.x: expected KEY=VALUE");
+  recipe_error plain("limits.x", "bad");
+  EXPECT_STREQ(plain.what(), "limits.x: bad");
+}

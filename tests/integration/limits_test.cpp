@@ -1,0 +1,256 @@
+// Every limit of the front, each set with --set on its own node: 413, 431, 504, 503 +
+// Retry-After (in-flight and per-user queue), idle and read timeouts, pages per
+// connection (429) and page ids (400).
+#include "../support/test_support.hpp"
+
+#include <future>
+#include <thread>
+
+using namespace troupe::test;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+class Limits : public node_test {};
+
+// A POST /api/notes body of exactly n bytes.
+std::string note_body(size_t n) {
+  const std::string head = "{\"text\":\"", tail = "\"}";
+  return head + std::string(n - head.size() - tail.size(), 'x') + tail;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
+TEST_F(Limits, BodyOverMaxBodyBytesIs413) {
+  start({"--set", "limits.max_body_bytes=4096"});
+  {
+    http_client c(port());
+    auto r = c.post("/api/notes", note_body(4000));
+    ASSERT_STATUS(r, 200);
+    auto notes = note_texts(r);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_EQ(notes[0].size(), 4000u - 11u);
+  }
+  {
+    http_client c(port());
+    std::string body = note_body(5000);
+    ASSERT_EQ(body.size(), 5000u);
+    auto r = c.post("/api/notes", body);
+    EXPECT_TRUE(is_json_error(r, 413));
+  }
+  {
+    // A Content-Length far over the limit is refused from the headers alone: the 413
+    // comes without the node waiting for (or reading) the body.
+    http_client c(port());
+    c.send_raw("POST /api/notes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: 200000\r\n\r\n");
+    auto r = c.read_response(milliseconds(3000));
+    EXPECT_TRUE(is_json_error(r, 413));
+  }
+  http_client c(port());
+  EXPECT_EQ(count_of(c.get("/api/counter")), 0);
+}
+
+TEST_F(Limits, HeaderOverMaxHeaderBytesIs431) {
+  start({"--set", "limits.max_header_bytes=2048"});
+  {
+    http_client c(port());
+    auto r = c.get("/api/whoami", {{"X-Filler", std::string(1000, 'h')}});
+    ASSERT_STATUS(r, 200);
+  }
+  {
+    http_client c(port());
+    auto r = c.get("/api/whoami", {{"X-Filler", std::string(4000, 'h')}});
+    EXPECT_TRUE(is_json_error(r, 431));
+  }
+  {
+    // Many small headers adding up past the limit.
+    http_client c(port());
+    headers_t many;
+    for (int i = 0; i < 80; ++i)
+      many.emplace_back("X-H" + std::to_string(i), std::string(40, 'v'));
+    auto r = c.get("/api/whoami", many);
+    EXPECT_TRUE(is_json_error(r, 431));
+  }
+  http_client c(port());
+  EXPECT_EQ(count_of(c.get("/api/counter")), 0);
+}
+
+TEST_F(Limits, SlowHandlerPastRequestTimeoutIs504) {
+  start({"--set", "limits.request_timeout_seconds=0.5"});
+  http_client c(port());
+  ASSERT_STATUS(c.get("/api/whoami"), 200);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c.post_json("/api/sleep", {{"ms", 2000}}, {}, milliseconds(10000));
+  auto took = ms_since(t0);
+  EXPECT_TRUE(is_json_error(r, 504));
+  EXPECT_GE(took, 450);
+  EXPECT_LT(took, 1800) << "the 504 came only after the handler finished";
+  // Another user is served normally meanwhile.
+  http_client other(port());
+  EXPECT_EQ(count_of(other.post("/api/counter/incr")), 1);
+  // A quick request still succeeds under the same limit.
+  http_client quick(port());
+  auto q = quick.post_json("/api/sleep", {{"ms", 100}});
+  ASSERT_STATUS(q, 200);
+  EXPECT_EQ(q.json().value("slept", -1), 100);
+}
+
+TEST_F(Limits, InflightOverMaxIs503WithRetryAfter) {
+  start({"--set", "limits.max_inflight=1"});
+  http_client a(port()), b(port());
+  ASSERT_STATUS(a.get("/api/whoami"), 200);
+  ASSERT_STATUS(b.get("/api/whoami"), 200);
+  auto sleeper = std::async(std::launch::async, [&] {
+    return a.post_json("/api/sleep", {{"ms", 1500}}, {}, milliseconds(10000));
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = b.get("/api/counter", {}, milliseconds(5000));
+  auto took = ms_since(t0);
+  EXPECT_TRUE(is_json_error(r, 503));
+  EXPECT_TRUE(r.has("Retry-After")) << r.describe();
+  EXPECT_TRUE(all_digits(r.get("Retry-After"))) << "Retry-After: " << r.get("Retry-After");
+  EXPECT_LT(took, 1000) << "the refusal waited for the in-flight request";
+  auto ra = sleeper.get();
+  ASSERT_STATUS(ra, 200);
+  EXPECT_EQ(ra.json().value("slept", -1), 1500);
+  // Capacity is back once the sleeper is done.
+  http_client b2(port());
+  b2.set_cookie(*b.cookie());
+  EXPECT_EQ(count_of(b2.get("/api/counter")), 0);
+}
+
+TEST_F(Limits, IdleKeepAliveConnectionIsClosed) {
+  start({"--set", "limits.idle_timeout_seconds=1"});
+  http_client c(port());
+  ASSERT_STATUS(c.get("/api/whoami"), 200);
+  ASSERT_TRUE(c.connected());
+  std::this_thread::sleep_for(milliseconds(3000));
+  EXPECT_TRUE(c.wait_closed(milliseconds(500)))
+      << "a keep-alive connection idle for 3 s (idle_timeout_seconds=1) is still open";
+  // A connection in use is not cut.
+  http_client busy(port());
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_STATUS(busy.get("/api/counter"), 200);
+    ASSERT_TRUE(busy.connected()) << "closed after request " << i;
+    std::this_thread::sleep_for(milliseconds(400));
+  }
+}
+
+TEST_F(Limits, StalledRequestIsClosedByReadTimeout) {
+  start({"--set", "limits.read_timeout_seconds=1"});
+  http_client c(port());
+  c.send_raw("GET /api/who");
+  auto t0 = std::chrono::steady_clock::now();
+  bool closed = c.wait_closed(milliseconds(3000));
+  auto took = ms_since(t0);
+  EXPECT_TRUE(closed) << "a half request line was still open after 3 s";
+  if (closed) {
+    EXPECT_GE(took, 800) << "closed before the read timeout could have fired";
+  }
+  if (!c.received_raw().empty())  // a reply before closing is allowed (e.g. 408), not needed
+    std::cerr << "[ info     ] stalled request got: " << c.received_raw().substr(0, 80) << "\n";
+
+  // Same with complete headers but a body that never comes.
+  http_client d(port());
+  d.send_raw("POST /api/notes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"te");
+  t0 = std::chrono::steady_clock::now();
+  closed = d.wait_closed(milliseconds(3000));
+  EXPECT_TRUE(closed) << "a stalled body was still open after 3 s";
+
+  http_client e(port());
+  EXPECT_EQ(count_of(e.get("/api/counter")), 0);
+}
+
+TEST_F(Limits, UserQueueOverflowIs503NoneLost) {
+  start({"--set", "limits.user_queue_length=2"});
+  http_client a(port());
+  ASSERT_STATUS(a.get("/api/whoami"), 200);
+  const std::string cid = *a.cookie();
+  auto sleeper = std::async(std::launch::async, [&] {
+    return a.post_json("/api/sleep", {{"ms", 1500}}, {}, milliseconds(10000));
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  constexpr int extra = 6;
+  std::vector<std::future<response>> more;
+  for (int i = 0; i < extra; ++i) {
+    more.push_back(std::async(std::launch::async, [&] {
+      http_client c(port());
+      c.set_cookie(cid);
+      return c.post("/api/counter/incr", {}, {}, milliseconds(10000));
+    }));
+  }
+  int ok = 0, refused = 0, other = 0;
+  std::vector<long long> counts;
+  for (auto& f : more) {
+    response r;
+    try {
+      r = f.get();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "a queued request was lost: " << e.what();
+      ++other;
+      continue;
+    }
+    if (r.status == 200) {
+      ++ok;
+      counts.push_back(r.json().value("count", -1));
+    } else if (r.status == 503) {
+      ++refused;
+      EXPECT_TRUE(is_json_error(r, 503));
+      EXPECT_TRUE(all_digits(r.get("Retry-After"))) << r.describe();
+    } else {
+      ++other;
+      ADD_FAILURE() << "unexpected reply " << r.describe();
+    }
+  }
+  ASSERT_STATUS(sleeper.get(), 200);
+  EXPECT_EQ(ok + refused + other, extra);
+  EXPECT_EQ(other, 0);
+  EXPECT_GE(refused, 1) << "a queue of 2 took " << extra << " waiting requests";
+  EXPECT_GE(ok, 1) << "no request waited its turn";
+  EXPECT_LE(ok, 3) << "more requests queued than user_queue_length=2 allows";
+  // The accepted increments all happened, each once.
+  std::sort(counts.begin(), counts.end());
+  for (size_t i = 0; i < counts.size(); ++i)
+    EXPECT_EQ(counts[i], static_cast<long long>(i + 1));
+  http_client c(port());
+  c.set_cookie(cid);
+  EXPECT_EQ(count_of(c.get("/api/counter")), ok);
+}
+
+TEST_F(Limits, PagesPerConnectionOverMaxIs429) {
+  start({"--set", "limits.max_pages_per_connection=2"});
+  http_client c(port());
+  ASSERT_STATUS(c.get("/api/whoami"), 200);
+  EXPECT_EQ(count_of(c.post("/api/counter/incr", {}, {{"X-Troupe-Page", "p1"}})), 1);
+  EXPECT_EQ(count_of(c.post("/api/counter/incr", {}, {{"X-Troupe-Page", "p2"}})), 2);
+  EXPECT_EQ(count_of(c.get("/api/counter", {{"X-Troupe-Page", "p1"}})), 2);  // known page
+  auto r = c.get("/api/counter", {{"X-Troupe-Page", "p3"}});
+  EXPECT_TRUE(is_json_error(r, 429));
+  // Without a page the connection is still served.
+  EXPECT_EQ(count_of(c.get("/api/counter")), 2);
+  // The limit is per connection: another connection has its own pages.
+  http_client d(port());
+  EXPECT_EQ(count_of(d.get("/api/counter", {{"X-Troupe-Page", "p3"}})), 0);
+}
+
+TEST_F(Limits, InvalidPageIdIs400) {
+  start({"--set", "limits.max_pages_per_connection=2"});
+  http_client c(port());
+  ASSERT_STATUS(c.get("/api/whoami"), 200);
+  for (const std::string& bad : {std::string(200, 'p'), std::string("a/b"),
+                                 std::string("../x")}) {
+    SCOPED_TRACE("page id [" + bad.substr(0, 30) + "]");
+    auto r = c.get("/api/counter", {{"X-Troupe-Page", bad}});
+    EXPECT_TRUE(is_json_error(r, 400));
+  }
+  // Refused ids used up no page slot.
+  EXPECT_EQ(count_of(c.get("/api/counter", {{"X-Troupe-Page", "p1"}})), 0);
+  EXPECT_EQ(count_of(c.get("/api/counter", {{"X-Troupe-Page", "p2"}})), 0);
+}

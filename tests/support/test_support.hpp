@@ -1,0 +1,138 @@
+// Shared GoogleTest helpers for the integration tests: fixtures owning a node process
+// (printing its stderr when a test fails) and small assertions on responses.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "http_client.hpp"
+#include "node_process.hpp"
+
+namespace troupe::test {
+
+#define ASSERT_STATUS(resp, code) ASSERT_EQ((resp).status, (code)) << (resp).describe()
+#define EXPECT_STATUS(resp, code) EXPECT_EQ((resp).status, (code)) << (resp).describe()
+
+inline void print_node_diagnostics(node_process& n) {
+  std::cerr << "\n==== troupe node diagnostics (test failed) ====\n"
+            << n.diagnostics() << std::endl;
+}
+
+// One node per test; start it with start({...}).
+class node_test : public ::testing::Test {
+protected:
+  node_process& start(std::vector<std::string> args = {}) {
+    node_ = std::make_unique<node_process>(std::move(args));
+    return *node_;
+  }
+  node_process& node() { return *node_; }
+  uint16_t port() const { return node_->port(); }
+  void TearDown() override {
+    if (node_ && HasFailure())
+      print_node_diagnostics(*node_);
+  }
+  std::unique_ptr<node_process> node_;
+};
+
+// One node shared by every test of a suite (default configuration unless the suite
+// overrides args()). A start failure fails every test of the suite with its reason.
+template <class Derived>
+class shared_node_test : public ::testing::Test {
+protected:
+  static std::vector<std::string> args() { return {}; }
+  static void TearDownTestSuite() {
+    node_.reset();
+    start_error_.clear();
+  }
+  void SetUp() override {
+    if (!node_ && start_error_.empty()) {
+      try {
+        node_ = std::make_unique<node_process>(Derived::args());
+      } catch (const std::exception& e) {
+        start_error_ = e.what();
+      }
+    }
+    ASSERT_TRUE(node_) << start_error_;
+  }
+  void TearDown() override {
+    if (node_ && HasFailure())
+      print_node_diagnostics(*node_);
+  }
+  static node_process& node() { return *node_; }
+  static uint16_t port() { return node_->port(); }
+  static inline std::unique_ptr<node_process> node_;
+  static inline std::string start_error_;
+};
+
+inline bool is_url_safe_b64(const std::string& s) {
+  static const std::regex re("^[A-Za-z0-9_-]+$");
+  return std::regex_match(s, re);
+}
+
+// An error reply: `status`, a JSON object body with a string "error".
+inline ::testing::AssertionResult is_json_error(const response& r, int status) {
+  if (r.status != status)
+    return ::testing::AssertionFailure() << "expected HTTP " << status << ", got "
+                                         << r.describe();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(r.body);
+  } catch (const std::exception&) {
+    return ::testing::AssertionFailure() << "error body is not JSON: " << r.describe();
+  }
+  if (!j.is_object() || !j.contains("error"))
+    return ::testing::AssertionFailure() << "error body has no \"error\": " << r.describe();
+  if (!j["error"].is_string() || j["error"].get<std::string>().empty())
+    return ::testing::AssertionFailure()
+           << "\"error\" is not a non-empty string: " << r.describe();
+  return ::testing::AssertionSuccess();
+}
+
+// {"count": n} of a 200 reply, or -1 (with a failure recorded) otherwise.
+inline long long count_of(const response& r) {
+  if (r.status != 200) {
+    ADD_FAILURE() << "expected a 200 {\"count\":n}, got " << r.describe();
+    return -1;
+  }
+  try {
+    auto j = r.json();
+    return j.at("count").get<long long>();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "no integer \"count\": " << e.what() << "\n" << r.describe();
+    return -1;
+  }
+}
+
+// The texts of a {"notes":[...]} reply; a note is either a string or an object with
+// a "text" member.
+inline std::vector<std::string> note_texts(const response& r) {
+  std::vector<std::string> out;
+  try {
+    auto j = r.json();
+    for (const auto& n : j.at("notes")) {
+      if (n.is_string())
+        out.push_back(n.get<std::string>());
+      else if (n.is_object() && n.contains("text") && n["text"].is_string())
+        out.push_back(n["text"].get<std::string>());
+      else
+        ADD_FAILURE() << "unexpected note shape " << n.dump() << " in " << r.describe();
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "no \"notes\" array: " << e.what() << "\n" << r.describe();
+  }
+  return out;
+}
+
+inline long long ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+}  // namespace troupe::test

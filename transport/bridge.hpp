@@ -1,0 +1,35 @@
+#pragma once
+/// \file
+/// The bridge: the front's one actor. The asio side never blocks on an actor;
+/// when it must ask the commander where a connection goes (a routing-cache
+/// miss), it hands the question to the bridge, which makes the request with the
+/// hold budget as its timeout and calls the front back.
+
+#include "actors/commander.hpp"
+
+namespace troupe {
+
+/// The front's side of one pending resolve; exactly one of the two is called.
+class resolve_slot {
+public:
+  virtual ~resolve_slot() = default;
+  virtual void placed(placement&& where) = 0;
+  virtual void failed(const caf::error& err) = 0;
+};
+
+/// Local-only continuation (front and bridge share a process).
+using local_resolve = std::shared_ptr<resolve_slot>;
+
+}  // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::local_resolve)
+
+namespace troupe {
+
+/// The bridge's typed interface.
+using bridge_handle = caf::typed_actor<caf::reacts_to<resolve_atom, std::string, local_resolve>>;
+
+/// Spawns the bridge in front of `commander` (a top-level actor: the node stops it).
+bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, caf::duration hold_timeout);
+
+}  // namespace troupe

@@ -1,0 +1,556 @@
+#include "transport/front.hpp"
+
+#include "actors/errors.hpp"
+#include "actors/user.hpp"
+#include "registry/ids.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <caf/all.hpp>
+#include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace troupe {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+using millis = std::chrono::milliseconds;
+
+millis to_millis(double seconds) {
+  return millis(static_cast<std::int64_t>(seconds * 1000));
+}
+
+std::string_view sv(beast::string_view s) noexcept {
+  return {s.data(), s.size()};
+}
+
+constexpr std::string_view cookie_name = "troupe_cid";
+
+// The troupe_cid value of the Cookie header(s), "" when absent.
+std::string_view cookie_cid(const http::request<http::string_body>& req) {
+  for (auto it = req.find(http::field::cookie); it != req.end() && it->name() == http::field::cookie; ++it) {
+    std::string_view all = sv(it->value());
+    while (!all.empty()) {
+      auto semi = all.find(';');
+      auto pair = all.substr(0, semi);
+      while (!pair.empty() && pair.front() == ' ')
+        pair.remove_prefix(1);
+      if (pair.substr(0, cookie_name.size()) == cookie_name && pair.size() > cookie_name.size()
+          && pair[cookie_name.size()] == '=')
+        return pair.substr(cookie_name.size() + 1);
+      if (semi == std::string_view::npos)
+        break;
+      all.remove_prefix(semi + 1);
+    }
+  }
+  return {};
+}
+
+bool is_parse_error(const beast::error_code& ec) {
+  return ec.category() == beast::error_code(http::error::bad_target).category();
+}
+
+}  // namespace
+
+front_limits front_limits::from(const config::limits_settings& l) {
+  return front_limits{l.max_body_bytes,
+                      static_cast<std::uint32_t>(l.max_header_bytes),
+                      to_millis(l.request_timeout_seconds),
+                      l.max_inflight,
+                      to_millis(l.idle_timeout_seconds),
+                      to_millis(l.read_timeout_seconds)};
+}
+
+// -- one TCP connection ---------------------------------------------------------------
+
+class http_session : public std::enable_shared_from_this<http_session> {
+public:
+  http_session(tcp::socket&& socket, front& owner)
+    : stream_(std::move(socket)),
+      front_(owner),
+      limits_(owner.limits()),
+      buffer_(limits_.max_header_bytes + limits_.max_body_bytes + 65536),
+      deadline_(stream_.get_executor()) {}
+
+  ~http_session() { front_.session_ended(); }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_wait(); });
+  }
+
+  void shutdown_if_idle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->idle_)
+        self->close();
+    });
+  }
+
+  // -- answers from the actor side (posted onto this session's strand) ------------
+  void on_actor_reply(std::uint64_t call, http_response&& r);
+  void on_dropped(std::uint64_t call);
+  void on_placed(std::uint64_t call, placement&& where);
+  void on_resolve_failed(std::uint64_t call, const caf::error& err);
+
+private:
+  // Idle keep-alive: wait (idle_timeout) for the first byte of the next request.
+  void do_wait();
+  void on_first_bytes(beast::error_code ec, std::size_t n);
+  // A request has begun: read all of it (read_timeout, header and body limits).
+  void do_read();
+  void on_read(beast::error_code ec, std::size_t n);
+  void handle();
+  void handle_admin(std::string_view path);
+  void dispatch(bool retry);
+  void send_to(const caf::actor& actor, std::uint64_t call);
+  void on_deadline();
+  void finish(http_response&& r);
+  void do_write(std::uint16_t status, std::string body, std::string_view content_type,
+                std::uint32_t retry_after = 0, bool challenge = false);
+  void on_write(beast::error_code ec, bool keep);
+  void refuse_and_close(std::uint16_t status, const std::string& text);
+  void linger_close();
+  void close();
+
+  beast::tcp_stream stream_;
+  front& front_;
+  const front_limits& limits_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::request<http::string_body> req_;
+  http::response<http::string_body> res_;
+  net::steady_timer deadline_;
+  bool idle_ = true;
+  bool close_after_ = false;
+  // The request being served.
+  http_request call_req_;
+  bool minted_ = false;
+  bool retried_ = false;
+  bool counted_ = false;
+  std::uint64_t call_seq_ = 0;
+  std::uint64_t current_call_ = 0;  // 0: nothing awaited
+  std::chrono::steady_clock::time_point started_;
+};
+
+namespace {
+
+// The front's side of one request handed to a user actor.
+class http_call final : public reply_slot {
+public:
+  http_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id)
+    : session_(std::move(s)), ex_(std::move(ex)), id_(id) {}
+
+  void deliver(http_response&& r) override {
+    delivered_ = true;
+    net::post(ex_, [s = session_, id = id_, r = std::move(r)]() mutable {
+      if (auto session = s.lock())
+        session->on_actor_reply(id, std::move(r));
+    });
+  }
+
+  // Destroyed undelivered: the actor died with the request in its mailbox.
+  ~http_call() override {
+    if (!delivered_)
+      net::post(ex_, [s = session_, id = id_] {
+        if (auto session = s.lock())
+          session->on_dropped(id);
+      });
+  }
+
+private:
+  std::weak_ptr<http_session> session_;
+  net::any_io_executor ex_;
+  std::uint64_t id_;
+  bool delivered_ = false;
+};
+
+// The front's side of one resolve handed to the bridge.
+class resolve_call final : public resolve_slot {
+public:
+  resolve_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id)
+    : session_(std::move(s)), ex_(std::move(ex)), id_(id) {}
+
+  void placed(placement&& where) override {
+    answered_ = true;
+    net::post(ex_, [s = session_, id = id_, where = std::move(where)]() mutable {
+      if (auto session = s.lock())
+        session->on_placed(id, std::move(where));
+    });
+  }
+
+  void failed(const caf::error& err) override {
+    answered_ = true;
+    net::post(ex_, [s = session_, id = id_, err] {
+      if (auto session = s.lock())
+        session->on_resolve_failed(id, err);
+    });
+  }
+
+  ~resolve_call() override {
+    if (!answered_)
+      net::post(ex_, [s = session_, id = id_] {
+        if (auto session = s.lock())
+          session->on_resolve_failed(id, make_error(errc::unavailable, "bridge gone"));
+      });
+  }
+
+private:
+  std::weak_ptr<http_session> session_;
+  net::any_io_executor ex_;
+  std::uint64_t id_;
+  bool answered_ = false;
+};
+
+}  // namespace
+
+void http_session::do_wait() {
+  idle_ = true;
+  if (front_.closing())
+    return close();
+  if (buffer_.size() > 0)  // a pipelined request is already here
+    return do_read();
+  stream_.expires_after(limits_.idle_timeout);
+  auto room = std::min<std::size_t>(4096, buffer_.max_size() - buffer_.size());
+  stream_.async_read_some(buffer_.prepare(room), beast::bind_front_handler(&http_session::on_first_bytes,
+                                                                           shared_from_this()));
+}
+
+void http_session::on_first_bytes(beast::error_code ec, std::size_t n) {
+  if (ec)
+    return close();  // idle timeout, peer closed, or shutdown
+  buffer_.commit(n);
+  do_read();
+}
+
+void http_session::do_read() {
+  idle_ = false;
+  parser_.emplace();
+  parser_->header_limit(limits_.max_header_bytes);
+  parser_->body_limit(limits_.max_body_bytes);
+  stream_.expires_after(limits_.read_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   beast::bind_front_handler(&http_session::on_read, shared_from_this()));
+}
+
+void http_session::on_read(beast::error_code ec, std::size_t) {
+  if (ec == http::error::end_of_stream || ec == net::error::eof)
+    return close();
+  if (ec == http::error::header_limit)
+    return refuse_and_close(431, "request header fields too large");
+  if (ec == http::error::body_limit || ec == http::error::buffer_overflow)
+    return refuse_and_close(413, "request body too large");
+  if (ec && is_parse_error(ec))
+    return refuse_and_close(400, "malformed HTTP request");
+  if (ec)
+    return close();  // read timeout or I/O error: nobody to answer
+  stream_.expires_never();
+  req_ = parser_->release();
+  handle();
+}
+
+void http_session::handle() {
+  started_ = std::chrono::steady_clock::now();
+  std::string_view target = sv(req_.target());
+  auto qmark = target.find('?');
+  std::string_view path = target.substr(0, qmark);
+  if (path.substr(0, 8) == "/_troupe" && (path.size() == 8 || path[8] == '/'))
+    return handle_admin(path);
+
+  auto& ctx = front_.context();
+  std::string cid(cookie_cid(req_));
+  minted_ = !registry::valid_cid(cid);
+  if (minted_)
+    cid = registry::mint_cid();  // absent or malformed: a new connection, never an error
+
+  if (static_cast<std::uint64_t>(ctx.metrics.inflight.load(std::memory_order_relaxed)) >= limits_.max_inflight)
+    return do_write(503, error_body("the node is at its in-flight request limit"), "application/json", 1);
+  ctx.metrics.inflight.fetch_add(1, std::memory_order_relaxed);
+  counted_ = true;
+
+  call_req_.method.assign(req_.method_string().data(), req_.method_string().size());
+  call_req_.path.assign(path.data(), path.size());
+  call_req_.query = qmark == std::string_view::npos ? std::string{} : std::string(target.substr(qmark + 1));
+  call_req_.body = std::move(req_.body());
+  call_req_.cid = std::move(cid);
+  auto page = req_.find("X-Troupe-Page");
+  call_req_.page = page == req_.end() ? std::string{} : std::string(page->value());
+  call_req_.headers.clear();
+  for (auto& field : req_)
+    call_req_.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+
+  deadline_.expires_after(limits_.request_timeout);
+  deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec)
+      self->on_deadline();
+  });
+  dispatch(false);
+}
+
+void http_session::handle_admin(std::string_view path) {
+  auto& ctx = front_.context();
+  if (path == "/_troupe/health")
+    return do_write(200, R"({"status":"ok"})", "application/json");
+  const auto& token = ctx.recipe.node.admin_token;
+  if (token.empty())  // the admin surface is off
+    return do_write(404, error_body("not found"), "application/json");
+  std::string_view auth;
+  if (auto h = req_.find(http::field::authorization); h != req_.end())
+    auth = sv(h->value());
+  constexpr std::string_view bearer = "Bearer ";
+  bool ok = auth.size() == bearer.size() + token.size() && auth.substr(0, bearer.size()) == bearer
+            && CRYPTO_memcmp(auth.data() + bearer.size(), token.data(), token.size()) == 0;
+  if (!ok)
+    return do_write(401, error_body("missing or wrong admin token"), "application/json", 0, true);
+  if (path == "/_troupe/metrics")
+    return do_write(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+  do_write(404, error_body("not found"), "application/json");
+}
+
+void http_session::dispatch(bool retry) {
+  retried_ = retry;
+  auto id = ++call_seq_;
+  current_call_ = id;
+  if (auto actor = front_.routes().find(call_req_.cid))
+    return send_to(*actor, id);
+  auto slot = std::make_shared<resolve_call>(weak_from_this(), stream_.get_executor(), id);
+  caf::anon_send(front_.bridge(), resolve_atom::value, call_req_.cid, local_resolve{std::move(slot)});
+}
+
+void http_session::send_to(const caf::actor& actor, std::uint64_t id) {
+  auto slot = std::make_shared<http_call>(weak_from_this(), stream_.get_executor(), id);
+  // A copy: a request the actor does not take (not_here, died) is sent once more.
+  caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, call_req_, local_reply{std::move(slot)});
+}
+
+void http_session::on_placed(std::uint64_t id, placement&& where) {
+  if (id != current_call_)
+    return;
+  front_.routes().put(call_req_.cid, where.actor);
+  send_to(where.actor, id);
+}
+
+void http_session::on_resolve_failed(std::uint64_t id, const caf::error& err) {
+  if (id != current_call_)
+    return;
+  if (is(err, errc::bad_request))
+    return finish(error_response(400, "bad request"));
+  spdlog::warn("front: no placement for a request: {}", to_string(err));
+  auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
+  finish(error_response(503, "the user cannot be served right now, retry", hold));
+}
+
+void http_session::on_actor_reply(std::uint64_t id, http_response&& r) {
+  if (id != current_call_)
+    return;  // answered already (504) or superseded
+  switch (r.route) {
+    case route_note::not_here:
+      front_.routes().erase(call_req_.cid);
+      if (!retried_)
+        return dispatch(true);
+      return finish(error_response(503, "the user cannot be reached right now, retry", 1));
+    case route_note::changed:
+      front_.routes().erase(call_req_.cid);
+      break;
+    case route_note::keep:
+      break;
+  }
+  finish(std::move(r));
+}
+
+void http_session::on_dropped(std::uint64_t id) {
+  if (id != current_call_)
+    return;
+  front_.routes().erase(call_req_.cid);
+  if (!retried_)
+    return dispatch(true);  // the target died: re-resolve once
+  finish(error_response(503, "the user's actor went away, retry", 1));
+}
+
+void http_session::on_deadline() {
+  if (current_call_ == 0)
+    return;
+  spdlog::warn("front: {} {} not answered within {} ms (504)", call_req_.method, call_req_.path,
+               limits_.request_timeout.count());
+  finish(error_response(504, "the request was not answered in time"));
+}
+
+void http_session::finish(http_response&& r) {
+  current_call_ = 0;
+  deadline_.cancel();
+  if (counted_) {
+    counted_ = false;
+    front_.context().metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
+  }
+  do_write(r.status, std::move(r.body), r.content_type, r.retry_after);
+}
+
+void http_session::do_write(std::uint16_t status, std::string body, std::string_view content_type,
+                            std::uint32_t retry_after, bool challenge) {
+  auto& ctx = front_.context();
+  ctx.metrics.count_request(status);
+  bool keep = req_.keep_alive() && !close_after_ && !front_.closing();
+  res_ = {};
+  res_.version(req_.version() ? req_.version() : 11);
+  res_.result(status);
+  res_.set(http::field::server, "troupe");
+  res_.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
+  if (retry_after)
+    res_.set(http::field::retry_after, std::to_string(retry_after));
+  if (challenge)
+    res_.set(http::field::www_authenticate, "Bearer realm=\"troupe\"");
+  if (minted_ && !call_req_.cid.empty())
+    res_.set(http::field::set_cookie, std::string(cookie_name) + "=" + call_req_.cid
+                                          + "; Path=/; HttpOnly; SameSite=Lax");
+  res_.keep_alive(keep);
+  res_.body() = std::move(body);
+  res_.prepare_payload();
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("{} {} -> {} ({} us)", std::string(req_.method_string()), std::string(req_.target()).substr(0, 200),
+                  status,
+                  std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_)
+                    .count());
+  minted_ = false;
+  stream_.expires_after(limits_.read_timeout);  // a client that does not read its reply is cut
+  http::async_write(stream_, res_, [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
+    self->on_write(ec, keep);
+  });
+}
+
+void http_session::on_write(beast::error_code ec, bool keep) {
+  if (ec)
+    return close();
+  if (!keep)
+    return linger_close();
+  call_req_.cid.clear();
+  do_wait();
+}
+
+void http_session::refuse_and_close(std::uint16_t status, const std::string& text) {
+  close_after_ = true;
+  started_ = std::chrono::steady_clock::now();
+  if (parser_ && parser_->is_header_done())
+    req_ = parser_->release();  // answer in the request's HTTP version
+  do_write(status, error_body(text), "application/json");
+}
+
+// Half-close, then discard what the client still sends for a moment, so that
+// the reply is not lost to a reset caused by unread request bytes.
+void http_session::linger_close() {
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.expires_after(std::chrono::seconds(2));
+  buffer_.consume(buffer_.size());
+  stream_.async_read_some(buffer_.prepare(std::min<std::size_t>(65536, buffer_.max_size())),
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            if (ec)
+                              return self->close();
+                            self->linger_close();
+                          });
+}
+
+void http_session::close() {
+  beast::error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.close();
+}
+
+// -- the listener --------------------------------------------------------------------
+
+front::front(node_context_ptr ctx, bridge_handle bridge)
+  : ctx_(std::move(ctx)),
+    limits_(front_limits::from(ctx_->recipe.limits)),
+    bridge_(std::move(bridge)),
+    routes_(std::make_shared<route_cache>()),
+    acceptor_(ioc_) {}
+
+front::~front() {
+  stop();
+}
+
+void front::listen(const std::string& host, std::uint16_t port) {
+  tcp::endpoint ep{net::ip::make_address(host), port};
+  acceptor_.open(ep.protocol());
+  acceptor_.set_option(net::socket_base::reuse_address(true));
+  acceptor_.bind(ep);
+  acceptor_.listen(net::socket_base::max_listen_connections);
+  port_ = acceptor_.local_endpoint().port();
+  do_accept();
+}
+
+void front::do_accept() {
+  acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (!acceptor_.is_open() || closing())
+        return;
+      spdlog::warn("front: accept failed: {}", ec.message());
+    } else {
+      socket.set_option(tcp::no_delay(true), ec);
+      auto session = std::make_shared<http_session>(std::move(socket), *this);
+      session_started(session);
+      session->start();
+    }
+    if (!closing())
+      do_accept();
+  });
+}
+
+void front::start(int threads) {
+  for (int i = 0; i < threads; ++i)
+    threads_.emplace_back([this] { ioc_.run(); });
+}
+
+void front::session_started(const std::shared_ptr<http_session>& s) {
+  live_sessions_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> guard{sessions_mutex_};
+  if (sessions_.size() >= 1024 && sessions_.size() % 1024 == 0)  // prune the ended ones now and then
+    sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [](auto& w) { return w.expired(); }),
+                    sessions_.end());
+  sessions_.push_back(s);
+}
+
+void front::session_ended() noexcept {
+  live_sessions_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void front::begin_shutdown() {
+  closing_.store(true, std::memory_order_release);
+  net::post(ioc_, [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+  });
+  std::lock_guard<std::mutex> guard{sessions_mutex_};
+  for (auto& w : sessions_)
+    if (auto s = w.lock())
+      s->shutdown_if_idle();
+}
+
+bool front::wait_drained(std::chrono::milliseconds grace) {
+  auto until = std::chrono::steady_clock::now() + grace;
+  while (live_sessions_.load(std::memory_order_relaxed) > 0) {
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+void front::stop() {
+  ioc_.stop();
+  for (auto& t : threads_)
+    if (t.joinable())
+      t.join();
+  threads_.clear();
+}
+
+}  // namespace troupe

@@ -1,0 +1,91 @@
+#pragma once
+/// \file
+/// The front: Boost.Beast HTTP/1.1 listener. Not an actor: it reads a request
+/// (with a deadline and a size limit on every read), finds the connection's
+/// user actor through the routing cache (or the bridge on a miss), hands the
+/// request over without ever blocking on an actor, and writes the reply.
+
+#include "actors/node_context.hpp"
+#include "transport/bridge.hpp"
+#include "transport/route_cache.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace troupe {
+
+class http_session;
+
+/// Settings of the front, taken from the recipe's [limits].
+struct front_limits {
+  std::uint64_t max_body_bytes;
+  std::uint32_t max_header_bytes;
+  std::chrono::milliseconds request_timeout;
+  std::uint64_t max_inflight;
+  std::chrono::milliseconds idle_timeout;
+  std::chrono::milliseconds read_timeout;
+
+  static front_limits from(const config::limits_settings& limits);
+};
+
+class front {
+public:
+  front(node_context_ptr ctx, bridge_handle bridge);
+  ~front();
+
+  /// Binds and listens; throws std::system_error when the address cannot be used.
+  void listen(const std::string& host, std::uint16_t port);
+
+  /// The port actually bound (useful with port 0).
+  std::uint16_t port() const noexcept { return port_; }
+
+  /// Starts `threads` threads running the front.
+  void start(int threads);
+
+  /// Stops accepting and closes idle keep-alive connections; requests in
+  /// flight are finished and their connections closed after the reply.
+  void begin_shutdown();
+
+  /// Waits until every connection is closed or `grace` has passed; true when drained.
+  bool wait_drained(std::chrono::milliseconds grace);
+
+  /// Stops the threads (connections still open are cut).
+  void stop();
+
+  // -- for sessions ---------------------------------------------------------------
+  const node_context& context() const noexcept { return *ctx_; }
+  node_context& context() noexcept { return *ctx_; }
+  const front_limits& limits() const noexcept { return limits_; }
+  route_cache& routes() noexcept { return *routes_; }
+  const bridge_handle& bridge() const noexcept { return bridge_; }
+  bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
+  void session_started(const std::shared_ptr<http_session>& s);
+  void session_ended() noexcept;
+
+private:
+  void do_accept();
+
+  node_context_ptr ctx_;
+  front_limits limits_;
+  bridge_handle bridge_;
+  std::shared_ptr<route_cache> routes_;
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::uint16_t port_ = 0;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> closing_{false};
+  std::atomic<std::int64_t> live_sessions_{0};
+  std::mutex sessions_mutex_;
+  std::vector<std::weak_ptr<http_session>> sessions_;  // for shutdown; pruned as they end
+};
+
+}  // namespace troupe

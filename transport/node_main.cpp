@@ -1,0 +1,217 @@
+#include "transport/node_main.hpp"
+
+#include "actors/commander.hpp"
+#include "actors/errors.hpp"
+#include "transport/bridge.hpp"
+#include "transport/front.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <pthread.h>
+#include <unistd.h>
+
+namespace troupe {
+
+namespace {
+
+constexpr int exit_usage = 2;
+
+int usage_error(const std::string& text) {
+  std::string line = text;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  std::cerr << "troupe: " << line << std::endl;
+  return exit_usage;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0')
+    return "node";
+  return buf;
+}
+
+// Logs go to stderr (stdout carries the ready line). SPDLOG_LEVEL, when set,
+// wins over [node] log_level.
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("troupe");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::cfg::load_env_levels();
+  spdlog::flush_on(spdlog::level::warn);
+}
+
+struct node_flags {
+  std::string config_file;
+  std::string listen;
+  std::string deposit;
+  std::string admin_token;
+  std::string app;
+  std::vector<std::string> sets;
+};
+
+// Flags are --set entries that come before the user's own --set arguments.
+config::recipe_sources sources_of(const node_flags& f) {
+  config::recipe_sources src;
+  src.file = f.config_file;
+  src.env = config::troupe_environment();
+  if (!f.listen.empty())
+    src.sets.push_back("node.listen=" + f.listen);
+  if (!f.deposit.empty())
+    src.sets.push_back("deposit.path=" + f.deposit);
+  if (!f.admin_token.empty())
+    src.sets.push_back("node.admin_token=" + f.admin_token);
+  for (auto& s : f.sets)
+    src.sets.push_back(s);
+  return src;
+}
+
+int run_node(const node_flags& flags, const app_types& types) {
+  // -- the recipe -------------------------------------------------------------------
+  auto ctx = std::make_shared<node_context>();
+  try {
+    auto src = sources_of(flags);
+    if (!flags.app.empty())  // --app NAME: the default group's user type
+      src.sets.insert(src.sets.begin() + (src.sets.size() - flags.sets.size()),
+                      "group.default.user_type=" + flags.app);
+    ctx->recipe = config::load_recipe(src);
+  } catch (const config::recipe_error& e) {
+    return usage_error(e.what());
+  }
+  auto& recipe = ctx->recipe;
+  for (auto& g : recipe.groups)
+    if (!types.find(g.user_type)) {
+      std::string known;
+      for (auto& n : types.names())
+        known += (known.empty() ? "" : ", ") + n;
+      return usage_error("group." + g.name + ".user_type: unknown user type \"" + g.user_type + "\" (known: "
+                         + known + ")");
+    }
+  std::pair<std::string, std::uint16_t> listen;
+  try {
+    listen = config::split_listen(recipe.node.listen);
+  } catch (const config::recipe_error& e) {
+    return usage_error(e.what());
+  }
+  std::error_code fs_err;
+  std::filesystem::create_directories(recipe.deposit.path, fs_err);
+  if (fs_err)
+    return usage_error("deposit.path: cannot create \"" + recipe.deposit.path + "\": " + fs_err.message());
+  ctx->apps = types;
+  ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
+  setup_logging(recipe.node.log_level);
+
+  // Signals are taken by this thread alone (sigwait below): block them before
+  // any other thread exists so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // -- the actors -----------------------------------------------------------------------
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  cfg.set("scheduler.max-threads", recipe.node.actor_threads);
+  auto sys = std::make_unique<caf::actor_system>(cfg);
+  auto commander = spawn_commander(*sys, ctx);
+  std::vector<group_handle> groups;
+  {
+    caf::scoped_actor self{*sys};  // start-up only: never on an asio thread
+    for (auto& g : recipe.groups) {
+      auto group = spawn_group(*sys, ctx, g, caf::actor_cast<caf::actor>(commander));
+      groups.push_back(group);
+      bool ok = false;
+      self->request(group, std::chrono::seconds(10), workers_atom::value)
+        .receive(
+          [&](std::vector<worker_handle>& workers) {
+            self->send(commander, workers_atom::value, g.name, std::move(workers));
+            ok = true;
+          },
+          [&](caf::error& err) { spdlog::critical("group {} did not start: {}", g.name, sys->render(err)); });
+      if (!ok)
+        return 1;
+    }
+  }
+  auto bridge = spawn_bridge(*sys, commander, ctx->hold_timeout());
+  auto stop_actors = [&] {
+    caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);
+    for (auto& g : groups)
+      caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+  };
+
+  // -- the front ------------------------------------------------------------------------
+  auto http = std::make_unique<front>(ctx, bridge);
+  try {
+    http->listen(listen.first, listen.second);
+  } catch (const std::exception& e) {
+    stop_actors();
+    return usage_error("node.listen: cannot listen on " + recipe.node.listen + ": " + e.what());
+  }
+  http->start(recipe.node.io_threads);
+  std::string shown_host = listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first;
+  std::cout << "troupe node listening on http://" << shown_host << ":" << http->port() << std::endl;
+  spdlog::info("node {} up: group {} hosts '{}' on {} worker(s); {} io thread(s), {} actor thread(s)",
+               ctx->node_name, recipe.groups.front().name, recipe.groups.front().user_type,
+               recipe.groups.front().workers, recipe.node.io_threads, recipe.node.actor_threads);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+
+  // -- orderly stop ---------------------------------------------------------------------
+  auto grace = std::chrono::milliseconds(static_cast<std::int64_t>(recipe.node.shutdown_grace_seconds * 1000));
+  spdlog::info("{}: stopping; in-flight requests get {} ms", sig == SIGINT ? "SIGINT" : "SIGTERM", grace.count());
+  // A watchdog: whatever hangs, the process leaves (non-zero, said out loud).
+  std::thread([grace] {
+    std::this_thread::sleep_for(grace + std::chrono::seconds(15));
+    spdlog::critical("shutdown did not complete in time; exiting");
+    spdlog::shutdown();
+    std::_Exit(1);
+  }).detach();
+  http->begin_shutdown();
+  if (!http->wait_drained(grace))
+    spdlog::warn("shutdown: connections still open after the grace period are cut");
+  http->stop();
+  stop_actors();
+  sys.reset();   // waits for every actor: none is left behind
+  http.reset();  // after the actors: pending replies post into its (stopped) io_context
+  spdlog::info("stopped");
+  spdlog::shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int node_main(int argc, char** argv, app_types types) {
+  CLI::App app{"troupe: an actor-model service platform", "troupe"};
+  app.require_subcommand(1);
+  node_flags flags;
+  auto* node = app.add_subcommand("node", "run a node serving user actors over HTTP");
+  node->add_option("--listen", flags.listen, "HOST:PORT to listen on (node.listen)");
+  node->add_option("--deposit", flags.deposit, "directory of the deposit (deposit.path)");
+  node->add_option("--admin-token", flags.admin_token, "token of the admin surface (node.admin_token)");
+  node->add_option("--config", flags.config_file, "TOML recipe")->check(CLI::ExistingFile);
+  node->add_option("--set", flags.sets, "KEY=VALUE, overrides any recipe key (repeatable)");
+  node->add_option("--app", flags.app, "user actor type of the default group (group.default.user_type)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+  if (node->parsed())
+    return run_node(flags, types);
+  return usage_error("unknown command");
+}
+
+}  // namespace troupe

@@ -1,0 +1,56 @@
+#include "transport/route_cache.hpp"
+
+#include <caf/abstract_actor.hpp>
+
+namespace troupe {
+
+std::optional<caf::actor> route_cache::find(const std::string& cid) const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto i = by_cid_.find(cid);
+  if (i == by_cid_.end())
+    return std::nullopt;
+  return i->second;
+}
+
+void route_cache::put(const std::string& cid, caf::actor actor) {
+  if (!actor)
+    return;
+  auto id = actor.id();
+  bool first_route = false;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    by_cid_[cid] = actor;
+    auto [routes, fresh] = by_actor_.try_emplace(id);
+    routes->second.push_back(cid);
+    first_route = fresh;
+  }
+  // Outside the lock: for an actor that is already dead the functor runs at once.
+  if (first_route)
+    actor->attach_functor([weak = weak_from_this(), id] {
+      if (auto self = weak.lock())
+        self->forget_actor(id);
+    });
+}
+
+void route_cache::erase(const std::string& cid) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  by_cid_.erase(cid);
+}
+
+std::size_t route_cache::size() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return by_cid_.size();
+}
+
+void route_cache::forget_actor(caf::actor_id id) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto routes = by_actor_.find(id);
+  if (routes == by_actor_.end())
+    return;
+  for (auto& cid : routes->second)
+    if (auto i = by_cid_.find(cid); i != by_cid_.end() && i->second.id() == id)
+      by_cid_.erase(i);
+  by_actor_.erase(routes);
+}
+
+}  // namespace troupe
