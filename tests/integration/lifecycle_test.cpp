@@ -64,6 +64,12 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
   EXPECT_EQ(r.out.find("listening"), std::string::npos) << describe(r);
 }
 
+// A valid note (short text) padded with an extra member to exactly n bytes of body.
+std::string padded_note(size_t n) {
+  const std::string head = "{\"text\":\"padded\",\"pad\":\"", tail = "\"}";
+  return head + std::string(n - head.size() - tail.size(), 'x') + tail;
+}
+
 }  // namespace
 
 TEST_F(Lifecycle, ReadyLineNamesTheRealPort) {
@@ -146,14 +152,14 @@ TEST_F(Lifecycle, ConfigFileIsReadAndSetOverridesIt) {
     // The recipe's limit applies.
     node_process n({"--config", dir + "/t.toml"});
     http_client c(n.port());
-    auto r = c.post("/api/notes", "{\"text\":\"" + std::string(4990, 'x') + "\"}");
+    auto r = c.post("/api/notes", padded_note(5000));
     EXPECT_TRUE(is_json_error(r, 413)) << n.diagnostics();
   }
   {
     // --set wins over the recipe.
     node_process n({"--config", dir + "/t.toml", "--set", "limits.max_body_bytes=100000"});
     http_client c(n.port());
-    auto r = c.post("/api/notes", "{\"text\":\"" + std::string(4990, 'x') + "\"}");
+    auto r = c.post("/api/notes", padded_note(5000));
     EXPECT_EQ(r.status, 200) << r.describe() << n.diagnostics();
   }
   std::filesystem::remove_all(dir);
@@ -231,10 +237,15 @@ TEST_F(Lifecycle, SecretsNeverReachTheLog) {
   ASSERT_STATUS(c.post("/api/counter/incr"), 200);
   ASSERT_EQ(c.get("/_troupe/metrics", {{"Authorization", "Bearer " + token}}).status, 200);
   ASSERT_EQ(c.get("/_troupe/metrics", {{"Authorization", "Bearer wrong-" + token}}).status, 401);
+  ASSERT_EQ(c.post("/api/crash").status, 502);  // an error line with context
+  ASSERT_EQ(c.get("/api/nope").status, 404);
   const std::string cid = *c.cookie();
   node().terminate();
   ASSERT_TRUE(node().wait_exit(milliseconds(10000)).has_value());
   auto logs = node().stderr_log() + node().stdout_text();
   EXPECT_EQ(logs.find(token), std::string::npos) << "the admin token is in the log";
   EXPECT_EQ(logs.find(cid), std::string::npos) << "a cookie value is in the log";
+  // ...while the log does say what went wrong.
+  EXPECT_NE(logs.find("crash requested"), std::string::npos)
+      << "the handler's exception text is not in the log";
 }

@@ -20,6 +20,13 @@ std::string note_body(size_t n) {
   return head + std::string(n - head.size() - tail.size(), 'x') + tail;
 }
 
+// A valid note (short text) padded with an extra member to exactly n bytes of body: it
+// would be accepted but for its size.
+std::string padded_note(size_t n) {
+  const std::string head = "{\"text\":\"padded\",\"pad\":\"", tail = "\"}";
+  return head + std::string(n - head.size() - tail.size(), 'x') + tail;
+}
+
 bool all_digits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
@@ -38,7 +45,7 @@ TEST_F(Limits, BodyOverMaxBodyBytesIs413) {
   }
   {
     http_client c(port());
-    std::string body = note_body(5000);
+    std::string body = padded_note(5000);
     ASSERT_EQ(body.size(), 5000u);
     auto r = c.post("/api/notes", body);
     EXPECT_TRUE(is_json_error(r, 413));

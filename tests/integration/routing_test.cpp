@@ -98,7 +98,10 @@ TEST_F(Routing, MalformedCookieMintsANewOneNeverAnError) {
 }
 
 TEST_F(Routing, WellFormedUnknownCookieIsANewGuest) {
-  std::string cid = random_token(22);
+  // Well-formed: the shape the node mints (its alphabet and length), never seen before.
+  auto minted = fresh_guest(port());
+  ASSERT_TRUE(minted.cookie());
+  std::string cid = random_token(minted.cookie()->size());
   http_client c(port());
   c.set_cookie(cid);
   auto r = c.get("/api/whoami");
@@ -362,6 +365,15 @@ TEST_F(Routing, CrashIs502GenericAndTheUserRestarts) {
   EXPECT_EQ(r.body.find("crash requested"), std::string::npos)
       << "the exception text leaked to the client: " << r.body;
   EXPECT_EQ(r.body.find("runtime_error"), std::string::npos) << r.body;
+
+  // The real text goes to the log (only).
+  {
+    auto t0 = std::chrono::steady_clock::now();
+    while (node().stderr_log().find("crash requested") == std::string::npos && ms_since(t0) < 2000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NE(node().stderr_log().find("crash requested"), std::string::npos)
+        << "the exception's text is not in the node's log";
+  }
 
   // The crashed user is served again, from a fresh state (no parcel yet).
   auto after = x.get("/api/counter");

@@ -1,0 +1,114 @@
+// The application-facing API: routes, path parameters, requests, responses.
+#include "actors/app.hpp"
+#include "actors/messages.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace troupe;
+
+namespace {
+response named(const char* name) {
+  return response::text(name);
+}
+}  // namespace
+
+TEST(router, matches_method_path_and_parameters) {
+  router r;
+  r.get("/api/counter", [](request&) { return named("get-counter"); });
+  r.post("/api/counter/incr", [](request&) { return named("incr"); });
+  r.get("/tally/{name}", [](request&) { return named("tally"); });
+  r.del("/rooms/{room}/members/{member}", [](request&) { return named("kick"); });
+  EXPECT_EQ(r.size(), 4u);
+
+  auto m = r.find("GET", "/api/counter");
+  ASSERT_NE(m.target, nullptr);
+  http_request raw;
+  request q(raw, {});
+  EXPECT_EQ((*m.target)(q).body, "get-counter");
+
+  m = r.find("DELETE", "/rooms/r1/members/bob");
+  ASSERT_NE(m.target, nullptr);
+  ASSERT_EQ(m.params.size(), 2u);
+  request q2(raw, m.params);
+  EXPECT_EQ(q2.param("room"), "r1");
+  EXPECT_EQ(q2.param("member"), "bob");
+  EXPECT_EQ(q2.param("absent"), "");
+}
+
+TEST(router, tells_unknown_paths_from_other_methods) {
+  router r;
+  r.get("/api/counter", [](request&) { return named("x"); });
+  r.get("/tally/{name}", [](request&) { return named("y"); });
+  auto wrong_method = r.find("POST", "/api/counter");
+  EXPECT_EQ(wrong_method.target, nullptr);
+  EXPECT_TRUE(wrong_method.other_method);
+  auto unknown = r.find("GET", "/api/nothing");
+  EXPECT_EQ(unknown.target, nullptr);
+  EXPECT_FALSE(unknown.other_method);
+  EXPECT_EQ(r.find("GET", "/tally/").target, nullptr);      // empty parameter
+  EXPECT_EQ(r.find("GET", "/tally/a/b").target, nullptr);   // too many segments
+  EXPECT_EQ(r.find("GET", "/api/counter/").target, nullptr); // trailing slash is another path
+}
+
+TEST(request, decodes_parameters_query_and_headers) {
+  http_request raw;
+  raw.method = "GET";
+  raw.path = "/tally/a%20b";
+  raw.query = "x=1&name=J%C3%BCrgen+M&flag";
+  raw.headers = {{"Content-Type", "application/json"}};
+  request q(raw, {{"name", "a%20b"}});
+  EXPECT_EQ(q.param("name"), "a b");
+  EXPECT_EQ(q.query("x"), "1");
+  EXPECT_EQ(q.query("name"), "J\xC3\xBCrgen M");
+  EXPECT_EQ(q.query("flag"), "");
+  EXPECT_FALSE(q.query("missing"));
+  EXPECT_EQ(q.header("content-type"), "application/json");
+  EXPECT_FALSE(q.header("accept"));
+}
+
+TEST(request, json_errors_are_bad_requests) {
+  http_request raw;
+  raw.body = "{not json";
+  request bad(raw, {});
+  EXPECT_THROW(bad.json(), bad_request);
+  http_request ok_raw;
+  ok_raw.body = R"({"user":"alice","n":3})";
+  request ok(ok_raw, {});
+  EXPECT_EQ(ok.json_string("user"), "alice");
+  EXPECT_THROW(ok.json_string("n"), bad_request);
+  EXPECT_THROW(ok.json_string("missing"), bad_request);
+  http_request arr_raw;
+  arr_raw.body = "[1,2]";
+  request arr(arr_raw, {});
+  EXPECT_THROW(arr.json_string("user"), bad_request);
+}
+
+TEST(response, helpers_build_json_and_errors) {
+  auto r = response::json({{"count", 3}}, 201);
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.body, R"({"count":3})");
+  EXPECT_EQ(r.content_type, "application/json");
+  auto e = response::error(404, "no such \"thing\"");
+  EXPECT_EQ(e.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(e.body).at("error"), "no such \"thing\"");
+  EXPECT_FALSE(r.next);
+}
+
+namespace {
+struct st {
+  int x = 0;
+  MSGPACK_DEFINE(x);
+};
+struct a : user_actor<st> {
+  void routes(router&) override {}
+};
+}  // namespace
+
+TEST(app_types, finds_registered_types) {
+  auto types = user_types<a>("a");
+  EXPECT_NE(types.find("a"), nullptr);
+  EXPECT_EQ(types.find("b"), nullptr);
+  EXPECT_EQ(types.names(), std::vector<std::string>{"a"});
+  auto instance = (*types.find("a"))();
+  EXPECT_NE(instance, nullptr);
+}

@@ -1,0 +1,138 @@
+// Every message type that crosses actors round-trips through CAF's binary
+// serializer, alone and inside a caf::message (which needs its registration):
+// the same messages can later cross nodes.
+#include "actors/commander.hpp"
+#include "actors/errors.hpp"
+#include "actors/page.hpp"
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+
+using namespace troupe;
+
+namespace {
+
+class messages : public ::testing::Test {
+protected:
+  messages() {
+    register_types(cfg);
+    cfg.set("scheduler.max-threads", 1);
+    sys.emplace(cfg);
+  }
+
+  template <class T>
+  T round_trip(T value) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    EXPECT_FALSE(sink(value));
+    T back;
+    caf::binary_deserializer source{*sys, buf};
+    EXPECT_FALSE(source(back));
+    return back;
+  }
+
+  // Serializes `value` inside a message: fails for unregistered types.
+  template <class T>
+  T through_message(T value) {
+    auto msg = caf::make_message(std::move(value));
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    EXPECT_FALSE(sink(msg));
+    caf::message back;
+    caf::binary_deserializer source{*sys, buf};
+    EXPECT_FALSE(source(back));
+    EXPECT_TRUE(back.match_element<T>(0)) << to_string(back);
+    return back.get_as<T>(0);
+  }
+
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+};
+
+http_request sample_request() {
+  return http_request{"POST", "/api/notes", "a=1&b=2", R"({"text":"hi"})", "cid-123", "p1",
+                      {{"Content-Type", "application/json"}, {"X-Troupe-Page", "p1"}}};
+}
+
+void expect_same(const http_request& a, const http_request& b) {
+  EXPECT_EQ(a.method, b.method);
+  EXPECT_EQ(a.path, b.path);
+  EXPECT_EQ(a.query, b.query);
+  EXPECT_EQ(a.body, b.body);
+  EXPECT_EQ(a.cid, b.cid);
+  EXPECT_EQ(a.page, b.page);
+  ASSERT_EQ(a.headers.size(), b.headers.size());
+  for (std::size_t i = 0; i < a.headers.size(); ++i) {
+    EXPECT_EQ(a.headers[i].name, b.headers[i].name);
+    EXPECT_EQ(a.headers[i].value, b.headers[i].value);
+  }
+}
+
+}  // namespace
+
+TEST_F(messages, http_request_round_trips) {
+  expect_same(round_trip(sample_request()), sample_request());
+  expect_same(through_message(sample_request()), sample_request());
+}
+
+TEST_F(messages, http_response_round_trips) {
+  http_response r;
+  r.status = 503;
+  r.body = R"({"error":"x"})";
+  r.content_type = "application/json";
+  r.route = route_note::changed;
+  r.retry_after = 7;
+  for (auto back : {round_trip(r), through_message(r)}) {
+    EXPECT_EQ(back.status, 503);
+    EXPECT_EQ(back.body, r.body);
+    EXPECT_EQ(back.content_type, r.content_type);
+    EXPECT_EQ(back.route, route_note::changed);
+    EXPECT_EQ(back.retry_after, 7u);
+  }
+}
+
+TEST_F(messages, placement_round_trips_with_its_actor_handle) {
+  auto target = sys->spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  placement p{"alice", "default-w1", "n1", target};
+  for (auto back : {round_trip(p), through_message(p)}) {
+    EXPECT_EQ(back.user, "alice");
+    EXPECT_EQ(back.worker, "default-w1");
+    EXPECT_EQ(back.node, "n1");
+    EXPECT_EQ(back.actor, target);
+  }
+  caf::anon_send_exit(target, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(messages, attach_and_login_orders_round_trip) {
+  attach_order a{"bob", "cid-1", {'\x01', '\x02', '\xff'}};
+  for (auto back : {round_trip(a), through_message(a)}) {
+    EXPECT_EQ(back.user, "bob");
+    EXPECT_EQ(back.cid, "cid-1");
+    EXPECT_EQ(back.parcel, a.parcel);
+  }
+  login_request l{"cid-2", "guest_cid-2", "carol", {'x', 'y'}};
+  for (auto back : {round_trip(l), through_message(l)}) {
+    EXPECT_EQ(back.cid, "cid-2");
+    EXPECT_EQ(back.from_user, "guest_cid-2");
+    EXPECT_EQ(back.to_user, "carol");
+    EXPECT_EQ(back.parcel, l.parcel);
+  }
+}
+
+TEST_F(messages, worker_lists_round_trip) {
+  auto w = caf::actor_cast<worker_handle>(sys->spawn([]() -> caf::behavior { return {[](int) {}}; }));
+  // A typed handle of the right interface is only needed as a value here.
+  std::vector<worker_handle> workers{w, w};
+  auto back = through_message(workers);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0], w);
+  caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(messages, troupe_errors_round_trip_and_render) {
+  auto err = make_error(errc::busy, "queue full");
+  auto back = round_trip(err);
+  EXPECT_TRUE(is(back, errc::busy));
+  EXPECT_FALSE(is(back, errc::not_here));
+  EXPECT_NE(sys->render(back).find("busy"), std::string::npos) << sys->render(back);
+}

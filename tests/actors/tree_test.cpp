@@ -1,0 +1,277 @@
+// The actor tree on a real actor system, driven through the serializable
+// request/response interface (no front, no mocks): placement, stickiness,
+// login/logout, crash and restart, the per-user queue bound.
+#include "actors/commander.hpp"
+#include "actors/errors.hpp"
+#include "registry/ids.hpp"
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct tally {
+  std::int64_t n = 0;
+  MSGPACK_DEFINE(n);
+};
+
+class counter_app : public user_actor<tally> {
+public:
+  void routes(router& r) override {
+    r.get("/n", [this](request&) { return json({{"n", state().n}, {"user", user()}}); });
+    r.post("/n", [this](request&) { return json({{"n", ++mutate().n}}); });
+    r.post("/login", [this](request& q) { return login(q.json_string("user")); });
+    r.post("/logout", [this](request&) { return logout(); });
+    r.post("/boom", [](request&) -> response { throw std::logic_error("boom"); });
+    r.post("/teapot", [](request&) -> response { throw http_error(418, "short and stout"); });
+    r.post("/wait", [](request&) { return after(300ms, [] { return response::json({{"waited", true}}); }); });
+  }
+};
+
+class tree : public ::testing::Test {
+protected:
+  tree() {
+    register_types(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    sys.emplace(cfg);
+    self.emplace(*sys);
+    ctx = std::make_shared<node_context>();
+    ctx->node_name = "test-node";
+    ctx->recipe.groups.front().user_type = "counter";
+    ctx->recipe.groups.front().workers = 2;
+    ctx->recipe.limits.user_queue_length = 2;
+    ctx->apps.add<counter_app>("counter");
+    commander = spawn_commander(*sys, ctx);
+    group = spawn_group(*sys, ctx, ctx->recipe.groups.front(), caf::actor_cast<caf::actor>(commander));
+    (*self)->request(group, 5s, workers_atom::value).receive(
+      [&](std::vector<worker_handle>& ws) {
+        (*self)->send(commander, workers_atom::value, std::string("default"), std::move(ws));
+      },
+      [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  }
+
+  ~tree() override {
+    caf::anon_send_exit(group, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    self.reset();
+    sys.reset();  // blocks until every actor of the tree is gone
+  }
+
+  placement resolve(const std::string& cid) {
+    placement out;
+    (*self)->request(commander, 5s, resolve_atom::value, cid).receive(
+      [&](placement& p) { out = std::move(p); }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return out;
+  }
+
+  http_response call(const caf::actor& target, const std::string& cid, const std::string& method,
+                     const std::string& path, const std::string& body = "") {
+    http_response out;
+    out.status = 0;
+    http_request req{method, path, "", body, cid, "", {}};
+    (*self)
+      ->request(caf::actor_cast<user_handle>(target), 5s, http_atom::value, std::move(req))
+      .receive([&](http_response& r) { out = std::move(r); },
+               [&](caf::error& e) { out.body = sys->render(e); });
+    return out;
+  }
+
+  // Resolves and calls, like the front: once more when the target moved or died.
+  http_response serve(const std::string& cid, const std::string& method, const std::string& path,
+                      const std::string& body = "") {
+    auto r = call(resolve(cid).actor, cid, method, path, body);
+    if (r.status == 0 || r.route == route_note::not_here)
+      r = call(resolve(cid).actor, cid, method, path, body);
+    return r;
+  }
+
+  static std::int64_t n_of(const http_response& r) { return nlohmann::json::parse(r.body).at("n"); }
+
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+  std::optional<caf::scoped_actor> self;
+  node_context_ptr ctx;
+  commander_handle commander;
+  group_handle group;
+};
+
+}  // namespace
+
+TEST_F(tree, a_stranger_becomes_his_guest_and_stays_on_one_actor) {
+  auto cid = registry::mint_cid();
+  auto first = resolve(cid);
+  EXPECT_EQ(first.user, registry::guest_name(cid));
+  EXPECT_EQ(first.node, "test-node");
+  EXPECT_TRUE(first.worker == "default-w1" || first.worker == "default-w2") << first.worker;
+  auto again = resolve(cid);
+  EXPECT_EQ(again.actor, first.actor);
+  for (int i = 1; i <= 5; ++i)
+    EXPECT_EQ(n_of(call(first.actor, cid, "POST", "/n")), i);
+  EXPECT_EQ(ctx->metrics.actors[static_cast<int>(actor_kind::user)].load(), 1);
+}
+
+TEST_F(tree, users_are_spread_over_workers_and_isolated) {
+  auto a = registry::mint_cid(), b = registry::mint_cid();
+  auto pa = resolve(a), pb = resolve(b);
+  EXPECT_NE(pa.worker, pb.worker);  // least loaded placement
+  EXPECT_EQ(n_of(call(pa.actor, a, "POST", "/n")), 1);
+  EXPECT_EQ(n_of(call(pa.actor, a, "POST", "/n")), 2);
+  EXPECT_EQ(n_of(call(pb.actor, b, "POST", "/n")), 1);
+}
+
+TEST_F(tree, an_actor_refuses_a_connection_that_is_not_his) {
+  auto a = registry::mint_cid(), stranger = registry::mint_cid();
+  auto pa = resolve(a);
+  auto r = call(pa.actor, stranger, "GET", "/n");
+  EXPECT_EQ(r.route, route_note::not_here);
+}
+
+TEST_F(tree, unknown_routes_and_methods) {
+  auto a = registry::mint_cid();
+  auto pa = resolve(a);
+  EXPECT_EQ(call(pa.actor, a, "GET", "/nothing").status, 404);
+  EXPECT_EQ(call(pa.actor, a, "DELETE", "/n").status, 405);
+  EXPECT_EQ(call(pa.actor, a, "POST", "/teapot").status, 418);  // http_error: no restart
+  EXPECT_EQ(ctx->metrics.user_restarts.load(), 0u);
+}
+
+TEST_F(tree, login_carries_the_guest_store_to_a_user_who_is_not_live) {
+  auto cid = registry::mint_cid();
+  for (int i = 0; i < 3; ++i)
+    serve(cid, "POST", "/n");
+  auto r = serve(cid, "POST", "/login", R"({"user":"dora"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.route, route_note::changed);
+  auto who = nlohmann::json::parse(r.body);
+  EXPECT_EQ(who.at("user"), "dora");
+  EXPECT_EQ(who.at("connection"), cid);
+  auto after = serve(cid, "GET", "/n");
+  EXPECT_EQ(nlohmann::json::parse(after.body).at("user"), "dora");
+  EXPECT_EQ(n_of(after), 3);
+}
+
+TEST_F(tree, login_into_a_live_user_keeps_his_resident_state) {
+  auto first = registry::mint_cid(), second = registry::mint_cid();
+  serve(first, "POST", "/login", R"({"user":"erin"})");
+  for (int i = 0; i < 5; ++i)
+    serve(first, "POST", "/n");
+  serve(second, "POST", "/n");
+  serve(second, "POST", "/n");
+  serve(second, "POST", "/login", R"({"user":"erin"})");
+  EXPECT_EQ(n_of(serve(second, "GET", "/n")), 5);
+  EXPECT_EQ(n_of(serve(first, "GET", "/n")), 5);
+}
+
+TEST_F(tree, logout_gives_the_connection_a_fresh_guest) {
+  auto cid = registry::mint_cid();
+  serve(cid, "POST", "/login", R"({"user":"finn"})");
+  serve(cid, "POST", "/n");
+  auto r = serve(cid, "POST", "/logout");
+  EXPECT_EQ(nlohmann::json::parse(r.body).at("user"), registry::guest_name(cid));
+  EXPECT_EQ(n_of(serve(cid, "GET", "/n")), 0);
+  // and finn kept his own store
+  serve(cid, "POST", "/login", R"({"user":"finn"})");
+  EXPECT_EQ(n_of(serve(cid, "GET", "/n")), 1);
+}
+
+TEST_F(tree, invalid_login_names_are_bad_requests) {
+  auto cid = registry::mint_cid();
+  EXPECT_EQ(serve(cid, "POST", "/login", R"({"user":"guest_x"})").status, 400);
+  EXPECT_EQ(serve(cid, "POST", "/login", R"({"user":""})").status, 400);
+  EXPECT_EQ(serve(cid, "POST", "/login", R"({"user":"a b"})").status, 400);
+}
+
+TEST_F(tree, a_crashing_handler_answers_502_and_only_that_user_restarts) {
+  auto a = registry::mint_cid(), b = registry::mint_cid();
+  serve(a, "POST", "/n");
+  serve(b, "POST", "/n");
+  serve(b, "POST", "/n");
+  auto before = resolve(a).actor;
+  auto r = serve(a, "POST", "/boom");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_EQ(r.body.find("boom"), std::string::npos);  // the real text goes to the log only
+  EXPECT_EQ(n_of(serve(a, "GET", "/n")), 0);           // restarted (no deposit yet: a fresh store)
+  EXPECT_NE(resolve(a).actor, before);
+  EXPECT_EQ(n_of(serve(b, "GET", "/n")), 2);
+  EXPECT_EQ(ctx->metrics.user_restarts.load(), 1u);
+  EXPECT_EQ(ctx->metrics.handler_failures.load(), 1u);
+}
+
+namespace {
+
+// Records what the local fast path delivers, and requests dropped undelivered.
+struct recorder {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int> statuses;
+  int dropped = 0;
+
+  bool wait_for(std::size_t n) {
+    std::unique_lock<std::mutex> guard{mutex};
+    return changed.wait_for(guard, 5s, [&] { return statuses.size() + dropped >= n; });
+  }
+};
+
+class recording_slot : public reply_slot {
+public:
+  explicit recording_slot(recorder& rec) : rec_(rec) {}
+  void deliver(http_response&& r) override {
+    std::lock_guard<std::mutex> guard{rec_.mutex};
+    rec_.statuses.push_back(r.status);
+    delivered_ = true;
+    rec_.changed.notify_all();
+  }
+  ~recording_slot() override {
+    if (delivered_)
+      return;
+    std::lock_guard<std::mutex> guard{rec_.mutex};
+    ++rec_.dropped;
+    rec_.changed.notify_all();
+  }
+
+private:
+  recorder& rec_;
+  bool delivered_ = false;
+};
+
+void send_local(const caf::actor& target, recorder& rec, const std::string& cid, const std::string& path) {
+  caf::anon_send(caf::actor_cast<user_handle>(target), http_atom::value, http_request{"POST", path, "", "", cid, "", {}},
+                 local_reply{std::make_shared<recording_slot>(rec)});
+}
+
+}  // namespace
+
+TEST_F(tree, a_busy_user_queues_a_bounded_number_of_requests) {
+  auto cid = registry::mint_cid();
+  auto target = resolve(cid).actor;
+  recorder rec;
+  // The first request defers its answer (300 ms); two wait (user_queue_length = 2); two are refused.
+  for (int i = 0; i < 5; ++i)
+    send_local(target, rec, cid, i == 0 ? "/wait" : "/n");
+  ASSERT_TRUE(rec.wait_for(5));
+  std::lock_guard<std::mutex> guard{rec.mutex};
+  EXPECT_EQ(std::count(rec.statuses.begin(), rec.statuses.end(), 200), 3);
+  EXPECT_EQ(std::count(rec.statuses.begin(), rec.statuses.end(), 503), 2);
+  EXPECT_EQ(rec.dropped, 0);
+}
+
+TEST_F(tree, requests_behind_a_crash_are_dropped_so_the_front_can_resend_them) {
+  auto cid = registry::mint_cid();
+  auto target = resolve(cid).actor;
+  recorder rec;
+  send_local(target, rec, cid, "/wait");  // busy for 300 ms
+  send_local(target, rec, cid, "/boom");  // waits, then crashes the actor
+  send_local(target, rec, cid, "/n");     // waits behind the crash: never served by this actor
+  ASSERT_TRUE(rec.wait_for(3));
+  std::lock_guard<std::mutex> guard{rec.mutex};
+  EXPECT_EQ(rec.statuses, (std::vector<int>{200, 502}));
+  EXPECT_EQ(rec.dropped, 1);
+}
