@@ -83,12 +83,14 @@ typename Inspector::result_type inspect(Inspector& f, http_response& x) {
            x.retry_after);
 }
 
-/// The front's side of one in-flight request: an actor calls deliver() exactly
-/// once. An implementation learns that the request was dropped unanswered (its
-/// actor died with it in the mailbox) when it is destroyed undelivered.
+/// The front's side of one in-flight request: it holds the request (shared,
+/// never copied, never changed) and takes the answer; an actor calls deliver()
+/// exactly once. An implementation learns that the request was dropped
+/// unanswered (its actor died with it in the mailbox) when it is destroyed undelivered.
 class reply_slot {
 public:
   virtual ~reply_slot() = default;
+  virtual const http_request& request() const = 0;
   virtual void deliver(http_response&& response) = 0;
 };
 

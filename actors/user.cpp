@@ -33,7 +33,7 @@ using promise_type = caf::typed_response_promise<http_response>;
 using reply_to = std::variant<local_reply, promise_type>;
 
 struct pending_call {
-  http_request req;
+  std::shared_ptr<const http_request> req;  // the local path shares the front's slot
   reply_to to;
 };
 
@@ -100,7 +100,7 @@ struct user_state : detail::user_host {
   }
 
   void serve(pending_call&& call) {
-    auto conn = connections.find(call.req.cid);
+    auto conn = connections.find(call.req->cid);
     if (conn == connections.end()) {
       http_response moved;
       moved.route = route_note::not_here;
@@ -110,18 +110,18 @@ struct user_state : detail::user_host {
     auto now = registry::wall_clock::now();
     clocks.stamp_rpc(now);
     conn->second.clocks.stamp_rpc(now);
-    if (!call.req.page.empty())
-      if (auto refusal = touch_page(conn->first, conn->second, call.req.page, now)) {
+    if (!call.req->page.empty())
+      if (auto refusal = touch_page(conn->first, conn->second, call.req->page, now)) {
         respond(call.to, std::move(*refusal));
         return;
       }
-    auto found = routes.find(call.req.method, call.req.path);
+    auto found = routes.find(call.req->method, call.req->path);
     if (!found.target) {
       respond(call.to, found.other_method ? error_response(405, "method not allowed")
                                           : error_response(404, "no such route"));
       return;
     }
-    request q(call.req, std::move(found.params));
+    request q(*call.req, std::move(found.params));
     auto& fn = *found.target;
     run(std::move(call), [&] { return fn(q); });
   }
@@ -130,8 +130,8 @@ struct user_state : detail::user_host {
   // anything else thrown is a failed handler (502, and this actor restarts).
   template <class F>
   void run(pending_call&& call, F&& fn) {
-    current_cid = &call.req.cid;
-    current_page = &call.req.page;
+    current_cid = &call.req->cid;
+    current_page = &call.req->page;
     response out;
     try {
       out = fn();
@@ -148,7 +148,7 @@ struct user_state : detail::user_host {
   void fail(pending_call& call, const char* what) {
     ctx->metrics.handler_failures.fetch_add(1, std::memory_order_relaxed);
     spdlog::error("user {} on {}: handler {} {} failed: {}; the worker restarts him",
-                  registry::redact(user_name), worker_name, call.req.method, call.req.path, what);
+                  registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
     respond(call.to, error_response(502, "the request handler failed"));
     stopped = true;
     self->quit(make_error(errc::handler_failed));
@@ -262,13 +262,13 @@ struct user_state : detail::user_host {
   void move_connection(pending_call&& call, std::optional<std::string> target) {
     if (target && *target == user_name) {
       busy = false;
-      respond(call.to, identity_response(where(), call.req.cid, route_note::keep));
+      respond(call.to, identity_response(where(), call.req->cid, route_note::keep));
       return drain();
     }
     auto waiting = std::make_shared<pending_call>(std::move(call));
     auto on_placed = [self = self, waiting](placement& p) {
       auto& st = self->state;
-      const std::string cid = waiting->req.cid;
+      const std::string cid = waiting->req->cid;
       st.detach(cid);
       respond(waiting->to, identity_response(p, cid, route_note::changed));
       st.busy = false;
@@ -284,7 +284,7 @@ struct user_state : detail::user_host {
       st.busy = false;
       st.drain();
     };
-    const auto& cid = waiting->req.cid;
+    const auto& cid = waiting->req->cid;
     if (target) {
       login_request order{cid, user_name, *target,
                           registry::is_guest(user_name) ? carried_store() : store::bytes{}};
@@ -335,12 +335,13 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     }
   }
   return {
-    [=](http_atom, http_request& req, local_reply& k) {
+    [=](http_atom, local_reply& k) {
+      std::shared_ptr<const http_request> req(k, &k->request());
       self->state.accept(pending_call{std::move(req), std::move(k)});
     },
     [=](http_atom, http_request& req) -> caf::result<http_response> {
       auto promise = self->make_response_promise<http_response>();
-      self->state.accept(pending_call{std::move(req), promise});
+      self->state.accept(pending_call{std::make_shared<const http_request>(std::move(req)), promise});
       return promise;
     },
     [=](adopt_atom, std::string& cid) -> placement {

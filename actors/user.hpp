@@ -36,8 +36,8 @@ typename Inspector::result_type inspect(Inspector& f, placement& x) {
 
 /// The user actor's typed interface.
 using user_handle = caf::typed_actor<
-  /// Serve a request; the local fast path (the front's continuation).
-  caf::reacts_to<http_atom, http_request, local_reply>,
+  /// Serve the request the slot holds; the local fast path (the front's continuation).
+  caf::reacts_to<http_atom, local_reply>,
   /// Serve a request; the same for callers on other nodes.
   caf::replies_to<http_atom, http_request>::with<http_response>,
   /// Take connection `cid` as one of his; answers his placement.

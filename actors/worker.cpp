@@ -36,6 +36,24 @@ struct worker_state {
     return h;
   }
 
+  // Gives `order.cid` to the user (started if need be) and answers his
+  // placement. A user found dead here (he crashed and his down message has not
+  // arrived yet) is started afresh once.
+  void attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
+    auto i = users.find(order.user);
+    user_handle h = i != users.end() ? i->second : start(order.user, order.parcel);
+    self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
+      .then([promise](placement& p) mutable { promise.deliver(std::move(p)); },
+            [this, h, order, promise, first_try](caf::error& err) mutable {
+              if (first_try && err == caf::sec::request_receiver_down) {
+                if (auto j = users.find(order.user); j != users.end() && j->second == h)
+                  users.erase(j);
+                return attach(std::move(order), std::move(promise), false);
+              }
+              promise.deliver(std::move(err));
+            });
+  }
+
   // A crashed user is restarted at once (with a fresh store: parcels come with
   // the deposit), unless he crashed more than max_restarts times within
   // restart_window_seconds: then he is restarted by his next request only.
@@ -46,9 +64,9 @@ struct worker_state {
     auto user = std::move(n->second);
     names.erase(n);
     auto u = users.find(user);
-    if (u == users.end() || u->second.address() != dm.source)
-      return;  // released or replaced already
-    users.erase(u);
+    bool current = u != users.end() && u->second.address() == dm.source;
+    if (current)
+      users.erase(u);
     if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown)
       return;
     auto now = steady::now();
@@ -57,6 +75,9 @@ struct worker_state {
     while (!history.empty() && now - history.front() > window)
       history.pop_front();
     history.push_back(now);
+    spec.ctx->metrics.user_restarts.fetch_add(1, std::memory_order_relaxed);
+    if (!current)
+      return;  // a request found him dead first and started him again
     if (static_cast<int>(history.size()) > settings->max_restarts) {
       spdlog::error("worker {}: user {} crashed {} times within {} s ({}); not restarted until his next request",
                     spec.name, registry::redact(user), history.size(), settings->restart_window_seconds,
@@ -65,7 +86,6 @@ struct worker_state {
     }
     spdlog::warn("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
                  self->system().render(dm.reason));
-    spec.ctx->metrics.user_restarts.fetch_add(1, std::memory_order_relaxed);
     start(user, {});
   }
 };
@@ -92,10 +112,9 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
   });
   return {
     [=](attach_atom, attach_order& order) -> caf::result<placement> {
-      auto& st = self->state;
-      auto i = st.users.find(order.user);
-      user_handle h = i != st.users.end() ? i->second : st.start(order.user, std::move(order.parcel));
-      return self->delegate(h, adopt_atom::value, std::move(order.cid));
+      auto promise = self->make_response_promise<placement>();
+      self->state.attach(std::move(order), promise, true);
+      return promise;
     },
     [=](release_atom, const std::string& user) {
       // The user retires by himself; forget him so the name can be placed afresh.

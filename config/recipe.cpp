@@ -123,6 +123,7 @@ const std::vector<field<node_settings>>& node_fields() {
     {"name", &node_settings::name, {}},
     {"log_level", &node_settings::log_level, one_of("trace|debug|info|warn|error|critical|off")},
     {"io_threads", &node_settings::io_threads, between(1, 64)},
+    {"actor_scheduler", &node_settings::actor_scheduler, one_of("sharing|stealing")},
     {"actor_threads", &node_settings::actor_threads, between(1, 256)},
     {"shutdown_grace_seconds", &node_settings::shutdown_grace_seconds, between(0, max_seconds)},
   };

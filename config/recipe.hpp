@@ -39,6 +39,7 @@ struct node_settings {
   std::string log_level = "info";          ///< trace|debug|info|warn|error|critical|off
   int io_threads = 1;                      ///< threads running the HTTP front
   int actor_threads = 2;                   ///< CAF scheduler threads
+  std::string actor_scheduler = "sharing"; ///< CAF scheduler policy: sharing | stealing
   double shutdown_grace_seconds = 10;      ///< in-flight requests get this long on SIGTERM
 };
 

@@ -133,8 +133,8 @@ private:
   net::steady_timer deadline_;
   bool idle_ = true;
   bool close_after_ = false;
-  // The request being served.
-  http_request call_req_;
+  // The request being served, shared with the slots that carry it to actors.
+  std::shared_ptr<http_request> call_req_;
   bool minted_ = false;
   bool retried_ = false;
   bool counted_ = false;
@@ -148,8 +148,11 @@ namespace {
 // The front's side of one request handed to a user actor.
 class http_call final : public reply_slot {
 public:
-  http_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id)
-    : session_(std::move(s)), ex_(std::move(ex)), id_(id) {}
+  http_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id,
+            std::shared_ptr<const http_request> req)
+    : session_(std::move(s)), ex_(std::move(ex)), id_(id), req_(std::move(req)) {}
+
+  const http_request& request() const override { return *req_; }
 
   void deliver(http_response&& r) override {
     delivered_ = true;
@@ -172,6 +175,7 @@ private:
   std::weak_ptr<http_session> session_;
   net::any_io_executor ex_;
   std::uint64_t id_;
+  std::shared_ptr<const http_request> req_;
   bool delivered_ = false;
 };
 
@@ -278,16 +282,19 @@ void http_session::handle() {
   ctx.metrics.inflight.fetch_add(1, std::memory_order_relaxed);
   counted_ = true;
 
-  call_req_.method.assign(req_.method_string().data(), req_.method_string().size());
-  call_req_.path.assign(path.data(), path.size());
-  call_req_.query = qmark == std::string_view::npos ? std::string{} : std::string(target.substr(qmark + 1));
-  call_req_.body = std::move(req_.body());
-  call_req_.cid = std::move(cid);
-  auto page = req_.find("X-Troupe-Page");
-  call_req_.page = page == req_.end() ? std::string{} : std::string(page->value());
-  call_req_.headers.clear();
+  auto call = std::make_shared<http_request>();
+  call->method.assign(req_.method_string().data(), req_.method_string().size());
+  call->path.assign(path.data(), path.size());
+  if (qmark != std::string_view::npos)
+    call->query.assign(target.substr(qmark + 1));
+  call->body = std::move(req_.body());
+  call->cid = std::move(cid);
+  if (auto page = req_.find("X-Troupe-Page"); page != req_.end())
+    call->page.assign(page->value().data(), page->value().size());
+  call->headers.reserve(8);
   for (auto& field : req_)
-    call_req_.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+    call->headers.push_back({std::string(field.name_string()), std::string(field.value())});
+  call_req_ = std::move(call);
 
   deadline_.expires_after(limits_.request_timeout);
   deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
@@ -321,22 +328,22 @@ void http_session::dispatch(bool retry) {
   retried_ = retry;
   auto id = ++call_seq_;
   current_call_ = id;
-  if (auto actor = front_.routes().find(call_req_.cid))
+  if (auto actor = front_.routes().find(call_req_->cid))
     return send_to(*actor, id);
   auto slot = std::make_shared<resolve_call>(weak_from_this(), stream_.get_executor(), id);
-  caf::anon_send(front_.bridge(), resolve_atom::value, call_req_.cid, local_resolve{std::move(slot)});
+  caf::anon_send(front_.bridge(), resolve_atom::value, call_req_->cid, local_resolve{std::move(slot)});
 }
 
 void http_session::send_to(const caf::actor& actor, std::uint64_t id) {
-  auto slot = std::make_shared<http_call>(weak_from_this(), stream_.get_executor(), id);
-  // A copy: a request the actor does not take (not_here, died) is sent once more.
-  caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, call_req_, local_reply{std::move(slot)});
+  // The slot shares the request: one the actor does not take (not_here, died) is sent once more.
+  auto slot = std::make_shared<http_call>(weak_from_this(), stream_.get_executor(), id, call_req_);
+  caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, local_reply{std::move(slot)});
 }
 
 void http_session::on_placed(std::uint64_t id, placement&& where) {
   if (id != current_call_)
     return;
-  front_.routes().put(call_req_.cid, where.actor);
+  front_.routes().put(call_req_->cid, where.actor);
   send_to(where.actor, id);
 }
 
@@ -355,12 +362,12 @@ void http_session::on_actor_reply(std::uint64_t id, http_response&& r) {
     return;  // answered already (504) or superseded
   switch (r.route) {
     case route_note::not_here:
-      front_.routes().erase(call_req_.cid);
+      front_.routes().erase(call_req_->cid);
       if (!retried_)
         return dispatch(true);
       return finish(error_response(503, "the user cannot be reached right now, retry", 1));
     case route_note::changed:
-      front_.routes().erase(call_req_.cid);
+      front_.routes().erase(call_req_->cid);
       break;
     case route_note::keep:
       break;
@@ -371,7 +378,7 @@ void http_session::on_actor_reply(std::uint64_t id, http_response&& r) {
 void http_session::on_dropped(std::uint64_t id) {
   if (id != current_call_)
     return;
-  front_.routes().erase(call_req_.cid);
+  front_.routes().erase(call_req_->cid);
   if (!retried_)
     return dispatch(true);  // the target died: re-resolve once
   finish(error_response(503, "the user's actor went away, retry", 1));
@@ -380,7 +387,7 @@ void http_session::on_dropped(std::uint64_t id) {
 void http_session::on_deadline() {
   if (current_call_ == 0)
     return;
-  spdlog::warn("front: {} {} not answered within {} ms (504)", call_req_.method, call_req_.path,
+  spdlog::warn("front: {} {} not answered within {} ms (504)", call_req_->method, call_req_->path,
                limits_.request_timeout.count());
   finish(error_response(504, "the request was not answered in time"));
 }
@@ -409,8 +416,8 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
     res_.set(http::field::retry_after, std::to_string(retry_after));
   if (challenge)
     res_.set(http::field::www_authenticate, "Bearer realm=\"troupe\"");
-  if (minted_ && !call_req_.cid.empty())
-    res_.set(http::field::set_cookie, std::string(cookie_name) + "=" + call_req_.cid
+  if (minted_ && call_req_)
+    res_.set(http::field::set_cookie, std::string(cookie_name) + "=" + call_req_->cid
                                           + "; Path=/; HttpOnly; SameSite=Lax");
   res_.keep_alive(keep);
   res_.body() = std::move(body);
@@ -432,7 +439,7 @@ void http_session::on_write(beast::error_code ec, bool keep) {
     return close();
   if (!keep)
     return linger_close();
-  call_req_.cid.clear();
+  call_req_.reset();
   do_wait();
 }
 

@@ -121,6 +121,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   caf::actor_system_config cfg;
   register_types(cfg);
   cfg.set("scheduler.max-threads", recipe.node.actor_threads);
+  cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
   auto sys = std::make_unique<caf::actor_system>(cfg);
   auto commander = spawn_commander(*sys, ctx);
   std::vector<group_handle> groups;

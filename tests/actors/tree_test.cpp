@@ -222,7 +222,8 @@ struct recorder {
 
 class recording_slot : public reply_slot {
 public:
-  explicit recording_slot(recorder& rec) : rec_(rec) {}
+  recording_slot(recorder& rec, http_request req) : rec_(rec), req_(std::move(req)) {}
+  const http_request& request() const override { return req_; }
   void deliver(http_response&& r) override {
     std::lock_guard<std::mutex> guard{rec_.mutex};
     rec_.statuses.push_back(r.status);
@@ -239,12 +240,14 @@ public:
 
 private:
   recorder& rec_;
+  http_request req_;
   bool delivered_ = false;
 };
 
 void send_local(const caf::actor& target, recorder& rec, const std::string& cid, const std::string& path) {
-  caf::anon_send(caf::actor_cast<user_handle>(target), http_atom::value, http_request{"POST", path, "", "", cid, "", {}},
-                 local_reply{std::make_shared<recording_slot>(rec)});
+  http_request req{"POST", path, "", "", cid, "", {}};
+  caf::anon_send(caf::actor_cast<user_handle>(target), http_atom::value,
+                 local_reply{std::make_shared<recording_slot>(rec, std::move(req))});
 }
 
 }  // namespace
