@@ -78,14 +78,16 @@ private:
   front_limits limits_;
   bridge_handle bridge_;
   std::shared_ptr<route_cache> routes_;
-  boost::asio::io_context ioc_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  std::uint16_t port_ = 0;
-  std::vector<std::thread> threads_;
+  // Declared before the io_context: sessions still queued in it when it is
+  // destroyed report their end to these.
   std::atomic<bool> closing_{false};
   std::atomic<std::int64_t> live_sessions_{0};
   std::mutex sessions_mutex_;
   std::vector<std::weak_ptr<http_session>> sessions_;  // for shutdown; pruned as they end
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::uint16_t port_ = 0;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace troupe
