@@ -38,7 +38,7 @@ struct node_settings {
   std::string name;                        ///< shown in whoami/census; empty: the host name
   std::string log_level = "info";          ///< trace|debug|info|warn|error|critical|off
   int io_threads = 1;                      ///< threads running the HTTP front
-  int actor_threads = 2;                   ///< CAF scheduler threads
+  int actor_threads = 1;                   ///< CAF scheduler threads (1 io + 1 actor thread fit 2 cores)
   std::string actor_scheduler = "sharing"; ///< CAF scheduler policy: sharing | stealing
   double shutdown_grace_seconds = 10;      ///< in-flight requests get this long on SIGTERM
 };

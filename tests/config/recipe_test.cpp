@@ -141,7 +141,8 @@ TEST(recipe, defaults_without_sources) {
   EXPECT_EQ(r.node.name, "");
   EXPECT_EQ(r.node.log_level, "info");
   EXPECT_EQ(r.node.io_threads, 1);
-  EXPECT_EQ(r.node.actor_threads, 2);
+  EXPECT_EQ(r.node.actor_threads, 1);
+  EXPECT_EQ(r.node.actor_scheduler, "sharing");
   EXPECT_DOUBLE_EQ(r.node.shutdown_grace_seconds, 10);
   EXPECT_EQ(r.limits.max_body_bytes, 1048576u);
   EXPECT_EQ(r.limits.max_header_bytes, 16384u);
@@ -510,6 +511,7 @@ TEST(recipe_errors, out_of_range_values_name_their_key) {
     {"node.io_threads", "65", "must be at most 64"},
     {"node.actor_threads", "0", "must be at least 1"},
     {"node.actor_threads", "257", "must be at most 256"},
+    {"node.actor_scheduler", "fifo", "must be one of"},
     {"node.shutdown_grace_seconds", "-1", "must be at least 0"},
     {"limits.max_body_bytes", "0", "must be at least 1"},
     {"limits.max_header_bytes", "1023", "must be at least 1024"},

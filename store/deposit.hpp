@@ -1,0 +1,134 @@
+#pragma once
+/// \file
+/// The deposit: the durable store of parcels that freezing users write and
+/// waking users read (DESIGN.md "Freezing and waking"). One user parcel per
+/// user (his store) and one parcel per connection (a packed connection_record).
+///
+/// The embedded default is a directory (make_filesystem_deposit). Its layout:
+///
+///     DIR/users/<shard>/<escaped key>.parcel
+///     DIR/connections/<shard>/<escaped key>.parcel
+///     DIR/quarantine/<escaped key>.parcel.<unix time>.<counter>
+///
+/// * `<shard>`: two lowercase hex digits, the xor-folded low byte of the 64-bit
+///   FNV-1a (store::checksum) of the raw key. A parcel is found from its key
+///   alone: no index, no scan, nothing read at start-up.
+/// * `<escaped key>` (escape_key): every byte of the key in `[a-z0-9_@-]` is kept;
+///   every other byte (upper-case letters, '.', '%', '/', NUL, non-ASCII, …) is
+///   written `%hh` with two LOWER-case hex digits. So "A" → "%41", "a@b.c" →
+///   "a@b%2ec", "." → "%2e", ".." → "%2e%2e", ".hidden" → "%2ehidden". The escaped
+///   alphabet has no upper case and no '.', hence: the mapping is injective even on
+///   a case-insensitive filesystem ("A" and "a" are distinct files), no escaped
+///   key is ".", ".." or starts with '.', and none contains '/'.
+/// * Escaped keys longer than 200 characters (only keys well beyond the 64
+///   characters of a valid user name) are cut into 200-character pieces; all
+///   but the last become nested directories under the shard, the last gets the
+///   ".parcel" suffix. Those directories are never removed (they are empty
+///   after a remove; harmless).
+/// * Names starting with '.' are the deposit's own: `.tmp-<pid>-<n>` (a write
+///   in progress, or the leftover of a crash) and `.sweep-<pid>-<name>` (a
+///   parcel being expired). Reads never look at them; sweep removes leftovers.
+///
+/// Keys (user names, connection ids) are any 1–255 bytes; an empty or longer
+/// key throws std::invalid_argument. Valid user names are 1–64 characters of
+/// `[A-Za-z0-9_.@-]` or "guest_<cid>"; a key starting with "guest_" is a guest.
+
+#include "store/parcel.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::store {
+
+/// Thrown when a write, a remove or a read fails at the I/O level (full disk,
+/// read-only directory, I/O error); what() names the path and the errno text.
+/// A parcel that is read but fails verification is NOT an error: it is
+/// quarantined and the get returns nullopt.
+class deposit_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a connection parcel's payload holds: who owns the connection and its pages.
+/// The deposit does not interpret payloads; callers pack()/unpack() this.
+struct connection_record {
+  std::string cid;
+  std::string user;
+  std::vector<std::string> pages;
+  MSGPACK_DEFINE_MAP(cid, user, pages);
+};
+
+/// Counters a deposit keeps (read by metrics).
+struct deposit_counters {
+  std::atomic<std::uint64_t> reads{0};        ///< parcel files actually read (also those failing verification)
+  std::atomic<std::uint64_t> writes{0};       ///< parcels written durably
+  std::atomic<std::uint64_t> failures{0};     ///< failed writes, removes, reads, quarantines, sweep unlinks
+  std::atomic<std::uint64_t> quarantined{0};  ///< parcels moved to quarantine
+  std::atomic<std::uint64_t> removed{0};      ///< USER parcels removed by sweep (expired users)
+};
+
+class deposit {
+public:
+  virtual ~deposit() = default;
+
+  // --- users -----------------------------------------------------------------
+  /// Atomic and durable, or throws deposit_error leaving any previous parcel intact.
+  virtual void put_user(const std::string& user, const parcel& p) = 0;
+  /// nullopt: none. A parcel failing verification is quarantined (moved, never
+  /// deleted), counted, logged at error with its path, and nullopt returned.
+  /// Throws deposit_error on an I/O error (the parcel may exist: do not start
+  /// the user empty), or when a bad parcel cannot be moved to quarantine.
+  virtual std::optional<parcel> get_user(const std::string& user) = 0;
+  /// Absent is fine; a failure throws deposit_error. Not fsynced: a crash may
+  /// bring the removed parcel back (it is then the last durable state).
+  virtual void remove_user(const std::string& user) = 0;
+
+  // --- connections (payload = packed connection_record) -----------------------
+  virtual void put_connection(const std::string& cid, const parcel& p) = 0;
+  virtual std::optional<parcel> get_connection(const std::string& cid) = 0;
+  virtual void remove_connection(const std::string& cid) = 0;
+
+  /// Removes parcels whose last write (mtime) is older than the given ages:
+  /// guests (keys starting "guest_") after guest_max_age, other users after
+  /// user_max_age, connections after the larger of the two; also removes
+  /// leftover temp files older than a minute. Returns how many user parcels
+  /// were removed (also added to counters().removed). Scans everything: run it
+  /// in the background. Never throws for a single file: failures are counted
+  /// and logged, the sweep goes on. A parcel rewritten while being swept is
+  /// kept.
+  virtual std::size_t sweep(std::chrono::seconds user_max_age, std::chrono::seconds guest_max_age) = 0;
+
+  /// Number of user parcels present (scans; start-up metrics and tests, not the hot path).
+  virtual std::size_t count_users() = 0;
+
+  const deposit_counters& counters() const noexcept { return counters_; }
+
+protected:
+  deposit_counters counters_;
+};
+
+/// The embedded default: a directory. Creates DIR (and parents), DIR/users,
+/// DIR/connections, DIR/quarantine and probes that each can be written.
+/// Throws deposit_error if DIR cannot be created or written.
+/// Safe for concurrent calls on different keys from several threads.
+std::unique_ptr<deposit> make_filesystem_deposit(const std::string& dir);
+
+/// The escaped form of a key (see the file comment). Throws
+/// std::invalid_argument for an empty key or one over 255 bytes.
+std::string escape_key(std::string_view key);
+
+enum class parcel_kind { user, connection };
+
+/// Where the filesystem deposit rooted at `dir` keeps the parcel of `key`
+/// (for tests and operators). Throws std::invalid_argument like escape_key.
+std::string filesystem_parcel_path(const std::string& dir, parcel_kind kind, std::string_view key);
+
+}  // namespace troupe::store
