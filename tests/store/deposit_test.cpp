@@ -1,0 +1,486 @@
+#include "store/deposit.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <thread>
+
+using namespace troupe::store;
+namespace fs = std::filesystem;
+
+namespace {
+
+parcel make_parcel(std::uint64_t generation, const std::string& text) {
+  parcel p;
+  p.generation = generation;
+  p.writer_node = "n1";
+  p.writer_worker = "default-w1";
+  p.cause = parcel_cause::freeze;
+  p.payload = pack(text);
+  return p;
+}
+
+std::string text_of(const parcel& p) {
+  std::string s;
+  unpack(p.payload, s);
+  return s;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+/// Sets the mtime of `path` to `age` ago.
+void age_file(const std::string& path, std::chrono::seconds age) {
+  struct timespec times[2];
+  ::clock_gettime(CLOCK_REALTIME, &times[0]);
+  times[0].tv_sec -= age.count();
+  times[1] = times[0];
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    out.push_back(e.path().filename().string());
+  return out;
+}
+
+const std::string guest_a = "guest_abcdefghijklmnopqrstuvwx";  // 24-char cid
+const std::string guest_b = "guest_ABCDEFGHIJKLMNOPQRSTUV-_";
+
+class deposit_test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/deposit_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir = tmpl;
+    dep = make_filesystem_deposit(dir);
+  }
+  void TearDown() override {
+    dep.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string user_path(const std::string& key) const {
+    return filesystem_parcel_path(dir, parcel_kind::user, key);
+  }
+  std::string conn_path(const std::string& key) const {
+    return filesystem_parcel_path(dir, parcel_kind::connection, key);
+  }
+
+  std::string dir;
+  std::unique_ptr<deposit> dep;
+};
+
+}  // namespace
+
+TEST_F(deposit_test, creates_its_directories) {
+  EXPECT_TRUE(fs::is_directory(dir + "/users"));
+  EXPECT_TRUE(fs::is_directory(dir + "/connections"));
+  EXPECT_TRUE(fs::is_directory(dir + "/quarantine"));
+  EXPECT_TRUE(files_in(dir + "/users").empty());  // the write probe leaves nothing
+}
+
+TEST_F(deposit_test, user_round_trip) {
+  auto p = make_parcel(7, "state of alice");
+  p.cause = parcel_cause::quit;
+  dep->put_user("alice", p);
+  auto back = dep->get_user("alice");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->generation, 7u);
+  EXPECT_EQ(back->writer_node, "n1");
+  EXPECT_EQ(back->writer_worker, "default-w1");
+  EXPECT_EQ(back->cause, parcel_cause::quit);
+  EXPECT_EQ(text_of(*back), "state of alice");
+  EXPECT_EQ(dep->counters().writes, 1u);
+  EXPECT_EQ(dep->counters().reads, 1u);
+  EXPECT_TRUE(fs::is_regular_file(user_path("alice")));
+  // Users and connections are separate namespaces.
+  EXPECT_FALSE(dep->get_connection("alice"));
+}
+
+TEST_F(deposit_test, connection_round_trip) {
+  connection_record rec{"c0123456789abcdefghijklm", "alice", {"p1", "p2"}};
+  parcel p;
+  p.generation = 2;
+  p.cause = parcel_cause::login;
+  p.payload = pack(rec);
+  dep->put_connection(rec.cid, p);
+  auto back = dep->get_connection(rec.cid);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->generation, 2u);
+  EXPECT_EQ(back->cause, parcel_cause::login);
+  connection_record r2;
+  unpack(back->payload, r2);
+  EXPECT_EQ(r2.cid, rec.cid);
+  EXPECT_EQ(r2.user, "alice");
+  EXPECT_EQ(r2.pages, rec.pages);
+  EXPECT_FALSE(dep->get_user(rec.cid));
+  dep->remove_connection(rec.cid);
+  EXPECT_FALSE(dep->get_connection(rec.cid));
+  dep->remove_connection(rec.cid);  // absent is fine
+}
+
+TEST_F(deposit_test, overwrite_keeps_the_newest) {
+  for (std::uint64_t g = 1; g <= 5; ++g)
+    dep->put_user("bob", make_parcel(g, "v" + std::to_string(g)));
+  auto back = dep->get_user("bob");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->generation, 5u);
+  EXPECT_EQ(text_of(*back), "v5");
+  EXPECT_EQ(dep->counters().writes, 5u);
+  // No temp file left behind.
+  for (const auto& f : files_in(fs::path(user_path("bob")).parent_path().string()))
+    EXPECT_NE(f[0], '.') << f;
+}
+
+TEST_F(deposit_test, absent_and_remove) {
+  EXPECT_FALSE(dep->get_user("nobody"));
+  EXPECT_EQ(dep->counters().reads, 0u);  // nothing was read
+  dep->remove_user("nobody");            // absent is fine
+  dep->put_user("carol", make_parcel(1, "x"));
+  ASSERT_TRUE(dep->get_user("carol"));
+  dep->remove_user("carol");
+  EXPECT_FALSE(dep->get_user("carol"));
+  EXPECT_FALSE(fs::exists(user_path("carol")));
+  EXPECT_EQ(dep->counters().failures, 0u);
+}
+
+TEST_F(deposit_test, escape_scheme) {
+  EXPECT_EQ(escape_key("alice"), "alice");
+  EXPECT_EQ(escape_key("A"), "%41");
+  EXPECT_EQ(escape_key("."), "%2e");
+  EXPECT_EQ(escape_key(".."), "%2e%2e");
+  EXPECT_EQ(escape_key(".hidden"), "%2ehidden");
+  EXPECT_EQ(escape_key("a@b.c"), "a@b%2ec");
+  EXPECT_EQ(escape_key("a/b%"), "a%2fb%25");
+  EXPECT_EQ(escape_key(std::string("x\0y", 3)), "x%00y");
+  EXPECT_EQ(escape_key(guest_a), guest_a);
+}
+
+TEST_F(deposit_test, tricky_names_are_distinct_files_inside_the_deposit) {
+  std::vector<std::string> names = {".",   "..",    ".hidden", "a@b.c",  "A",     "a",    guest_a,
+                                    guest_b, "Alice", "alice",   "x.y-z_w", "%2e",   "a/../../etc", "users"};
+  std::set<std::string> paths;
+  const std::string users_root = fs::weakly_canonical(dir + "/users").string() + "/";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    dep->put_user(names[i], make_parcel(i + 1, "state " + names[i]));
+    auto path = user_path(names[i]);
+    auto canon = fs::weakly_canonical(path).string();
+    EXPECT_EQ(canon.rfind(users_root, 0), 0u) << names[i] << " -> " << canon;
+    auto file = fs::path(path).filename().string();
+    EXPECT_NE(file[0], '.') << names[i];
+    // Case-insensitive filesystems: no two files may differ only by case.
+    std::string lower = canon;
+    for (auto& c : lower)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_TRUE(paths.insert(lower).second) << names[i] << " collides";
+    EXPECT_TRUE(fs::is_regular_file(path)) << names[i];
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto back = dep->get_user(names[i]);
+    ASSERT_TRUE(back) << names[i];
+    EXPECT_EQ(back->generation, i + 1) << names[i];
+    EXPECT_EQ(text_of(*back), "state " + names[i]);
+  }
+  EXPECT_EQ(dep->count_users(), names.size());
+}
+
+TEST_F(deposit_test, key_length_limits) {
+  auto p = make_parcel(1, "x");
+  EXPECT_THROW(dep->put_user("", p), std::invalid_argument);
+  EXPECT_THROW(dep->get_user(""), std::invalid_argument);
+  EXPECT_THROW(dep->remove_user(""), std::invalid_argument);
+  EXPECT_THROW(dep->put_connection("", p), std::invalid_argument);
+  const std::string too_long(256, 'a');
+  EXPECT_THROW(dep->put_user(too_long, p), std::invalid_argument);
+  EXPECT_THROW(dep->get_user(too_long), std::invalid_argument);
+  EXPECT_THROW(dep->remove_connection(too_long), std::invalid_argument);
+  EXPECT_EQ(dep->count_users(), 0u);
+
+  // The longest keys work, even when escaping triples them (nested pieces).
+  const std::string plain(255, 'a');
+  const std::string upper(255, 'A');
+  const std::string dots(255, '.');
+  for (const auto& k : {plain, upper, dots}) {
+    dep->put_user(k, make_parcel(3, k.substr(0, 1)));
+    auto back = dep->get_user(k);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(text_of(*back), k.substr(0, 1));
+  }
+  EXPECT_EQ(dep->count_users(), 3u);
+  for (const auto& k : {plain, upper, dots}) {
+    dep->remove_user(k);
+    EXPECT_FALSE(dep->get_user(k));
+  }
+}
+
+TEST_F(deposit_test, leftover_temp_files_are_ignored_by_reads) {
+  dep->put_user("dave", make_parcel(1, "good"));
+  auto shard = fs::path(user_path("dave")).parent_path().string();
+  write_file(shard + "/.tmp-99999-0", "half a parcel");
+  auto back = dep->get_user("dave");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(text_of(*back), "good");
+  EXPECT_EQ(dep->count_users(), 1u);
+}
+
+TEST_F(deposit_test, corrupted_parcel_is_quarantined) {
+  dep->put_user("eve", make_parcel(1, "a fairly long state so that a byte can be flipped"));
+  auto path = user_path("eve");
+  auto data = read_file(path);
+  data[data.size() - 5] ^= 0x20;  // inside the payload
+  write_file(path, data);
+
+  EXPECT_FALSE(dep->get_user("eve"));
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+  EXPECT_EQ(dep->counters().reads, 1u);
+  EXPECT_FALSE(fs::exists(path));
+  auto q = files_in(dir + "/quarantine");
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].rfind("eve.parcel.", 0), 0u) << q[0];
+  EXPECT_EQ(read_file(dir + "/quarantine/" + q[0]), data);  // moved, never altered
+  // The user then starts empty and can be written again.
+  EXPECT_FALSE(dep->get_user("eve"));
+  dep->put_user("eve", make_parcel(2, "fresh"));
+  ASSERT_TRUE(dep->get_user("eve"));
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+}
+
+TEST_F(deposit_test, truncated_parcel_is_quarantined) {
+  connection_record rec{"c0123456789abcdefghijklm", "frank", {"p1"}};
+  parcel p;
+  p.payload = pack(rec);
+  dep->put_connection(rec.cid, p);
+  dep->put_user("frank", make_parcel(1, "state of frank"));
+  for (const auto& path : {conn_path(rec.cid), user_path("frank")}) {
+    auto data = read_file(path);
+    ::truncate(path.c_str(), static_cast<off_t>(data.size() / 2));
+  }
+  EXPECT_FALSE(dep->get_connection(rec.cid));
+  EXPECT_FALSE(dep->get_user("frank"));
+  EXPECT_EQ(dep->counters().quarantined, 2u);
+  EXPECT_FALSE(fs::exists(conn_path(rec.cid)));
+  EXPECT_FALSE(fs::exists(user_path("frank")));
+  EXPECT_EQ(files_in(dir + "/quarantine").size(), 2u);
+}
+
+TEST_F(deposit_test, empty_file_and_long_key_are_quarantined_too) {
+  const std::string upper(255, 'Q');
+  dep->put_user(upper, make_parcel(1, "x"));
+  write_file(user_path(upper), "");
+  EXPECT_FALSE(dep->get_user(upper));
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+  auto q = files_in(dir + "/quarantine");
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_LE(q[0].size(), 255u);
+}
+
+// Root ignores modes, so the write is made to fail in a root-proof way: the
+// shard directory is replaced by a regular file (ENOTDIR).
+TEST_F(deposit_test, failed_write_throws_and_keeps_the_previous_parcel) {
+  dep->put_user("gina", make_parcel(1, "old state"));
+  auto shard = fs::path(user_path("gina")).parent_path().string();
+  fs::rename(shard, shard + ".aside");
+  write_file(shard, "not a directory");
+
+  try {
+    dep->put_user("gina", make_parcel(2, "new state"));
+    FAIL() << "put did not throw";
+  } catch (const deposit_error& e) {
+    EXPECT_NE(std::string(e.what()).find(shard), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Not a directory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dep->counters().failures, 1u);
+  EXPECT_EQ(dep->counters().writes, 1u);
+
+  fs::remove(shard);
+  fs::rename(shard + ".aside", shard);
+  auto back = dep->get_user("gina");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->generation, 1u);
+  EXPECT_EQ(text_of(*back), "old state");
+  EXPECT_EQ(files_in(shard).size(), 1u);  // no temp file left
+}
+
+// A write that fails half-way (as on a full disk): RLIMIT_FSIZE binds root too.
+TEST_F(deposit_test, write_failing_halfway_removes_the_temp_and_keeps_the_previous_parcel) {
+  dep->put_user("hank", make_parcel(1, "old state"));
+  auto shard = fs::path(user_path("hank")).parent_path().string();
+
+  struct rlimit old_limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  try {
+    dep->put_user("hank", make_parcel(2, std::string(64 * 1024, 'z')));
+  } catch (const deposit_error& e) {
+    threw = true;
+    EXPECT_NE(std::string(e.what()).find("/.tmp-"), std::string::npos) << e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(dep->counters().failures, 1u);
+  auto back = dep->get_user("hank");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(text_of(*back), "old state");
+  EXPECT_EQ(files_in(shard).size(), 1u);  // the temp file was removed
+}
+
+TEST(deposit_creation, refuses_an_unusable_directory) {
+  char tmpl[] = "/tmp/deposit_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string base = tmpl;
+  write_file(base + "/plain", "a file");
+  EXPECT_THROW(make_filesystem_deposit(base + "/plain/deposit"), deposit_error);
+  EXPECT_THROW(make_filesystem_deposit(base + "/plain"), deposit_error);
+  EXPECT_THROW(make_filesystem_deposit("/proc/troupe-deposit"), deposit_error);
+  EXPECT_THROW(make_filesystem_deposit(""), deposit_error);
+  // An existing deposit is reopened as it is.
+  auto d1 = make_filesystem_deposit(base + "/dep/");
+  d1->put_user("ivy", make_parcel(4, "kept"));
+  d1.reset();
+  auto d2 = make_filesystem_deposit(base + "/dep");
+  auto back = d2->get_user("ivy");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->generation, 4u);
+  EXPECT_EQ(d2->count_users(), 1u);
+  fs::remove_all(base);
+}
+
+TEST_F(deposit_test, sweep_honours_ages) {
+  using namespace std::chrono;
+  const auto user_max = hours(10);
+  const auto guest_max = hours(1);
+  auto put_aged = [&](const std::string& user, seconds age) {
+    dep->put_user(user, make_parcel(1, user));
+    age_file(user_path(user), age);
+  };
+  put_aged("old_user", hours(11));       // removed
+  put_aged("recent_user", hours(2));     // kept: users live 10 h
+  put_aged("fresh_user", seconds(0));    // kept
+  put_aged(guest_a, hours(2));           // removed: guests live 1 h
+  put_aged(guest_b, minutes(30));        // kept
+  put_aged(std::string(255, 'O'), hours(12));  // removed (nested pieces)
+  dep->put_connection("c_old", make_parcel(1, "c"));
+  age_file(conn_path("c_old"), hours(11));     // removed: connections live max(10 h, 1 h)
+  dep->put_connection("c_mid", make_parcel(1, "c"));
+  age_file(conn_path("c_mid"), hours(5));      // kept
+  // Leftover temp files: an old one goes, a fresh one (a write in progress) stays.
+  auto shard = fs::path(user_path("fresh_user")).parent_path().string();
+  write_file(shard + "/.tmp-424242-1", "leftover");
+  age_file(shard + "/.tmp-424242-1", hours(1));
+  write_file(shard + "/.tmp-424242-2", "in progress");
+
+  EXPECT_EQ(dep->count_users(), 6u);
+  EXPECT_EQ(dep->sweep(user_max, guest_max), 3u);
+  EXPECT_EQ(dep->counters().removed, 3u);
+  EXPECT_FALSE(dep->get_user("old_user"));
+  EXPECT_FALSE(dep->get_user(guest_a));
+  EXPECT_FALSE(dep->get_user(std::string(255, 'O')));
+  EXPECT_TRUE(dep->get_user("recent_user"));
+  EXPECT_TRUE(dep->get_user("fresh_user"));
+  EXPECT_TRUE(dep->get_user(guest_b));
+  EXPECT_FALSE(dep->get_connection("c_old"));
+  EXPECT_TRUE(dep->get_connection("c_mid"));
+  EXPECT_FALSE(fs::exists(shard + "/.tmp-424242-1"));
+  EXPECT_TRUE(fs::exists(shard + "/.tmp-424242-2"));
+  EXPECT_EQ(dep->count_users(), 3u);
+  EXPECT_EQ(dep->counters().failures, 0u);
+  // Nothing left to do; no tombstone left behind.
+  EXPECT_EQ(dep->sweep(user_max, guest_max), 0u);
+  for (const auto& s : files_in(dir + "/users"))
+    for (const auto& f : files_in(dir + "/users/" + s))
+      EXPECT_NE(f.rfind(".sweep-", 0), 0u) << f;
+}
+
+TEST_F(deposit_test, count_users) {
+  EXPECT_EQ(dep->count_users(), 0u);
+  for (int i = 0; i < 300; ++i)
+    dep->put_user("user" + std::to_string(i), make_parcel(1, "s"));
+  dep->put_connection("c1", make_parcel(1, "c"));
+  EXPECT_EQ(dep->count_users(), 300u);
+  dep->remove_user("user7");
+  EXPECT_EQ(dep->count_users(), 299u);
+}
+
+TEST_F(deposit_test, concurrent_puts_and_gets_on_distinct_keys) {
+  constexpr int threads = 8;
+  constexpr int keys = 50;
+  constexpr int rounds = 20;
+  std::atomic<int> errors{0};
+  std::atomic<bool> done{false};
+  auto key = [](int k) { return (k % 2 ? "User" : "guest_") + std::to_string(k); };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int r = 1; r <= rounds; ++r) {
+        for (int k = t; k < keys; k += threads) {
+          auto text = key(k) + "#" + std::to_string(r);
+          if (k % 3 == 0) {
+            connection_record rec{key(k), "u", {text}};
+            parcel p;
+            p.generation = static_cast<std::uint64_t>(r);
+            p.payload = pack(rec);
+            dep->put_connection(key(k), p);
+            auto back = dep->get_connection(key(k));
+            connection_record got;
+            if (back)
+              unpack(back->payload, got);
+            if (!back || back->generation != static_cast<std::uint64_t>(r) || got.pages != rec.pages)
+              ++errors;
+          } else {
+            dep->put_user(key(k), make_parcel(static_cast<std::uint64_t>(r), text));
+            auto back = dep->get_user(key(k));
+            if (!back || back->generation != static_cast<std::uint64_t>(r) || text_of(*back) != text)
+              ++errors;
+          }
+        }
+      }
+    });
+  }
+  // A background sweep with long ages and counts run meanwhile: they must not disturb anything.
+  std::thread sweeper([&] {
+    while (!done) {
+      dep->sweep(std::chrono::hours(1), std::chrono::hours(1));
+      dep->count_users();
+    }
+  });
+  for (auto& th : pool)
+    th.join();
+  done = true;
+  sweeper.join();
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(dep->counters().failures, 0u);
+  EXPECT_EQ(dep->counters().quarantined, 0u);
+  EXPECT_EQ(dep->counters().removed, 0u);
+  EXPECT_EQ(dep->counters().writes, static_cast<std::uint64_t>(keys * rounds));
+  int user_keys = 0;
+  for (int k = 0; k < keys; ++k)
+    if (k % 3 != 0)
+      ++user_keys;
+  EXPECT_EQ(dep->count_users(), static_cast<std::size_t>(user_keys));
+}
