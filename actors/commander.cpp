@@ -1,5 +1,6 @@
 #include "actors/commander.hpp"
 
+#include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "registry/ids.hpp"
 #include "registry/placement_index.hpp"
@@ -8,29 +9,95 @@
 #include <spdlog/spdlog.h>
 
 #include <optional>
+#include <unordered_map>
 
 namespace troupe {
 
 namespace {
 
+using placement_promise = caf::typed_response_promise<placement>;
+
+struct held_resolve {
+  std::string cid;
+  placement_promise promise;
+};
+
 struct commander_state {
   static const char* name;
+
+  commander_handle::stateful_pointer<commander_state> self = nullptr;
   std::optional<actor_gauge> gauge;
   node_context_ptr ctx;
-  std::string group;                       // the group new users are placed in (the first)
-  std::vector<worker_handle> workers;       // its workers, by slot
+  deposit_handle deposit;
+  std::string group;                    // the group new users are placed in (the first)
+  std::vector<worker_handle> workers;   // its workers, by slot
   std::optional<registry::placement_index> index;
+  // Users writing their parcels: their resolves wait here until frozen or thaw.
+  std::unordered_map<std::string, std::vector<held_resolve>> departing;
+  // Connections unknown here whose parcel is being looked up: resolves wait here.
+  std::unordered_map<std::string, std::vector<placement_promise>> lookups;
 
-  // Places `user` (unless he is placed) and asks his worker to give him `cid`.
-  caf::delegated<placement> attach(commander_handle::stateful_pointer<commander_state> self,
-                                   const std::string& user, const std::string& cid, store::bytes parcel) {
+  // Places `user` (unless he is placed) and has his worker give him `cid`;
+  // held while he is being frozen.
+  void attach(placement_promise promise, const std::string& user, const std::string& cid, store::bytes parcel,
+              bool wake) {
+    if (auto d = departing.find(user); d != departing.end()) {
+      d->second.push_back({cid, std::move(promise)});
+      return;
+    }
     auto slot = index->place(user);
-    return self->delegate(workers[slot], attach_atom::value, attach_order{user, cid, std::move(parcel)});
+    promise.delegate(workers[slot], attach_atom::value, attach_order{user, cid, std::move(parcel), wake});
+  }
+
+  placement_promise promise() { return self->make_response_promise<placement>(); }
+
+  void resolve(placement_promise p, const std::string& cid) {
+    if (const std::string* user = index->user_of(cid))
+      return attach(std::move(p), *user, cid, {}, true);
+    // Unknown here (a stranger, or anybody after a restart): his connection
+    // parcel says whose it is. One read per connection, however many requests.
+    auto [waiting, first] = lookups.try_emplace(cid);
+    waiting->second.push_back(std::move(p));
+    if (!first)
+      return;
+    self->request(deposit, ctx->hold_timeout(), get_atom::value, parcel_kind::connection, cid)
+      .then(
+        [this, cid](std::vector<store::parcel>& found) {
+          std::string user;
+          if (!found.empty()) {
+            try {
+              store::connection_record rec;
+              store::unpack(found.front().payload, rec);
+              if (rec.cid == cid && (registry::valid_user_name(rec.user) || rec.user == registry::guest_name(cid)))
+                user = rec.user;
+            } catch (const std::exception& e) {
+              spdlog::error("commander: the parcel of connection {} does not decode ({}); a new guest",
+                            registry::redact(cid), e.what());
+            }
+          }
+          bool known = !user.empty();
+          if (!known)
+            user = registry::guest_name(cid);
+          if (!index->user_of(cid))  // a login may have bound it meanwhile
+            index->bind(cid, user);
+          auto waiting = std::move(lookups[cid]);
+          lookups.erase(cid);
+          for (auto& p : waiting)
+            attach(std::move(p), *index->user_of(cid), cid, {}, known);
+        },
+        [this, cid](caf::error& err) {
+          spdlog::error("commander: looking up connection {} failed: {}", registry::redact(cid),
+                        self->system().render(err));
+          auto waiting = std::move(lookups[cid]);
+          lookups.erase(cid);
+          for (auto& p : waiting)
+            p.deliver(make_error(errc::unavailable, "deposit lookup failed"));
+        });
   }
 
   // A guest whose connection leaves him is forgotten here and by his worker
   // (he retires by himself once his reply is out).
-  void release_guest(commander_handle::stateful_pointer<commander_state> self, const std::string& user) {
+  void release_guest(const std::string& user) {
     if (!registry::is_guest(user))
       return;
     if (auto slot = index->worker_of(user)) {
@@ -38,16 +105,82 @@ struct commander_state {
       index->remove(user);
     }
   }
+
+  // A freeze ended: frozen (he is no longer placed; held requests wake him)
+  // or failed (he stays; held requests go to him where he is).
+  void end_departure(const std::string& user, bool frozen) {
+    if (frozen)
+      index->remove(user);
+    auto d = departing.find(user);
+    if (d == departing.end())
+      return;
+    auto held = std::move(d->second);
+    departing.erase(d);
+    for (auto& h : held)
+      attach(std::move(h.promise), user, h.cid, {}, true);
+  }
+
+  // Soft quit: every worker freezes all its users.
+  caf::result<std::uint64_t> quit() {
+    auto promise = self->make_response_promise<std::uint64_t>();
+    if (workers.empty()) {
+      promise.deliver(std::uint64_t{0});
+      return promise;
+    }
+    auto total = std::make_shared<std::uint64_t>(0);
+    auto pending = std::make_shared<std::size_t>(workers.size());
+    for (auto& w : workers)
+      self->request(w, caf::infinite, quit_atom::value)
+        .then(
+          [promise, total, pending](std::uint64_t n) mutable {
+            *total += n;
+            if (--*pending == 0)
+              promise.deliver(*total);
+          },
+          [promise, total, pending](caf::error&) mutable {
+            if (--*pending == 0)
+              promise.deliver(*total);
+          });
+    return promise;
+  }
+
+  // Expired parcels leave the deposit now and then (run on the deposit's thread).
+  void schedule_sweep() {
+    auto& c = ctx->recipe.commander;
+    double hours = std::min(c.user_expiry_hours, c.guest_expiry_hours) / 10;
+    auto period = std::chrono::seconds(std::clamp<std::int64_t>(static_cast<std::int64_t>(hours * 3600), 1, 3600));
+    self->delayed_send(self, period, tick_atom::value);
+  }
+
+  void sweep() {
+    auto& c = ctx->recipe.commander;
+    self->request(deposit, caf::infinite, sweep_atom::value, c.user_expiry_hours, c.guest_expiry_hours)
+      .then(
+        [this](std::uint64_t n) {
+          ctx->metrics.users_expired.fetch_add(n, std::memory_order_relaxed);
+          ctx->metrics.users_frozen.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+          if (n)
+            spdlog::info("commander: {} expired user(s) removed from the deposit", n);
+          schedule_sweep();
+        },
+        [this](caf::error& err) {
+          spdlog::error("commander: the expiry sweep failed: {}", self->system().render(err));
+          schedule_sweep();
+        });
+  }
 };
 
 const char* commander_state::name = "troupe.commander";
 
 commander_handle::behavior_type commander_impl(commander_handle::stateful_pointer<commander_state> self,
-                                              node_context_ptr ctx) {
+                                               node_context_ptr ctx, caf::actor deposit) {
   auto& st = self->state;
+  st.self = self;
   st.gauge.emplace(ctx->metrics, actor_kind::commander);
   st.ctx = std::move(ctx);
+  st.deposit = caf::actor_cast<deposit_handle>(deposit);
   st.group = st.ctx->recipe.groups.front().name;
+  st.schedule_sweep();
   auto unavailable = [] { return make_error(errc::unavailable, "no workers registered yet"); };
   return {
     [=](resolve_atom, const std::string& cid) -> caf::result<placement> {
@@ -56,14 +189,9 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
         return unavailable();
       if (!registry::valid_cid(cid))
         return make_error(errc::bad_request, "malformed connection id");
-      const std::string* user = st.index->user_of(cid);
-      std::string guest;
-      if (!user) {
-        guest = registry::guest_name(cid);
-        st.index->bind(cid, guest);
-        user = &guest;
-      }
-      return st.attach(self, *user, cid, {});
+      auto p = st.promise();
+      st.resolve(p, cid);
+      return p;
     },
     [=](login_atom, login_request& req) -> caf::result<placement> {
       auto& st = self->state;
@@ -72,7 +200,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       if (!registry::valid_user_name(req.to_user))
         return make_error(errc::bad_request, "invalid user name");
       st.index->bind(req.cid, req.to_user);
-      st.release_guest(self, req.from_user);
+      st.release_guest(req.from_user);
       bool live = st.index->worker_of(req.to_user).has_value();
       if (live && !req.parcel.empty()) {
         spdlog::info("login of connection {} into {}: he is live, his resident state wins; "
@@ -80,16 +208,21 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
                      registry::redact(req.cid), req.to_user, req.parcel.size());
         req.parcel.clear();
       }
-      return st.attach(self, req.to_user, req.cid, std::move(req.parcel));
+      // Not live: he may be frozen (his parcel wins over the carried store) or new.
+      auto p = st.promise();
+      st.attach(p, req.to_user, req.cid, std::move(req.parcel), true);
+      return p;
     },
     [=](logout_atom, const std::string& cid, const std::string& from_user) -> caf::result<placement> {
       auto& st = self->state;
       if (!st.index)
         return unavailable();
       auto fresh = registry::guest_name(cid);
-      st.release_guest(self, from_user);
+      st.release_guest(from_user);
       st.index->bind(cid, fresh);
-      return st.attach(self, fresh, cid, {});
+      auto p = st.promise();
+      st.attach(p, fresh, cid, {}, false);
+      return p;
     },
     [=](workers_atom, const std::string& group, std::vector<worker_handle>& workers) {
       auto& st = self->state;
@@ -99,13 +232,25 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
         st.index.emplace(workers.size());
       st.workers = std::move(workers);
     },
+    [=](freeze_atom, const std::string& user) -> caf::result<bool> {
+      auto& st = self->state;
+      auto slot = st.index ? st.index->worker_of(user) : std::nullopt;
+      if (!slot)
+        return make_error(errc::no_such_user, user);
+      return self->delegate(st.workers[*slot], freeze_atom::value, user);
+    },
+    [=](freezing_atom, const std::string& user) { self->state.departing.try_emplace(user); },
+    [=](frozen_atom, const std::string& user) { self->state.end_departure(user, true); },
+    [=](thaw_atom, const std::string& user) { self->state.end_departure(user, false); },
+    [=](quit_atom) { return self->state.quit(); },
+    [=](tick_atom) { self->state.sweep(); },
   };
 }
 
 }  // namespace
 
-commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx) {
-  return sys.spawn(commander_impl, std::move(ctx));
+commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit) {
+  return sys.spawn(commander_impl, std::move(ctx), std::move(deposit));
 }
 
 }  // namespace troupe

@@ -30,9 +30,22 @@ using commander_handle = caf::typed_actor<
   /// Move connection `cid` (of user `from`) to a fresh guest; answers its placement.
   caf::replies_to<logout_atom, std::string, std::string>::with<placement>,
   /// The workers of group `name` (in slot order), at start and after a worker restart.
-  caf::reacts_to<workers_atom, std::string, std::vector<worker_handle>>>;
+  caf::reacts_to<workers_atom, std::string, std::vector<worker_handle>>,
+  /// Freeze user `name` now (an operator's order): answers once he is durable; no_such_user if not hosted.
+  caf::replies_to<freeze_atom, std::string>::with<bool>,
+  /// From a user actor: he starts freezing; requests for him are held until frozen or thaw.
+  caf::reacts_to<freezing_atom, std::string>,
+  /// From a user actor: his parcels are durable and he leaves; held requests wake him.
+  caf::reacts_to<frozen_atom, std::string>,
+  /// From a user actor: his freeze failed; he stays where he was.
+  caf::reacts_to<thaw_atom, std::string>,
+  /// Soft quit: freeze every user of every worker; answers how many.
+  caf::replies_to<quit_atom>::with<std::uint64_t>,
+  /// Internal: the periodic expiry sweep.
+  caf::reacts_to<tick_atom>>;
 
 /// Spawns the commander (a top-level actor: the node stops it on shutdown).
-commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx);
+/// `deposit` is the deposit actor (a deposit_handle).
+commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit);
 
 }  // namespace troupe

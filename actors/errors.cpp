@@ -18,6 +18,9 @@ const char* to_string(errc code) noexcept {
     case errc::bad_request: return "bad_request";
     case errc::busy: return "busy";
     case errc::too_many_pages: return "too_many_pages";
+    case errc::deposit_failed: return "deposit_failed";
+    case errc::no_such_user: return "no_such_user";
+    case errc::wake_failed: return "wake_failed";
   }
   return "unknown";
 }

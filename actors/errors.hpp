@@ -22,6 +22,9 @@ enum class errc : std::uint8_t {
   bad_request,      ///< the message itself is invalid (bad name, bad page id, …)
   busy,             ///< a bounded queue is full
   too_many_pages,   ///< max_pages_per_connection reached
+  deposit_failed,   ///< a parcel could not be written, read or removed
+  no_such_user,     ///< the user is not hosted here
+  wake_failed,      ///< a user could not be woken from his parcel
 };
 
 /// "not_here", "handler_failed", …

@@ -17,23 +17,26 @@ struct group_state {
   node_context_ptr ctx;
   config::group_settings settings;
   caf::actor commander;
+  caf::actor deposit;
   std::vector<worker_handle> workers;
 
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
     return spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
-                                          commander, ctx});
+                                          commander, deposit, ctx});
   }
 };
 
 const char* group_state::name = "troupe.group";
 
 group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_state> self, node_context_ptr ctx,
-                                      config::group_settings settings, caf::actor commander) {
+                                      config::group_settings settings, caf::actor commander,
+                                      caf::actor deposit) {
   auto& st = self->state;
   st.gauge.emplace(ctx->metrics, actor_kind::group);
   st.ctx = std::move(ctx);
   st.settings = std::move(settings);
   st.commander = std::move(commander);
+  st.deposit = std::move(deposit);
   for (int i = 0; i < st.settings.workers; ++i)
     st.workers.push_back(st.start_worker(*self, static_cast<std::size_t>(i)));
   // A worker that went down abnormally is replaced in its slot (its users went
@@ -64,8 +67,8 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
 }  // namespace
 
 group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
-                        caf::actor commander) {
-  return sys.spawn(group_impl, std::move(ctx), std::move(settings), std::move(commander));
+                        caf::actor commander, caf::actor deposit) {
+  return sys.spawn(group_impl, std::move(ctx), std::move(settings), std::move(commander), std::move(deposit));
 }
 
 }  // namespace troupe

@@ -16,8 +16,9 @@ using group_handle = caf::typed_actor<
   caf::replies_to<workers_atom>::with<std::vector<worker_handle>>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
-/// the node stops it on shutdown). Its workers are named "<group>-w<n>".
+/// the node stops it on shutdown). Its workers are named "<group>-w<n>";
+/// `deposit` is the deposit actor its users freeze to and wake from.
 group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
-                        caf::actor commander);
+                        caf::actor commander, caf::actor deposit);
 
 }  // namespace troupe

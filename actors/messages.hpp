@@ -31,6 +31,12 @@ using release_atom = caf::atom_constant<caf::atom("release")>;  ///< forget a re
 using stamp_atom = caf::atom_constant<caf::atom("stamp")>;      ///< a clock moved
 using resume_atom = caf::atom_constant<caf::atom("resume")>;    ///< a deferred handler is due
 using workers_atom = caf::atom_constant<caf::atom("workers")>;  ///< list / register workers
+using freeze_atom = caf::atom_constant<caf::atom("freeze")>;    ///< freeze a user (ordered, idle, quit)
+using freezing_atom = caf::atom_constant<caf::atom("freezing")>; ///< a user starts writing his parcels
+using frozen_atom = caf::atom_constant<caf::atom("frozen")>;    ///< a user's parcels are durable; he leaves
+using thaw_atom = caf::atom_constant<caf::atom("thaw")>;        ///< a freeze failed; the user stays
+using quit_atom = caf::atom_constant<caf::atom("quit")>;        ///< soft quit: freeze everybody
+using tick_atom = caf::atom_constant<caf::atom("tick")>;        ///< a periodic timer (idle, checkpoint, sweep)
 
 /// One HTTP header field.
 struct http_header {

@@ -1,5 +1,10 @@
 #include "actors/metrics.hpp"
 
+#include "store/deposit.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
 namespace troupe {
 
 const char* to_string(actor_kind kind) noexcept {
@@ -13,6 +18,31 @@ const char* to_string(actor_kind kind) noexcept {
     case actor_kind::count_: break;
   }
   return "unknown";
+}
+
+void seconds_histogram::observe(double seconds) noexcept {
+  for (std::size_t i = 0; i < bounds.size(); ++i)
+    if (seconds <= bounds[i]) {
+      buckets[i].fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  count.fetch_add(1, std::memory_order_relaxed);
+  sum_ns.fetch_add(static_cast<std::uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
+void seconds_histogram::write(std::string& out, const std::string& name) const {
+  std::uint64_t cumulative = 0;
+  char le[32];
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    cumulative += buckets[i].load(std::memory_order_relaxed);
+    std::snprintf(le, sizeof(le), "%g", bounds[i]);
+    out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  auto n = count.load(std::memory_order_relaxed);
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(n) + "\n";
+  std::snprintf(le, sizeof(le), "%.9f", static_cast<double>(sum_ns.load(std::memory_order_relaxed)) / 1e9);
+  out += name + "_sum " + le + "\n";
+  out += name + "_count " + std::to_string(n) + "\n";
 }
 
 std::string node_metrics::prometheus_text() const {
@@ -36,7 +66,7 @@ std::string node_metrics::prometheus_text() const {
   out += "# HELP troupe_users Users known to this node, by state.\n# TYPE troupe_users gauge\n";
   line("troupe_users", "state=\"active\"",
        actors[static_cast<std::size_t>(actor_kind::user)].load(std::memory_order_relaxed));
-  line("troupe_users", "state=\"frozen\"", 0);  // the freezer (deposit) fills this in
+  line("troupe_users", "state=\"frozen\"", std::max<std::int64_t>(0, users_frozen.load(std::memory_order_relaxed)));
   out += "# HELP troupe_user_restarts_total User actors restarted by their worker after a crash.\n"
          "# TYPE troupe_user_restarts_total counter\n";
   line("troupe_user_restarts_total", "", user_restarts.load(std::memory_order_relaxed));
@@ -46,6 +76,24 @@ std::string node_metrics::prometheus_text() const {
   out += "# HELP troupe_http_inflight Requests handed to actors and not answered yet.\n"
          "# TYPE troupe_http_inflight gauge\n";
   line("troupe_http_inflight", "", inflight.load(std::memory_order_relaxed));
+  auto counter = [&](const char* name, const char* help, std::uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
+    line(name, "", value);
+  };
+  counter("troupe_user_freezes_total", "Users frozen to the deposit.", user_freezes.load(std::memory_order_relaxed));
+  counter("troupe_user_wakes_total", "Users woken from their parcel.", user_wakes.load(std::memory_order_relaxed));
+  counter("troupe_users_expired_total", "Frozen users forgotten after their expiry.",
+          users_expired.load(std::memory_order_relaxed));
+  if (deposit) {
+    counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());
+    counter("troupe_deposit_writes_total", "Parcels written durably to the deposit.", deposit->writes.load());
+    counter("troupe_deposit_failures_total", "Deposit writes, reads or removes that failed.", deposit->failures.load());
+    counter("troupe_deposit_quarantined_total", "Parcels that failed verification, moved to quarantine.",
+            deposit->quarantined.load());
+  }
+  out += "# HELP troupe_user_wake_seconds Time from a user actor's start to his installed parcel.\n"
+         "# TYPE troupe_user_wake_seconds histogram\n";
+  user_wake_seconds.write(out, "troupe_user_wake_seconds");
   return out;
 }
 

@@ -8,12 +8,28 @@
 #include <cstdint>
 #include <string>
 
+namespace troupe::store {
+struct deposit_counters;
+}
+
 namespace troupe {
 
 /// Kinds of actor in the tree, as in the metric label troupe_actors{kind}.
 enum class actor_kind : std::uint8_t { user, connection, page, worker, group, commander, count_ };
 
 const char* to_string(actor_kind kind) noexcept;
+
+/// A Prometheus histogram of durations in seconds, with fixed buckets.
+struct seconds_histogram {
+  static constexpr std::array<double, 13> bounds{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                 0.1,    0.25,  0.5,    1,     2.5,  5};
+  std::array<std::atomic<std::uint64_t>, bounds.size()> buckets{};  // not cumulative
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> sum_ns{0};
+
+  void observe(double seconds) noexcept;
+  void write(std::string& out, const std::string& name) const;
+};
 
 /// Counters and gauges of one node.
 struct node_metrics {
@@ -22,6 +38,13 @@ struct node_metrics {
   std::atomic<std::uint64_t> user_restarts{0};
   std::atomic<std::uint64_t> handler_failures{0};
   std::atomic<std::int64_t> inflight{0};
+  std::atomic<std::uint64_t> user_freezes{0};
+  std::atomic<std::uint64_t> user_wakes{0};
+  std::atomic<std::int64_t> users_frozen{0};   ///< parcels in the deposit (counted at start, then kept)
+  std::atomic<std::uint64_t> users_expired{0};
+  seconds_histogram user_wake_seconds;
+  /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
+  const store::deposit_counters* deposit = nullptr;
 
   void count_request(unsigned status) noexcept {
     if (status < http_requests.size())

@@ -1,6 +1,7 @@
 #include "actors/user.hpp"
 
 #include "actors/commander.hpp"
+#include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/page.hpp"
 #include "registry/clocks.hpp"
@@ -49,6 +50,20 @@ std::int64_t unix_ms(registry::wall_clock::time_point t) {
 
 const std::string no_name;
 
+enum class durability { freeze, interval, reply };
+
+durability durability_of(const std::string& name) {
+  return name == "reply" ? durability::reply : name == "interval" ? durability::interval : durability::freeze;
+}
+
+std::chrono::milliseconds millis_of(double seconds) {
+  return std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(seconds * 1000)));
+}
+
+constexpr std::uint8_t idle_tick = 0;
+constexpr std::uint8_t checkpoint_tick = 1;
+constexpr auto deposit_timeout = std::chrono::seconds(30);
+
 struct user_state : detail::user_host {
   static const char* name;
 
@@ -57,7 +72,12 @@ struct user_state : detail::user_host {
   std::optional<actor_gauge> gauge;
   std::string user_name;
   std::string worker_name;
-  caf::actor commander;
+  commander_handle commander;
+  deposit_handle deposit;
+  durability mode = durability::freeze;
+  std::chrono::milliseconds idle_after{0};
+  std::chrono::milliseconds checkpoint_every{0};
+  registry::wall_clock::time_point started{};
   std::unique_ptr<user_actor_base> app;
   router routes;
   registry::clocks clocks;
@@ -74,6 +94,13 @@ struct user_state : detail::user_host {
   std::function<response()> deferred_then;
   std::uint64_t deferral_id = 0;
 
+  // Freezing: his parcels are being written; he serves nothing meanwhile.
+  bool freezing = false;
+  std::optional<std::uint8_t> freeze_wanted;  // asked while busy: starts when the deferred answer is out
+  std::vector<caf::typed_response_promise<bool>> freeze_waiters;
+  bool idle_check_pending = false;
+  bool checkpoint_pending = false;
+
   // The request being served, for the identity accessors.
   const std::string* current_cid = &no_name;
   const std::string* current_page = &no_name;
@@ -84,7 +111,11 @@ struct user_state : detail::user_host {
   const std::string& page() const override { return *current_page; }
   const std::string& node() const override { return ctx->node_name; }
   const std::string& worker() const override { return worker_name; }
-  void changed() override { dirty = true; }
+  void changed() override {
+    dirty = true;
+    if (mode == durability::interval)
+      schedule_checkpoint();
+  }
   caf::local_actor* actor() override { return self; }
 
   // -- requests -------------------------------------------------------------------
@@ -160,6 +191,8 @@ struct user_state : detail::user_host {
       r.status = out.status;
       r.body = std::move(out.body);
       r.content_type = std::move(out.content_type);
+      if (mode == durability::reply && dirty)
+        return reply_when_durable(std::move(call), std::move(r));
       respond(call.to, std::move(r));
       return;
     }
@@ -190,6 +223,8 @@ struct user_state : detail::user_host {
   }
 
   void drain() {
+    if (!busy && !stopped && freeze_wanted)
+      return start_freeze(*freeze_wanted);
     while (!busy && !stopped && !backlog.empty()) {
       auto call = std::move(backlog.front());
       backlog.pop_front();
@@ -296,7 +331,217 @@ struct user_state : detail::user_host {
     }
   }
 
-  // A guest whose only connection left: answer what waits (not here), stop.
+  // -- the deposit: wake, freeze, checkpoints ----------------------------------------
+
+  store::parcel make_parcel(store::parcel_cause cause) {
+    store::parcel p;
+    p.generation = ++generation;
+    p.writer_node = ctx->node_name;
+    p.writer_worker = worker_name;
+    p.cause = cause;
+    p.payload = user_access::save(*app);
+    return p;
+  }
+
+  // Reads his parcel before serving anything: requests that arrive meanwhile
+  // wait in the backlog, so a burst reads the disk once. No parcel: the
+  // carried store (a login's), or a fresh one. A failed read leaves no
+  // half-born actor: the waiting requests get 503 and he stops.
+  void wake(store::bytes carried) {
+    busy = true;
+    auto t0 = std::chrono::steady_clock::now();
+    self->request(deposit, ctx->hold_timeout(), get_atom::value, parcel_kind::user, user_name)
+      .then(
+        [this, carried, t0](std::vector<store::parcel>& found) {
+          if (!found.empty()) {
+            install(found.front().payload, found.front().generation, "his parcel");
+            ctx->metrics.user_wakes.fetch_add(1, std::memory_order_relaxed);
+            ctx->metrics.users_frozen.fetch_sub(1, std::memory_order_relaxed);
+            ctx->metrics.user_wake_seconds.observe(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            if (mode == durability::freeze)  // removed only once installed; other modes keep it as the durable copy
+              self->request(deposit, deposit_timeout, remove_atom::value, parcel_kind::user, user_name)
+                .then([](bool) {}, [this](caf::error& err) { log_deposit_error("removing his parcel", err); });
+          } else if (!carried.empty()) {
+            install_carried(carried);
+          }
+          busy = false;
+          schedule_idle();
+          drain();
+        },
+        [this](caf::error& err) {
+          log_deposit_error("waking", err);
+          for (auto& call : backlog)
+            respond(call.to, error_response(503, "the user could not be woken, retry", 1));
+          backlog.clear();
+          stopped = true;
+          self->quit(make_error(errc::wake_failed));
+        });
+  }
+
+  void install(const store::bytes& payload, std::uint64_t gen, const char* what) {
+    try {
+      user_access::load(*app, payload);
+      generation = gen;
+    } catch (const std::exception& e) {
+      spdlog::error("user {}: {} does not load as his state ({}); he starts empty", registry::redact(user_name),
+                    what, e.what());
+    }
+  }
+
+  void install_carried(const store::bytes& encoded) {
+    try {
+      auto p = store::decode(encoded);
+      install(p.payload, p.generation, "the store carried by login");
+    } catch (const std::exception& e) {
+      spdlog::error("user {}: the store carried by login does not verify ({}); he starts empty",
+                    registry::redact(user_name), e.what());
+    }
+  }
+
+  void log_deposit_error(const char* doing, const caf::error& err) {
+    spdlog::error("user {} on {}: deposit error while {}: {}", registry::redact(user_name), worker_name, doing,
+                  self->system().render(err));
+  }
+
+  void freeze(std::uint8_t cause, std::optional<caf::typed_response_promise<bool>> waiter) {
+    if (waiter)
+      freeze_waiters.push_back(std::move(*waiter));
+    if (freezing || stopped)
+      return;
+    if (busy) {  // a deferred answer is pending: freeze right after it
+      freeze_wanted = cause;
+      return;
+    }
+    start_freeze(cause);
+  }
+
+  // The commander holds his routing first; then his parcels are written; only
+  // when all are durable does he announce it and leave. A failed write aborts
+  // the whole freeze: he stays, serving, and nothing is announced.
+  void start_freeze(std::uint8_t cause) {
+    freeze_wanted.reset();
+    freezing = true;
+    busy = true;
+    self->send(commander, freezing_atom::value, user_name);
+    auto pending = std::make_shared<std::size_t>(1 + connections.size());
+    auto failed = std::make_shared<bool>(false);
+    auto done = [this, pending, failed](bool ok) {
+      *failed = *failed || !ok;
+      if (--*pending == 0)
+        finish_freeze(!*failed);
+    };
+    auto on_error = [this, done](caf::error& err) {
+      log_deposit_error("freezing", err);
+      done(false);
+    };
+    auto why = static_cast<store::parcel_cause>(cause);
+    self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name, make_parcel(why))
+      .then([done](std::uint64_t) { done(true); }, on_error);
+    for (auto& [cid, conn] : connections) {
+      store::connection_record rec{cid, user_name, {}};
+      for (auto& [page_id, page] : conn.pages)
+        rec.pages.push_back(page_id);
+      store::parcel p;
+      p.generation = generation;
+      p.writer_node = ctx->node_name;
+      p.writer_worker = worker_name;
+      p.cause = why;
+      p.payload = store::pack(rec);
+      self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid, std::move(p))
+        .then([done](std::uint64_t) { done(true); }, on_error);
+    }
+  }
+
+  void finish_freeze(bool ok) {
+    auto waiters = std::move(freeze_waiters);
+    freeze_waiters.clear();
+    if (!ok) {
+      spdlog::error("user {} on {}: freeze aborted (a parcel could not be written); he stays",
+                    registry::redact(user_name), worker_name);
+      freezing = false;
+      busy = false;
+      self->send(commander, thaw_atom::value, user_name);
+      for (auto& w : waiters)
+        w.deliver(make_error(errc::deposit_failed, "the parcels could not be written"));
+      schedule_idle();
+      return drain();
+    }
+    dirty = false;
+    ctx->metrics.user_freezes.fetch_add(1, std::memory_order_relaxed);
+    ctx->metrics.users_frozen.fetch_add(1, std::memory_order_relaxed);
+    self->send(commander, frozen_atom::value, user_name);  // before the not_here answers below
+    for (auto& w : waiters)
+      w.deliver(true);
+    retire();
+  }
+
+  void schedule_idle(std::chrono::milliseconds after = std::chrono::milliseconds::zero()) {
+    if (idle_check_pending || freezing || stopped)
+      return;
+    idle_check_pending = true;
+    self->delayed_send(self, after.count() > 0 ? after : idle_after, tick_atom::value, idle_tick);
+  }
+
+  // Idleness is judged on the real clocks (last_user, last_rpc), never on last_refresh.
+  void check_idle() {
+    idle_check_pending = false;
+    auto now = registry::wall_clock::now();
+    auto last = std::max(clocks.last_activity(), started);
+    auto idle_for = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
+    if (idle_for >= idle_after && !busy)
+      return freeze(static_cast<std::uint8_t>(store::parcel_cause::freeze), std::nullopt);
+    schedule_idle(busy ? idle_after : idle_after - idle_for);
+  }
+
+  void schedule_checkpoint() {
+    if (checkpoint_pending || stopped)
+      return;
+    checkpoint_pending = true;
+    self->delayed_send(self, checkpoint_every, tick_atom::value, checkpoint_tick);
+  }
+
+  // durability = "interval": a changed store is written every checkpoint_seconds.
+  void checkpoint() {
+    checkpoint_pending = false;
+    if (!dirty || freezing || stopped)
+      return;
+    dirty = false;
+    self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name,
+                  make_parcel(store::parcel_cause::checkpoint))
+      .then([](std::uint64_t) {},
+            [this](caf::error& err) {
+              log_deposit_error("checkpointing", err);
+              dirty = true;
+              schedule_checkpoint();
+            });
+  }
+
+  // durability = "reply": the answer to a request that changed the store goes
+  // out only once the new parcel is durable.
+  void reply_when_durable(pending_call&& call, http_response&& r) {
+    busy = true;
+    dirty = false;
+    auto waiting = std::make_shared<std::pair<pending_call, http_response>>(std::move(call), std::move(r));
+    self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name,
+                  make_parcel(store::parcel_cause::checkpoint))
+      .then(
+        [this, waiting](std::uint64_t) {
+          respond(waiting->first.to, std::move(waiting->second));
+          busy = false;
+          drain();
+        },
+        [this, waiting](caf::error& err) {
+          log_deposit_error("making a change durable", err);
+          dirty = true;
+          respond(waiting->first.to, error_response(503, "the change could not be made durable, retry", 1));
+          busy = false;
+          drain();
+        });
+  }
+
+  // A guest whose only connection left, or a user who froze: answer what
+  // waits (not here: the front asks the commander again), stop.
   void retire() {
     for (auto& call : backlog) {
       http_response moved;
@@ -320,19 +565,26 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.gauge.emplace(st.ctx->metrics, actor_kind::user);
   st.user_name = std::move(spec.user);
   st.worker_name = std::move(spec.worker);
-  st.commander = std::move(spec.commander);
+  st.commander = caf::actor_cast<commander_handle>(spec.commander);
+  st.deposit = caf::actor_cast<deposit_handle>(spec.deposit);
+  st.started = registry::wall_clock::now();
+  if (auto* group = st.ctx->recipe.group(spec.group)) {
+    st.mode = durability_of(group->durability);
+    st.idle_after = millis_of(group->user_idle_freeze_minutes * 60);
+    st.checkpoint_every = millis_of(group->checkpoint_seconds);
+  } else {
+    st.idle_after = millis_of(30 * 60);
+    st.checkpoint_every = millis_of(5);
+  }
   st.app = (*spec.factory)();
   user_access::bind(*st.app, &st);
   st.app->routes(st.routes);
-  if (!spec.parcel.empty()) {
-    try {
-      auto p = store::decode(spec.parcel);
-      user_access::load(*st.app, p.payload);
-      st.generation = p.generation;
-    } catch (const std::exception& e) {
-      spdlog::error("user {}: the store handed to him does not load ({}); he starts empty",
-                    registry::redact(st.user_name), e.what());
-    }
+  if (spec.wake && st.deposit) {
+    st.wake(std::move(spec.parcel));
+  } else {
+    if (!spec.parcel.empty())
+      st.install_carried(spec.parcel);
+    st.schedule_idle();
   }
   return {
     [=](http_atom, local_reply& k) {
@@ -349,6 +601,17 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
       return self->state.where();
     },
     [=](resume_atom, std::uint64_t id) { self->state.resume(id); },
+    [=](freeze_atom, std::uint8_t cause) -> caf::result<bool> {
+      auto promise = self->make_response_promise<bool>();
+      self->state.freeze(cause, promise);
+      return promise;
+    },
+    [=](tick_atom, std::uint8_t which) {
+      if (which == idle_tick)
+        self->state.check_idle();
+      else
+        self->state.checkpoint();
+    },
   };
 }
 

@@ -42,15 +42,22 @@ using user_handle = caf::typed_actor<
   caf::replies_to<http_atom, http_request>::with<http_response>,
   /// Take connection `cid` as one of his; answers his placement.
   caf::replies_to<adopt_atom, std::string>::with<placement>,
+  /// Freeze now (cause: freeze or quit); answers once his parcels are durable.
+  caf::replies_to<freeze_atom, std::uint8_t>::with<bool>,
   /// Internal: deferred answer number N is due.
-  caf::reacts_to<resume_atom, std::uint64_t>>;
+  caf::reacts_to<resume_atom, std::uint64_t>,
+  /// Internal: time to check idleness (0) or to checkpoint (1).
+  caf::reacts_to<tick_atom, std::uint8_t>>;
 
 /// How to start one user actor.
 struct user_spec {
   std::string user;
   std::string worker;                    ///< name of the hosting worker
-  store::bytes parcel;                   ///< an encoded parcel to start from; empty: a fresh store
-  caf::actor commander;                  ///< for login/logout
+  store::bytes parcel;                   ///< an encoded parcel to start from if he has none in the deposit
+  bool wake = true;                      ///< read his parcel from the deposit before serving
+  std::string group;                     ///< his group's name (its policies: idleness, durability)
+  caf::actor commander;                  ///< for login/logout and freezing
+  caf::actor deposit;                    ///< the deposit actor
   const app_types::factory* factory = nullptr;
   node_context_ptr ctx;
 };

@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "registry/ids.hpp"
+#include "store/parcel.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -29,8 +30,18 @@ struct worker_state {
   std::unordered_map<caf::actor_id, std::string> names;      // child id → name
   std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
 
-  user_handle start(const std::string& user, store::bytes parcel) {
-    auto h = spawn_user(*self, user_spec{user, spec.name, std::move(parcel), spec.commander, factory, spec.ctx});
+  user_handle start(const std::string& user, store::bytes parcel, bool wake) {
+    user_spec us;
+    us.user = user;
+    us.worker = spec.name;
+    us.parcel = std::move(parcel);
+    us.wake = wake;
+    us.group = spec.group;
+    us.commander = spec.commander;
+    us.deposit = spec.deposit;
+    us.factory = factory;
+    us.ctx = spec.ctx;
+    auto h = spawn_user(*self, std::move(us));
     names[h.id()] = user;
     users[user] = h;
     return h;
@@ -41,7 +52,7 @@ struct worker_state {
   // arrived yet) is started afresh once.
   void attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
     auto i = users.find(order.user);
-    user_handle h = i != users.end() ? i->second : start(order.user, order.parcel);
+    user_handle h = i != users.end() ? i->second : start(order.user, order.parcel, order.wake);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
       .then([promise](placement& p) mutable { promise.deliver(std::move(p)); },
             [this, h, order, promise, first_try](caf::error& err) mutable {
@@ -67,8 +78,8 @@ struct worker_state {
     bool current = u != users.end() && u->second.address() == dm.source;
     if (current)
       users.erase(u);
-    if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown)
-      return;
+    if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown || is(dm.reason, errc::wake_failed))
+      return;  // left normally, shut down, or could not wake (his next request retries)
     auto now = steady::now();
     auto& history = crashes[user];
     auto window = std::chrono::duration<double>(settings->restart_window_seconds);
@@ -86,7 +97,33 @@ struct worker_state {
     }
     spdlog::warn("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
                  self->system().render(dm.reason));
-    start(user, {});
+    start(user, {}, true);  // from his last durable parcel, if any
+  }
+
+  // Soft quit: every user freezes (cause quit); answers how many did.
+  caf::result<std::uint64_t> quit() {
+    auto promise = self->make_response_promise<std::uint64_t>();
+    if (users.empty()) {
+      promise.deliver(std::uint64_t{0});
+      return promise;
+    }
+    auto frozen = std::make_shared<std::uint64_t>(0);
+    auto pending = std::make_shared<std::size_t>(users.size());
+    for (auto& [name, h] : users)
+      self->request(h, caf::infinite, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::quit))
+        .then(
+          [promise, frozen, pending](bool) mutable {
+            ++*frozen;
+            if (--*pending == 0)
+              promise.deliver(*frozen);
+          },
+          [this, promise, frozen, pending, user = name](caf::error& err) mutable {
+            spdlog::error("worker {}: user {} could not be frozen at quit: {}", spec.name,
+                          registry::redact(user), self->system().render(err));
+            if (--*pending == 0)
+              promise.deliver(*frozen);
+          });
+    return promise;
   }
 };
 
@@ -120,6 +157,13 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
       // The user retires by himself; forget him so the name can be placed afresh.
       self->state.users.erase(user);
     },
+    [=](freeze_atom, const std::string& user) -> caf::result<bool> {
+      auto i = self->state.users.find(user);
+      if (i == self->state.users.end())
+        return make_error(errc::no_such_user, user);
+      return self->delegate(i->second, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze));
+    },
+    [=](quit_atom) { return self->state.quit(); },
   };
 }
 

@@ -13,12 +13,13 @@ namespace troupe {
 struct attach_order {
   std::string user;
   std::string cid;
-  store::bytes parcel;  ///< a store to start from if he must be spawned (a login's carry)
+  store::bytes parcel;  ///< a store to start from if he must be spawned and has no parcel (a login's carry)
+  bool wake = true;     ///< if he must be spawned, look for his parcel first (false: he is brand new)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attach_order& x) {
-  return f(caf::meta::type_name("troupe.attach_order"), x.user, x.cid, x.parcel);
+  return f(caf::meta::type_name("troupe.attach_order"), x.user, x.cid, x.parcel, x.wake);
 }
 
 /// The worker's typed interface.
@@ -26,13 +27,18 @@ using worker_handle = caf::typed_actor<
   /// Host the user and give him the connection; answers his placement.
   caf::replies_to<attach_atom, attach_order>::with<placement>,
   /// Forget this user: he is retiring (a guest whose connection logged in).
-  caf::reacts_to<release_atom, std::string>>;
+  caf::reacts_to<release_atom, std::string>,
+  /// Freeze this user now (an operator's order); answers once his parcels are durable.
+  caf::replies_to<freeze_atom, std::string>::with<bool>,
+  /// Soft quit: freeze every user; answers how many were frozen.
+  caf::replies_to<quit_atom>::with<std::uint64_t>>;
 
 /// How to start one worker.
 struct worker_spec {
   std::string name;       ///< e.g. "default-w1"
   std::string group;      ///< the group's name
   caf::actor commander;
+  caf::actor deposit;     ///< the deposit actor (a deposit_handle)
   node_context_ptr ctx;
 };
 

@@ -20,16 +20,30 @@ public:
 /// Local-only continuation (front and bridge share a process).
 using local_resolve = std::shared_ptr<resolve_slot>;
 
+/// The front's side of one admin operation: answered exactly once with the HTTP reply.
+class admin_slot {
+public:
+  virtual ~admin_slot() = default;
+  virtual void done(http_response&& r) = 0;
+};
+
+using local_admin = std::shared_ptr<admin_slot>;
+
 }  // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::local_resolve)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::local_admin)
 
 namespace troupe {
 
 /// The bridge's typed interface.
-using bridge_handle = caf::typed_actor<caf::reacts_to<resolve_atom, std::string, local_resolve>>;
+using bridge_handle = caf::typed_actor<
+  caf::reacts_to<resolve_atom, std::string, local_resolve>,
+  /// POST /_troupe/users/{user}/freeze: {"frozen": user} once durable; 404 when not hosted.
+  caf::reacts_to<freeze_atom, std::string, local_admin>>;
 
 /// Spawns the bridge in front of `commander` (a top-level actor: the node stops it).
-bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, caf::duration hold_timeout);
+bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, caf::duration hold_timeout,
+                           caf::duration request_timeout);
 
 }  // namespace troupe

@@ -179,6 +179,35 @@ private:
   bool delivered_ = false;
 };
 
+// The front's side of one admin operation handed to the bridge.
+class admin_call final : public admin_slot {
+public:
+  admin_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id)
+    : session_(std::move(s)), ex_(std::move(ex)), id_(id) {}
+
+  void done(http_response&& r) override {
+    answered_ = true;
+    net::post(ex_, [s = session_, id = id_, r = std::move(r)]() mutable {
+      if (auto session = s.lock())
+        session->on_actor_reply(id, std::move(r));
+    });
+  }
+
+  ~admin_call() override {
+    if (!answered_)
+      net::post(ex_, [s = session_, id = id_] {
+        if (auto session = s.lock())
+          session->on_actor_reply(id, error_response(503, "the operation was dropped", 1));
+      });
+  }
+
+private:
+  std::weak_ptr<http_session> session_;
+  net::any_io_executor ex_;
+  std::uint64_t id_;
+  bool answered_ = false;
+};
+
 // The front's side of one resolve handed to the bridge.
 class resolve_call final : public resolve_slot {
 public:
@@ -321,6 +350,27 @@ void http_session::handle_admin(std::string_view path) {
     return do_write(401, error_body("missing or wrong admin token"), "application/json", 0, true);
   if (path == "/_troupe/metrics")
     return do_write(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+  // POST /_troupe/users/{user}/freeze
+  constexpr std::string_view users = "/_troupe/users/", freeze = "/freeze";
+  if (path.size() > users.size() + freeze.size() && path.substr(0, users.size()) == users
+      && path.substr(path.size() - freeze.size()) == freeze) {
+    std::string user(path.substr(users.size(), path.size() - users.size() - freeze.size()));
+    if (req_.method() != http::verb::post)
+      return do_write(405, error_body("use POST"), "application/json");
+    if (!registry::valid_user_name(user) && !(registry::is_guest(user) && registry::valid_cid(user.substr(6))))
+      return do_write(404, error_body("no such user on this node"), "application/json");
+    auto id = ++call_seq_;
+    current_call_ = id;
+    retried_ = true;  // nothing to re-resolve
+    deadline_.expires_after(limits_.request_timeout);
+    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec)
+        self->on_deadline();
+    });
+    auto slot = std::make_shared<admin_call>(weak_from_this(), stream_.get_executor(), id);
+    caf::anon_send(front_.bridge(), freeze_atom::value, std::move(user), local_admin{std::move(slot)});
+    return;
+  }
   do_write(404, error_body("not found"), "application/json");
 }
 
@@ -387,8 +437,8 @@ void http_session::on_dropped(std::uint64_t id) {
 void http_session::on_deadline() {
   if (current_call_ == 0)
     return;
-  spdlog::warn("front: {} {} not answered within {} ms (504)", call_req_->method, call_req_->path,
-               limits_.request_timeout.count());
+  spdlog::warn("front: {} {} not answered within {} ms (504)", std::string(req_.method_string()),
+               std::string(sv(req_.target()).substr(0, sv(req_.target()).find('?'))), limits_.request_timeout.count());
   finish(error_response(504, "the request was not answered in time"));
 }
 

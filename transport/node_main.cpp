@@ -1,6 +1,7 @@
 #include "transport/node_main.hpp"
 
 #include "actors/commander.hpp"
+#include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "transport/bridge.hpp"
 #include "transport/front.hpp"
@@ -101,10 +102,13 @@ int run_node(const node_flags& flags, const app_types& types) {
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
   }
-  std::error_code fs_err;
-  std::filesystem::create_directories(recipe.deposit.path, fs_err);
-  if (fs_err)
-    return usage_error("deposit.path: cannot create \"" + recipe.deposit.path + "\": " + fs_err.message());
+  std::shared_ptr<store::deposit> deposit_store;
+  try {
+    deposit_store = store::make_filesystem_deposit(recipe.deposit.path);
+  } catch (const std::exception& e) {
+    return usage_error("deposit.path: cannot use \"" + recipe.deposit.path + "\": " + e.what());
+  }
+  ctx->metrics.deposit = &deposit_store->counters();
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
   setup_logging(recipe.node.log_level);
@@ -123,12 +127,22 @@ int run_node(const node_flags& flags, const app_types& types) {
   cfg.set("scheduler.max-threads", recipe.node.actor_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
   auto sys = std::make_unique<caf::actor_system>(cfg);
-  auto commander = spawn_commander(*sys, ctx);
+  auto deposit = spawn_deposit(*sys, deposit_store);
+  // How many users the deposit holds, counted beside the start (never before it).
+  std::thread census_of_deposit([deposit_store, ctx] {
+    try {
+      ctx->metrics.users_frozen.fetch_add(static_cast<std::int64_t>(deposit_store->count_users()));
+    } catch (const std::exception& e) {
+      spdlog::error("counting the deposit's users failed: {}", e.what());
+    }
+  });
+  auto commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
   std::vector<group_handle> groups;
   {
     caf::scoped_actor self{*sys};  // start-up only: never on an asio thread
     for (auto& g : recipe.groups) {
-      auto group = spawn_group(*sys, ctx, g, caf::actor_cast<caf::actor>(commander));
+      auto group = spawn_group(*sys, ctx, g, caf::actor_cast<caf::actor>(commander),
+                               caf::actor_cast<caf::actor>(deposit));
       groups.push_back(group);
       bool ok = false;
       self->request(group, std::chrono::seconds(10), workers_atom::value)
@@ -142,12 +156,16 @@ int run_node(const node_flags& flags, const app_types& types) {
         return 1;
     }
   }
-  auto bridge = spawn_bridge(*sys, commander, ctx->hold_timeout());
+  auto bridge = spawn_bridge(*sys, commander, ctx->hold_timeout(), ctx->request_timeout());
   auto stop_actors = [&] {
     caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    deposit = nullptr;  // a detached actor's thread waits for its last handle to go
+    if (census_of_deposit.joinable())
+      census_of_deposit.join();
   };
 
   // -- the front ------------------------------------------------------------------------
@@ -182,6 +200,20 @@ int run_node(const node_flags& flags, const app_types& types) {
   if (!http->wait_drained(grace))
     spdlog::warn("shutdown: connections still open after the grace period are cut");
   http->stop();
+  // The soft quit: every user freezes to the deposit; a restart on the same
+  // deposit brings each back on his next request.
+  {
+    caf::scoped_actor self{*sys};
+    auto t0 = std::chrono::steady_clock::now();
+    self->request(commander, caf::infinite, quit_atom::value)
+      .receive(
+        [&](std::uint64_t n) {
+          spdlog::info("soft quit: {} user(s) frozen in {} ms", n,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+                         .count());
+        },
+        [&](caf::error& err) { spdlog::error("soft quit: freezing failed: {}", sys->render(err)); });
+  }
   stop_actors();
   sys.reset();   // waits for every actor: none is left behind
   http.reset();  // after the actors: pending replies post into its (stopped) io_context

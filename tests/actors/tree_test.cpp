@@ -2,6 +2,7 @@
 // request/response interface (no front, no mocks): placement, stickiness,
 // login/logout, crash and restart, the per-user queue bound.
 #include "actors/commander.hpp"
+#include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "registry/ids.hpp"
 
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -49,8 +51,12 @@ protected:
     ctx->recipe.groups.front().workers = 2;
     ctx->recipe.limits.user_queue_length = 2;
     ctx->apps.add<counter_app>("counter");
-    commander = spawn_commander(*sys, ctx);
-    group = spawn_group(*sys, ctx, ctx->recipe.groups.front(), caf::actor_cast<caf::actor>(commander));
+    dir = std::filesystem::temp_directory_path() / ("troupe-tree-" + registry::mint_cid());
+    backend = store::make_filesystem_deposit(dir.string());
+    deposit = spawn_deposit(*sys, backend);
+    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
+    group = spawn_group(*sys, ctx, ctx->recipe.groups.front(), caf::actor_cast<caf::actor>(commander),
+                        caf::actor_cast<caf::actor>(deposit));
     (*self)->request(group, 5s, workers_atom::value).receive(
       [&](std::vector<worker_handle>& ws) {
         (*self)->send(commander, workers_atom::value, std::string("default"), std::move(ws));
@@ -61,8 +67,11 @@ protected:
   ~tree() override {
     caf::anon_send_exit(group, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    deposit = nullptr;  // a detached actor's thread waits for its last handle to go
     self.reset();
     sys.reset();  // blocks until every actor of the tree is gone
+    std::filesystem::remove_all(dir);
   }
 
   placement resolve(const std::string& cid) {
@@ -99,6 +108,9 @@ protected:
   std::optional<caf::actor_system> sys;
   std::optional<caf::scoped_actor> self;
   node_context_ptr ctx;
+  std::filesystem::path dir;
+  std::shared_ptr<store::deposit> backend;
+  deposit_handle deposit;
   commander_handle commander;
   group_handle group;
 };

@@ -1,0 +1,53 @@
+#pragma once
+/// \file
+/// The deposit actor: the one owner of the node's deposit backend. It runs
+/// detached (its own thread), so the file I/O of freezing and waking never
+/// blocks the scheduler threads every other actor shares.
+
+#include "actors/messages.hpp"
+#include "actors/node_context.hpp"
+#include "store/deposit.hpp"
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace troupe::store {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, parcel& x) {
+  return f(caf::meta::type_name("troupe.parcel"), x.generation, x.writer_node, x.writer_worker, x.cause,
+           x.payload);
+}
+
+}  // namespace troupe::store
+
+namespace troupe {
+
+using put_atom = caf::atom_constant<caf::atom("put")>;
+using get_atom = caf::atom_constant<caf::atom("get")>;
+using remove_atom = caf::atom_constant<caf::atom("remove")>;
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+
+using store::parcel_kind;
+
+/// The deposit actor's typed interface. Failures are errc::deposit_failed
+/// with the backend's text; a parcel that fails verification is quarantined
+/// by the backend and answered as absent.
+using deposit_handle = caf::typed_actor<
+  /// Writes a parcel durably; answers its size in bytes once it is on disk.
+  caf::replies_to<put_atom, parcel_kind, std::string, store::parcel>::with<std::uint64_t>,
+  /// Reads a parcel: none or one.
+  caf::replies_to<get_atom, parcel_kind, std::string>::with<std::vector<store::parcel>>,
+  /// Removes a parcel (absent is fine).
+  caf::replies_to<remove_atom, parcel_kind, std::string>::with<bool>,
+  /// Forgets users idle past the given hours (users, guests); answers how many.
+  caf::replies_to<sweep_atom, double, double>::with<std::uint64_t>>;
+
+/// Spawns the deposit actor (detached; a top-level actor the node stops).
+deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend);
+
+}  // namespace troupe
