@@ -51,9 +51,13 @@ struct commander_state {
 
   placement_promise promise() { return self->make_response_promise<placement>(); }
 
-  void resolve(placement_promise p, const std::string& cid) {
+  void resolve(placement_promise p, const std::string& cid, bool minted) {
     if (const std::string* user = index->user_of(cid))
       return attach(std::move(p), *user, cid, {}, true);
+    if (minted) {  // a first visit: nothing of his can be in the deposit
+      index->bind(cid, registry::guest_name(cid));
+      return attach(std::move(p), registry::guest_name(cid), cid, {}, false);
+    }
     // Unknown here (a stranger, or anybody after a restart): his connection
     // parcel says whose it is. One read per connection, however many requests.
     auto [waiting, first] = lookups.try_emplace(cid);
@@ -183,14 +187,14 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
   st.schedule_sweep();
   auto unavailable = [] { return make_error(errc::unavailable, "no workers registered yet"); };
   return {
-    [=](resolve_atom, const std::string& cid) -> caf::result<placement> {
+    [=](resolve_atom, const std::string& cid, bool minted) -> caf::result<placement> {
       auto& st = self->state;
       if (!st.index)
         return unavailable();
       if (!registry::valid_cid(cid))
         return make_error(errc::bad_request, "malformed connection id");
       auto p = st.promise();
-      st.resolve(p, cid);
+      st.resolve(p, cid, minted);
       return p;
     },
     [=](login_atom, login_request& req) -> caf::result<placement> {

@@ -23,8 +23,9 @@ typename Inspector::result_type inspect(Inspector& f, login_request& x) {
 
 /// The commander's typed interface.
 using commander_handle = caf::typed_actor<
-  /// Where does connection `cid` go? (A stranger becomes guest_<cid>.)
-  caf::replies_to<resolve_atom, std::string>::with<placement>,
+  /// Where does connection `cid` go? (A stranger becomes guest_<cid>.) `minted`:
+  /// the front has just made this id, so no parcel can exist for it.
+  caf::replies_to<resolve_atom, std::string, bool>::with<placement>,
   /// Move a connection to a named user; answers his placement.
   caf::replies_to<login_atom, login_request>::with<placement>,
   /// Move connection `cid` (of user `from`) to a fresh guest; answers its placement.

@@ -12,8 +12,8 @@ namespace {
 bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_handle commander,
                                          caf::duration hold_timeout, caf::duration request_timeout) {
   return {
-    [=](resolve_atom, std::string& cid, local_resolve& slot) {
-      self->request(commander, hold_timeout, resolve_atom::value, std::move(cid))
+    [=](resolve_atom, std::string& cid, bool minted, local_resolve& slot) {
+      self->request(commander, hold_timeout, resolve_atom::value, std::move(cid), minted)
         .then([slot](placement& where) { slot->placed(std::move(where)); },
               [slot](caf::error& err) { slot->failed(err); });
     },

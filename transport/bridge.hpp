@@ -38,7 +38,7 @@ namespace troupe {
 
 /// The bridge's typed interface.
 using bridge_handle = caf::typed_actor<
-  caf::reacts_to<resolve_atom, std::string, local_resolve>,
+  caf::reacts_to<resolve_atom, std::string, bool, local_resolve>,
   /// POST /_troupe/users/{user}/freeze: {"frozen": user} once durable; 404 when not hosted.
   caf::reacts_to<freeze_atom, std::string, local_admin>>;
 

@@ -381,7 +381,7 @@ void http_session::dispatch(bool retry) {
   if (auto actor = front_.routes().find(call_req_->cid))
     return send_to(*actor, id);
   auto slot = std::make_shared<resolve_call>(weak_from_this(), stream_.get_executor(), id);
-  caf::anon_send(front_.bridge(), resolve_atom::value, call_req_->cid, local_resolve{std::move(slot)});
+  caf::anon_send(front_.bridge(), resolve_atom::value, call_req_->cid, minted_, local_resolve{std::move(slot)});
 }
 
 void http_session::send_to(const caf::actor& actor, std::uint64_t id) {

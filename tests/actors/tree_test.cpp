@@ -76,7 +76,7 @@ protected:
 
   placement resolve(const std::string& cid) {
     placement out;
-    (*self)->request(commander, 5s, resolve_atom::value, cid).receive(
+    (*self)->request(commander, 5s, resolve_atom::value, cid, false).receive(
       [&](placement& p) { out = std::move(p); }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
     return out;
   }
@@ -289,4 +289,45 @@ TEST_F(tree, requests_behind_a_crash_are_dropped_so_the_front_can_resend_them) {
   std::lock_guard<std::mutex> guard{rec.mutex};
   EXPECT_EQ(rec.statuses, (std::vector<int>{200, 502}));
   EXPECT_EQ(rec.dropped, 1);
+}
+
+TEST_F(tree, an_ordered_freeze_writes_his_parcels_and_the_next_request_wakes_him) {
+  auto cid = registry::mint_cid();
+  serve(cid, "POST", "/login", R"({"user":"gwen"})");
+  for (int i = 0; i < 4; ++i)
+    serve(cid, "POST", "/n");
+  bool frozen = false;
+  (*self)->request(commander, 5s, freeze_atom::value, std::string("gwen"))
+    .receive([&](bool ok) { frozen = ok; }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  ASSERT_TRUE(frozen);
+  EXPECT_EQ(backend->counters().writes.load(), 2u);  // his store and his connection
+  ASSERT_TRUE(backend->get_user("gwen"));
+  EXPECT_EQ(ctx->metrics.user_freezes.load(), 1u);
+  auto reads_before = backend->counters().reads.load();
+  EXPECT_EQ(n_of(serve(cid, "GET", "/n")), 4);  // woken from his parcel
+  EXPECT_EQ(backend->counters().reads.load() - reads_before, 1u);
+  EXPECT_EQ(ctx->metrics.user_wakes.load(), 1u);
+}
+
+TEST_F(tree, freezing_somebody_not_hosted_is_no_such_user) {
+  caf::error err;
+  (*self)->request(commander, 5s, freeze_atom::value, std::string("nobody"))
+    .receive([&](bool) {}, [&](caf::error& e) { err = e; });
+  EXPECT_TRUE(is(err, errc::no_such_user)) << sys->render(err);
+}
+
+TEST_F(tree, a_connection_unknown_to_the_commander_is_found_from_its_parcel) {
+  // What a restarted node sees: no binding in memory, a connection parcel on disk.
+  auto cid = registry::mint_cid();
+  store::connection_record rec{cid, "hana", {}};
+  store::parcel p;
+  p.payload = store::pack(rec);
+  backend->put_connection(cid, p);
+  tally t{7};
+  store::parcel up;
+  up.payload = store::pack(t);
+  backend->put_user("hana", up);
+  auto where = resolve(cid);
+  EXPECT_EQ(where.user, "hana");
+  EXPECT_EQ(n_of(call(where.actor, cid, "GET", "/n")), 7);
 }

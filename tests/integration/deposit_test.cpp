@@ -1,0 +1,794 @@
+// Freezing users to the deposit and waking them (issue 3), against the real node and
+// real files: ordered freeze, idle freeze, soft quit + restart, a burst on a frozen user
+// (one parcel read), durability "reply" and "interval" under kill -9, a corrupt parcel
+// quarantined, a failed write aborting a freeze, the expiry sweep, and the metrics.
+//
+// Deposit layout relied upon (store/deposit.hpp): DIR/users/<2 hex>/<escaped>.parcel,
+// DIR/connections/..., DIR/quarantine/<escaped>.parcel.<time>.<n>; escaping keeps
+// [a-z0-9_@-] and writes any other byte as %hh (lower-case hex).
+#include "../support/test_support.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+using namespace troupe::test;
+using nlohmann::json;
+using std::chrono::milliseconds;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string token = "deposit-admin-" + random_token(16);
+
+headers_t bearer() { return {{"Authorization", "Bearer " + token}}; }
+
+// ---- files ------------------------------------------------------------------------
+
+// The deposit's escaping of a key (independent re-statement of the documented rule).
+std::string escaped(const std::string& key) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : key) {
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '@' || c == '-') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 0xf]);
+    }
+  }
+  return out;
+}
+
+// Every regular file under `dir` (recursively) named exactly `name`.
+std::vector<fs::path> files_named(const fs::path& dir, const std::string& name) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return found;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec) && it->path().filename().string() == name)
+      found.push_back(it->path());
+  }
+  return found;
+}
+
+// The user parcel of `user` in the deposit, if there is one.
+std::optional<fs::path> user_parcel(const std::string& deposit, const std::string& user) {
+  auto f = files_named(fs::path(deposit) / "users", escaped(user) + ".parcel");
+  if (f.empty())
+    return std::nullopt;
+  return f.front();
+}
+
+// Files in DIR/quarantine whose name starts with "<escaped user>.parcel".
+std::vector<fs::path> quarantined(const std::string& deposit, const std::string& user) {
+  std::vector<fs::path> found;
+  const std::string prefix = escaped(user) + ".parcel";
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(fs::path(deposit) / "quarantine", ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec) && it->path().filename().string().rfind(prefix, 0) == 0)
+      found.push_back(it->path());
+  }
+  return found;
+}
+
+std::string listing(const std::string& deposit) {
+  std::string s;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(deposit, ec), end; !ec && it != end; it.increment(ec))
+    s += "  " + it->path().string() + "\n";
+  return s.empty() ? "  (empty)\n" : s;
+}
+
+// A scratch directory shared by nodes started one after the other.
+struct scratch_dir {
+  std::string path = make_temp_dir("troupe-deposit-it-");
+  ~scratch_dir() {
+    std::error_code ec;
+    if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
+      fs::remove_all(path, ec);
+  }
+};
+
+// ---- metrics ----------------------------------------------------------------------
+
+// The value of the sample `name` with exactly `labels` ("" for none; else the text
+// between the braces, e.g. state="active"), or nullopt.
+std::optional<double> sample(const std::string& text, const std::string& name,
+                             const std::string& labels = "") {
+  const std::string series = labels.empty() ? name : name + "{" + labels + "}";
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.rfind(series, 0) != 0 || line.size() <= series.size() || line[series.size()] != ' ')
+      continue;
+    try {
+      return std::stod(line.substr(series.size() + 1));
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string metrics_text(uint16_t port) {
+  http_client c(port);
+  auto r = c.get("/_troupe/metrics", bearer());
+  if (r.status != 200)
+    ADD_FAILURE() << "GET /_troupe/metrics: " << r.describe();
+  return r.body;
+}
+
+// One sample of the node's metrics; a missing sample is a failure (and reads as -1).
+double metric(uint16_t port, const std::string& name, const std::string& labels = "") {
+  auto text = metrics_text(port);
+  auto v = sample(text, name, labels);
+  if (!v) {
+    ADD_FAILURE() << "no sample " << name << (labels.empty() ? "" : "{" + labels + "}")
+                  << " in the metrics:\n"
+                  << text;
+    return -1;
+  }
+  return *v;
+}
+
+// ---- requests ---------------------------------------------------------------------
+
+std::string whoami_user(http_client& c) {
+  auto r = c.get("/api/whoami");
+  if (r.status != 200) {
+    ADD_FAILURE() << "GET /api/whoami: " << r.describe();
+    return "";
+  }
+  return r.json().value("user", "");
+}
+
+response freeze(uint16_t port, const std::string& user, headers_t h = bearer()) {
+  http_client a(port);
+  return a.post("/_troupe/users/" + user + "/freeze", {}, h, milliseconds(10000));
+}
+
+::testing::AssertionResult froze(const response& r, const std::string& user) {
+  if (r.status != 200)
+    return ::testing::AssertionFailure() << "freeze of " << user << ": " << r.describe();
+  try {
+    if (r.json() != json({{"frozen", user}}))
+      return ::testing::AssertionFailure() << "freeze of " << user << " answered " << r.body;
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << e.what();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
+long long counter(http_client& c) { return count_of(c.get("/api/counter")); }
+
+// Polls `pred` every 50 ms until true or `timeout`.
+bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred())
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
+
+std::vector<std::string> with_token(std::vector<std::string> args) {
+  args.insert(args.begin(), {"--admin-token", token});
+  return args;
+}
+
+// One node at a time; earlier nodes of the test (restart scenarios) are kept for the
+// diagnostics printed when the test fails.
+class Deposit : public node_test {
+protected:
+  // Starts a node with the admin token and `--deposit dir` (a dir the test owns).
+  node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
+    if (node_)
+      previous_.push_back(std::move(node_));
+    args = with_token(std::move(args));
+    args.push_back("--deposit");
+    args.push_back(dir);
+    node_options o;
+    o.with_deposit = false;
+    node_ = std::make_unique<node_process>(std::move(args), o);
+    return *node_;
+  }
+  node_process& start_tok(std::vector<std::string> args = {}) {
+    return start(with_token(std::move(args)));
+  }
+  void TearDown() override {
+    if (HasFailure())
+      for (auto& n : previous_)
+        print_node_diagnostics(*n);
+    node_test::TearDown();
+  }
+  std::vector<std::unique_ptr<node_process>> previous_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------
+
+TEST_F(Deposit, MetricsAreExported) {
+  start_tok();
+  http_client c(port());
+  ASSERT_EQ(incr(c), 1);
+  auto text = metrics_text(port());
+  for (const char* name :
+       {"troupe_user_freezes_total", "troupe_user_wakes_total", "troupe_deposit_reads_total",
+        "troupe_deposit_writes_total", "troupe_deposit_failures_total",
+        "troupe_deposit_quarantined_total", "troupe_users_expired_total",
+        "troupe_user_wake_seconds_sum", "troupe_user_wake_seconds_count"}) {
+    auto v = sample(text, name);
+    EXPECT_TRUE(v) << "no sample " << name << " in:\n" << text;
+    if (v) {
+      EXPECT_EQ(*v, 0.0) << name << " on a node that froze nobody";
+    }
+  }
+  EXPECT_EQ(sample(text, "troupe_users", "state=\"active\""), 1.0) << text;
+  EXPECT_EQ(sample(text, "troupe_users", "state=\"frozen\""), 0.0) << text;
+  EXPECT_TRUE(sample(text, "troupe_user_wake_seconds_bucket", "le=\"+Inf\"")) << text;
+  EXPECT_NE(text.find("# TYPE troupe_user_wake_seconds histogram"), std::string::npos) << text;
+}
+
+TEST_F(Deposit, OrderedFreezeNeedsTheTokenAndAHostedUser) {
+  start_tok();
+  http_client c(port());
+  ASSERT_EQ(incr(c), 1);
+  auto user = whoami_user(c);
+  ASSERT_FALSE(user.empty());
+
+  EXPECT_TRUE(is_json_error(freeze(port(), user, {}), 401));
+  EXPECT_TRUE(is_json_error(freeze(port(), user, {{"Authorization", "Bearer wrong"}}), 401));
+  EXPECT_TRUE(is_json_error(freeze(port(), "nobody_" + random_token(6), bearer()), 404));
+  EXPECT_TRUE(is_json_error(freeze(port(), "never-seen", bearer()), 404));
+  EXPECT_EQ(metric(port(), "troupe_user_freezes_total"), 0.0);
+  EXPECT_FALSE(user_parcel(node().deposit_dir(), user)) << listing(node().deposit_dir());
+
+  ASSERT_TRUE(froze(freeze(port(), user), user));
+  // Already frozen: not hosted any more.
+  EXPECT_TRUE(is_json_error(freeze(port(), user), 404));
+  EXPECT_EQ(metric(port(), "troupe_user_freezes_total"), 1.0);
+}
+
+TEST_F(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
+  start_tok();
+  const auto& dep = node().deposit_dir();
+  http_client c(port());
+  for (int i = 1; i <= 3; ++i)
+    ASSERT_EQ(incr(c), i);
+  ASSERT_STATUS(c.post_json("/api/notes", {{"text", "first"}}), 200);
+  ASSERT_STATUS(c.post_json("/api/notes", {{"text", "second \xc3\xa9"}}), 200);
+  auto user = whoami_user(c);
+  ASSERT_EQ(user.rfind("guest_", 0), 0u) << user;
+  const double writes0 = metric(port(), "troupe_deposit_writes_total");
+
+  // The reply comes only once the parcel is durable: the file is there right away.
+  ASSERT_TRUE(froze(freeze(port(), user), user));
+  auto parcel = user_parcel(dep, user);
+  ASSERT_TRUE(parcel) << "no user parcel for " << user << " (escaped " << escaped(user)
+                      << ") after the ordered freeze:\n"
+                      << listing(dep);
+  EXPECT_GT(fs::file_size(*parcel), 0u);
+  {
+    auto t = metrics_text(port());
+    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), 1.0) << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 1.0) << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 0.0) << t;
+    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 0.0) << t;
+    auto w = sample(t, "troupe_deposit_writes_total");
+    ASSERT_TRUE(w) << t;
+    EXPECT_GE(*w, writes0 + 1) << t;
+  }
+
+  // The next request wakes him with his state.
+  const double reads0 = metric(port(), "troupe_deposit_reads_total");
+  EXPECT_EQ(counter(c), 3);
+  EXPECT_EQ(note_texts(c.get("/api/notes")),
+            (std::vector<std::string>{"first", "second \xc3\xa9"}));
+  EXPECT_EQ(whoami_user(c), user);
+  EXPECT_EQ(incr(c), 4);
+  {
+    auto t = metrics_text(port());
+    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 1.0) << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 0.0) << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
+    auto r = sample(t, "troupe_deposit_reads_total");
+    ASSERT_TRUE(r) << t;
+    EXPECT_GE(*r, reads0 + 1) << t;
+    EXPECT_EQ(sample(t, "troupe_user_wake_seconds_count"), 1.0) << t;
+    EXPECT_EQ(sample(t, "troupe_user_wake_seconds_bucket", "le=\"+Inf\""), 1.0) << t;
+  }
+  // Installed: the parcel is removed.
+  EXPECT_TRUE(eventually(milliseconds(2000), [&] { return !user_parcel(dep, user); }))
+      << "the user parcel is still there after a successful wake:\n"
+      << listing(dep);
+
+  // And again: a second freeze/wake cycle.
+  ASSERT_TRUE(froze(freeze(port(), user), user));
+  EXPECT_EQ(incr(c), 5);
+  EXPECT_EQ(note_texts(c.get("/api/notes")).size(), 2u);
+  EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 2.0);
+}
+
+TEST_F(Deposit, LoggedInUserFreezesUnderHisNameAndLoginCarriesTheConnection) {
+  start_tok();
+  const auto& dep = node().deposit_dir();
+  http_client a(port());
+  ASSERT_STATUS(a.post_json("/api/login", {{"user", "alice"}}), 200);
+  ASSERT_EQ(whoami_user(a), "alice");
+  for (int i = 1; i <= 4; ++i)
+    ASSERT_EQ(incr(a), i);
+  ASSERT_STATUS(a.post_json("/api/notes", {{"text", "alice's note"}}), 200);
+
+  ASSERT_TRUE(froze(freeze(port(), "alice"), "alice"));
+  auto parcel = user_parcel(dep, "alice");
+  ASSERT_TRUE(parcel) << listing(dep);
+  EXPECT_EQ(parcel->filename().string(), "alice.parcel");
+  EXPECT_EQ(parcel->parent_path().parent_path(), fs::path(dep) / "users") << *parcel;
+
+  // A fresh guest logs in as the frozen alice: his connection is carried to her.
+  http_client b(port());
+  ASSERT_EQ(incr(b), 1);  // the guest has a store of his own
+  const auto guest = whoami_user(b);
+  ASSERT_EQ(guest.rfind("guest_", 0), 0u);
+  ASSERT_STATUS(b.post_json("/api/login", {{"user", "alice"}}), 200);
+  EXPECT_EQ(whoami_user(b), "alice");
+  EXPECT_EQ(counter(b), 4) << "alice had a store: the guest's does not replace it";
+  EXPECT_EQ(note_texts(b.get("/api/notes")), std::vector<std::string>{"alice's note"});
+  EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 1.0);
+
+  // Her first connection serves her as well, same actor, same counter.
+  EXPECT_EQ(incr(a), 5);
+  EXPECT_EQ(incr(b), 6);
+  EXPECT_EQ(whoami_user(a), "alice");
+}
+
+TEST_F(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
+  start_tok({"--set", "group.default.user_idle_freeze_minutes=0.02"});  // 1.2 s
+  const auto& dep = node().deposit_dir();
+  http_client idle(port()), busy(port());
+  ASSERT_EQ(incr(idle), 1);
+  ASSERT_EQ(incr(idle), 2);
+  ASSERT_STATUS(idle.post_json("/api/notes", {{"text", "before the nap"}}), 200);
+  const auto idle_user = whoami_user(idle);
+  ASSERT_EQ(incr(busy), 1);
+  const auto busy_user = whoami_user(busy);
+
+  // `busy` keeps making requests every 300 ms; `idle` stays quiet for ~3 s.
+  auto t0 = std::chrono::steady_clock::now();
+  long long busy_count = 1;
+  while (ms_since(t0) < 3000) {
+    std::this_thread::sleep_for(milliseconds(300));
+    ASSERT_EQ(incr(busy), ++busy_count);
+  }
+  bool frozen = eventually(milliseconds(3000), [&] {
+    return sample(metrics_text(port()), "troupe_user_freezes_total").value_or(0) >= 1;
+  });
+  ASSERT_TRUE(frozen) << "the idle user was not frozen within ~6 s (idle freeze 1.2 s)";
+  EXPECT_TRUE(user_parcel(dep, idle_user)) << listing(dep);
+  {
+    auto t = metrics_text(port());
+    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), 1.0)
+        << "only the idle user may have been frozen:\n"
+        << t;
+    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 0.0) << "the busy user was frozen and woken:\n" << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 1.0) << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
+  }
+  EXPECT_FALSE(user_parcel(dep, busy_user)) << listing(dep);
+
+  // The next request wakes him with his state.
+  EXPECT_EQ(counter(idle), 2);
+  EXPECT_EQ(note_texts(idle.get("/api/notes")), std::vector<std::string>{"before the nap"});
+  EXPECT_EQ(incr(idle), 3);
+  EXPECT_EQ(whoami_user(idle), idle_user);
+  EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 1.0);
+  EXPECT_EQ(incr(busy), busy_count + 1);
+}
+
+TEST_F(Deposit, SoftQuitFreezesEverybodyAndARestartServesThemAll) {
+  scratch_dir dir;
+  start_on(dir.path);
+  http_client g1(port()), g2(port()), alice(port()), bob(port());
+  for (int i = 1; i <= 3; ++i)
+    ASSERT_EQ(incr(g1), i);
+  ASSERT_STATUS(g1.post_json("/api/notes", {{"text", "g1 note"}}), 200);
+  ASSERT_EQ(incr(g2), 1);
+  ASSERT_STATUS(alice.post_json("/api/login", {{"user", "alice"}}), 200);
+  for (int i = 1; i <= 5; ++i)
+    ASSERT_EQ(incr(alice), i);
+  ASSERT_STATUS(alice.post_json("/api/notes", {{"text", "alice note"}}), 200);
+  ASSERT_STATUS(bob.post_json("/api/login", {{"user", "bob"}}), 200);
+  ASSERT_EQ(incr(bob), 1);
+  ASSERT_EQ(incr(bob), 2);
+  const auto g1_user = whoami_user(g1), g2_user = whoami_user(g2);
+  const std::string c_g1 = *g1.cookie(), c_g2 = *g2.cookie(), c_alice = *alice.cookie(),
+                    c_bob = *bob.cookie();
+
+  node().terminate();
+  auto code = node().wait_exit(milliseconds(10000));
+  ASSERT_TRUE(code.has_value()) << "still running 10 s after SIGTERM";
+  EXPECT_EQ(*code, 0);
+  for (const auto& u : {g1_user, g2_user, std::string("alice"), std::string("bob")})
+    EXPECT_TRUE(user_parcel(dir.path, u)) << "no parcel for " << u << " after the soft quit:\n"
+                                          << listing(dir.path);
+
+  start_on(dir.path);
+  http_client n1(port()), n2(port()), na(port()), nb(port());
+  n1.set_cookie(c_g1);
+  n2.set_cookie(c_g2);
+  na.set_cookie(c_alice);
+  nb.set_cookie(c_bob);
+  EXPECT_EQ(whoami_user(n1), g1_user);
+  EXPECT_EQ(counter(n1), 3);
+  EXPECT_EQ(note_texts(n1.get("/api/notes")), std::vector<std::string>{"g1 note"});
+  EXPECT_EQ(incr(n2), 2);
+  EXPECT_EQ(whoami_user(na), "alice");
+  EXPECT_EQ(counter(na), 5);
+  EXPECT_EQ(note_texts(na.get("/api/notes")), std::vector<std::string>{"alice note"});
+  EXPECT_EQ(whoami_user(nb), "bob");
+  EXPECT_EQ(incr(nb), 3);
+  EXPECT_EQ(n1.cookie(), c_g1) << "the cookie was re-minted";
+  EXPECT_EQ(na.cookie(), c_alice) << "the cookie was re-minted";
+  // A new connection logging in finds alice by her name alone.
+  http_client fresh(port());
+  ASSERT_STATUS(fresh.post_json("/api/login", {{"user", "alice"}}), 200);
+  EXPECT_EQ(incr(fresh), 6);
+  EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 4.0);
+}
+
+TEST_F(Deposit, BurstOnAFrozenUserReadsHisParcelOnce) {
+  start_tok();
+  http_client c(port());
+  constexpr int before = 5, burst = 100;
+  for (int i = 1; i <= before; ++i)
+    ASSERT_EQ(incr(c), i);
+  const auto user = whoami_user(c);
+  const std::string cookie = *c.cookie();
+  ASSERT_TRUE(froze(freeze(port(), user), user));
+  const double reads0 = metric(port(), "troupe_deposit_reads_total");
+  const double wakes0 = metric(port(), "troupe_user_wakes_total");
+
+  std::vector<http_client> clients;
+  clients.reserve(burst);
+  for (int i = 0; i < burst; ++i) {
+    clients.emplace_back(port());
+    clients.back().set_cookie(cookie);
+    ASSERT_NO_THROW(clients.back().connect(milliseconds(5000)));
+  }
+  std::vector<response> replies(burst);
+  std::vector<std::string> errors(burst);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool go = false;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < burst; ++i) {
+    threads.emplace_back([&, i] {
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return go; });
+      }
+      try {
+        replies[i] = clients[i].post("/api/counter/incr", {}, {}, milliseconds(10000));
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    go = true;
+  }
+  cv.notify_all();
+  for (auto& t : threads)
+    t.join();
+
+  std::vector<long long> counts;
+  int bad = 0;
+  for (int i = 0; i < burst; ++i) {
+    if (!errors[i].empty()) {
+      if (++bad <= 5)
+        ADD_FAILURE() << "request " << i << ": " << errors[i];
+      continue;
+    }
+    if (replies[i].status != 200) {
+      if (++bad <= 5)
+        ADD_FAILURE() << "request " << i << ": " << replies[i].describe();
+      continue;
+    }
+    counts.push_back(replies[i].json().at("count").get<long long>());
+  }
+  EXPECT_EQ(bad, 0);
+  std::sort(counts.begin(), counts.end());
+  std::vector<long long> expected(burst);
+  for (int i = 0; i < burst; ++i)
+    expected[i] = before + 1 + i;
+  EXPECT_EQ(counts, expected) << "the counts are not exactly " << before + 1 << ".."
+                              << before + burst << " each once";
+  EXPECT_EQ(counter(c), before + burst);
+
+  auto t = metrics_text(port());
+  EXPECT_EQ(sample(t, "troupe_deposit_reads_total"), reads0 + 1)
+      << "a burst of " << burst << " on a frozen user must read his parcel once:\n"
+      << t;
+  EXPECT_EQ(sample(t, "troupe_user_wakes_total"), wakes0 + 1) << t;
+}
+
+TEST_F(Deposit, FreezesDuringTrafficLoseNothing) {
+  // Ordered freezes keep hitting a user while he increments: every request is answered
+  // once, on fresh state.
+  start_tok();
+  http_client c(port());
+  ASSERT_EQ(incr(c), 1);
+  const auto user = whoami_user(c);
+  std::atomic<bool> stop{false};
+  std::atomic<int> frozen{0};
+  std::string freezer_error;
+  std::thread freezer([&] {
+    try {
+      http_client a(port());
+      while (!stop) {
+        auto r = a.post("/_troupe/users/" + user + "/freeze", {}, bearer(), milliseconds(10000));
+        if (r.status == 200)
+          ++frozen;
+        else if (r.status != 404) {  // 404: frozen already, not woken yet
+          freezer_error = r.describe();
+          return;
+        }
+        std::this_thread::sleep_for(milliseconds(10));
+      }
+    } catch (const std::exception& e) {
+      freezer_error = e.what();
+    }
+  });
+  std::string error;
+  long long expected = 1;
+  auto t0 = std::chrono::steady_clock::now();
+  while (ms_since(t0) < 3000 && error.empty()) {
+    auto r = c.post("/api/counter/incr");
+    if (r.status != 200) {
+      error = "after count " + std::to_string(expected) + ": " + r.describe();
+      break;
+    }
+    auto n = r.json().at("count").get<long long>();
+    if (n != expected + 1)
+      error = "count " + std::to_string(n) + " after " + std::to_string(expected);
+    expected = n;
+  }
+  stop = true;
+  freezer.join();
+  EXPECT_TRUE(error.empty()) << error;
+  EXPECT_TRUE(freezer_error.empty()) << freezer_error;
+  EXPECT_GE(frozen.load(), 3) << "too few freezes to mean anything";
+  EXPECT_EQ(counter(c), expected);
+  std::cerr << "[ stats    ] " << expected << " increments, " << frozen.load()
+            << " ordered freezes\n";
+}
+
+TEST_F(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
+  scratch_dir dir;
+  start_on(dir.path, {"--set", "group.default.durability=reply"});
+  constexpr int users = 8;
+  std::vector<std::unique_ptr<http_client>> clients;
+  for (int i = 0; i < users; ++i) {
+    clients.push_back(std::make_unique<http_client>(port()));
+    auto r = clients.back()->post_json("/api/login", {{"user", "r" + std::to_string(i)}});
+    ASSERT_STATUS(r, 200);
+  }
+  std::vector<long long> last_ack(users, 0);
+  std::vector<std::string> errors(users);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < users; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        while (!stop) {
+          auto r = clients[i]->post("/api/counter/incr", {}, {}, milliseconds(3000));
+          if (r.status != 200) {
+            errors[i] = "after " + std::to_string(last_ack[i]) + ": " + r.describe();
+            return;
+          }
+          auto n = r.json().at("count").get<long long>();
+          if (n != last_ack[i] + 1) {
+            errors[i] = "count " + std::to_string(n) + " after " + std::to_string(last_ack[i]);
+            return;
+          }
+          last_ack[i] = n;
+        }
+      } catch (const transport_error&) {
+        // the node was killed under us: the request in flight is not acknowledged
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(1000));
+  node().kill9();
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  for (int i = 0; i < users; ++i) {
+    EXPECT_TRUE(errors[i].empty()) << "user r" << i << ": " << errors[i];
+    EXPECT_GT(last_ack[i], 0) << "user r" << i << " got no increment through before the kill";
+  }
+
+  start_on(dir.path, {"--set", "group.default.durability=reply"});
+  for (int i = 0; i < users; ++i) {
+    http_client c(port());
+    ASSERT_STATUS(c.post_json("/api/login", {{"user", "r" + std::to_string(i)}}), 200);
+    auto n = counter(c);
+    EXPECT_GE(n, last_ack[i]) << "user r" << i << " lost acknowledged increments";
+    EXPECT_LE(n, last_ack[i] + 1) << "user r" << i << " has more than one unacknowledged increment";
+  }
+  long long total = 0;
+  for (auto v : last_ack)
+    total += v;
+  std::cerr << "[ stats    ] " << total << " acknowledged increments in ~1 s (durability=reply)\n";
+}
+
+TEST_F(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
+  scratch_dir dir;
+  const std::vector<std::string> args{"--set", "group.default.durability=interval", "--set",
+                                      "group.default.checkpoint_seconds=0.3"};
+  start_on(dir.path, args);
+  http_client c(port());
+  for (int i = 1; i <= 5; ++i)
+    ASSERT_EQ(incr(c), i);
+  const auto user = whoami_user(c);
+  const std::string cookie = *c.cookie();
+  std::this_thread::sleep_for(milliseconds(1500));
+  // Checkpointed while still active: a parcel, no freeze.
+  EXPECT_TRUE(user_parcel(dir.path, user)) << listing(dir.path);
+  {
+    auto t = metrics_text(port());
+    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), 0.0) << t;
+    EXPECT_GE(sample(t, "troupe_deposit_writes_total").value_or(0), 1.0) << t;
+  }
+  node().kill9();
+
+  start_on(dir.path, args);
+  http_client d(port());
+  d.set_cookie(cookie);
+  EXPECT_EQ(whoami_user(d), user);
+  EXPECT_EQ(counter(d), 5);
+}
+
+TEST_F(Deposit, CorruptParcelIsQuarantinedAndTheUserStartsEmpty) {
+  start_tok();
+  const auto& dep = node().deposit_dir();
+  http_client c(port());
+  for (int i = 1; i <= 3; ++i)
+    ASSERT_EQ(incr(c), i);
+  const auto user = whoami_user(c);
+  ASSERT_TRUE(froze(freeze(port(), user), user));
+  auto parcel = user_parcel(dep, user);
+  ASSERT_TRUE(parcel) << listing(dep);
+  {
+    std::fstream f(*parcel, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f) << *parcel;
+    auto size = static_cast<std::streamoff>(fs::file_size(*parcel));
+    ASSERT_GT(size, 4);
+    f.seekg(size - 3);
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x5a);
+    f.seekp(size - 3);
+    f.write(&b, 1);
+    ASSERT_TRUE(f.good());
+  }
+
+  auto r = c.get("/api/counter");
+  ASSERT_STATUS(r, 200);
+  EXPECT_EQ(count_of(r), 0) << "a corrupt parcel must start the user empty";
+  EXPECT_EQ(whoami_user(c), user);
+  EXPECT_FALSE(fs::exists(*parcel)) << "the corrupt parcel is still in its place";
+  auto q = quarantined(dep, user);
+  ASSERT_EQ(q.size(), 1u) << "expected one quarantined parcel:\n" << listing(dep);
+  EXPECT_EQ(q.front().parent_path(), fs::path(dep) / "quarantine");
+  EXPECT_EQ(metric(port(), "troupe_deposit_quarantined_total"), 1.0);
+  auto log = node().stderr_log();
+  EXPECT_NE(log.find(q.front().filename().string()), std::string::npos)
+      << "the log does not name the quarantined file " << q.front() << ":\n"
+      << log;
+  EXPECT_NE(log.find(q.front().string()), std::string::npos)
+      << "the log does not name the quarantine path " << q.front() << ":\n"
+      << log;
+  // He goes on from empty.
+  EXPECT_EQ(incr(c), 1);
+}
+
+TEST_F(Deposit, FailedWriteAbortsTheFreezeAndTheUserKeepsBeingServed) {
+  start_tok();
+  const std::string dep = node().deposit_dir();
+  http_client c(port());
+  for (int i = 1; i <= 3; ++i)
+    ASSERT_EQ(incr(c), i);
+  ASSERT_STATUS(c.post_json("/api/notes", {{"text", "kept"}}), 200);
+  const auto user = whoami_user(c);
+  const double freezes0 = metric(port(), "troupe_user_freezes_total");
+  const double failures0 = metric(port(), "troupe_deposit_failures_total");
+
+  // DIR/users becomes a regular file: every write under it fails with ENOTDIR (root
+  // ignores permission bits, so chmod would not do).
+  const fs::path users = fs::path(dep) / "users", away = fs::path(dep) / "users.away";
+  fs::rename(users, away);
+  { std::ofstream(users.string()) << "not a directory\n"; }
+  struct restore {
+    fs::path users, away;
+    ~restore() {
+      std::error_code ec;
+      if (fs::is_regular_file(users, ec))
+        fs::remove(users, ec);
+      if (!fs::exists(users, ec))
+        fs::rename(away, users, ec);
+    }
+  } restore_guard{users, away};
+
+  auto r = freeze(port(), user);
+  EXPECT_TRUE(is_json_error(r, 503)) << "a freeze whose write failed must not succeed";
+  // Still served where he was, state intact.
+  EXPECT_EQ(incr(c), 4);
+  EXPECT_EQ(note_texts(c.get("/api/notes")), std::vector<std::string>{"kept"});
+  {
+    auto t = metrics_text(port());
+    EXPECT_GE(sample(t, "troupe_deposit_failures_total").value_or(-1), failures0 + 1) << t;
+    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), freezes0) << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
+    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 0.0) << t;
+    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 0.0) << t;
+  }
+
+  // The directory back: the freeze works again, and nothing was lost.
+  fs::remove(users);
+  fs::rename(away, users);
+  ASSERT_TRUE(froze(freeze(port(), user), user));
+  EXPECT_TRUE(user_parcel(dep, user)) << listing(dep);
+  EXPECT_EQ(incr(c), 5);
+  EXPECT_EQ(note_texts(c.get("/api/notes")), std::vector<std::string>{"kept"});
+}
+
+TEST_F(Deposit, ExpiredGuestParcelsAreSwept) {
+  // 0.0003 h ≈ 1.08 s; the sweep runs every max(1 s, min(expiry)/10).
+  start_tok({"--set", "commander.guest_expiry_hours=0.0003"});
+  const auto& dep = node().deposit_dir();
+  http_client g(port()), a(port());
+  ASSERT_EQ(incr(g), 1);
+  ASSERT_EQ(incr(g), 2);
+  const auto guest = whoami_user(g);
+  ASSERT_STATUS(a.post_json("/api/login", {{"user", "alice"}}), 200);
+  ASSERT_EQ(incr(a), 1);
+  ASSERT_TRUE(froze(freeze(port(), guest), guest));
+  ASSERT_TRUE(froze(freeze(port(), "alice"), "alice"));
+  ASSERT_TRUE(user_parcel(dep, guest)) << listing(dep);
+
+  bool swept = eventually(milliseconds(6000), [&] {
+    return sample(metrics_text(port()), "troupe_users_expired_total").value_or(0) >= 1 &&
+           !user_parcel(dep, guest);
+  });
+  EXPECT_TRUE(swept) << "the guest's parcel was not expired within 6 s:\n"
+                     << listing(dep) << metrics_text(port());
+  EXPECT_EQ(metric(port(), "troupe_users_expired_total"), 1.0);
+  // A user (not a guest) has his own, much longer expiry.
+  EXPECT_TRUE(user_parcel(dep, "alice")) << listing(dep);
+  EXPECT_EQ(metric(port(), "troupe_users", "state=\"frozen\""), 1.0) << "only alice is still frozen";
+
+  // The guest was forgotten: he starts over; alice was not.
+  EXPECT_EQ(counter(g), 0);
+  EXPECT_EQ(counter(a), 1);
+}
