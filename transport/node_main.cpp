@@ -190,11 +190,26 @@ int run_node(const node_flags& flags, const app_types& types) {
   auto grace = std::chrono::milliseconds(static_cast<std::int64_t>(recipe.node.shutdown_grace_seconds * 1000));
   spdlog::info("{}: stopping; in-flight requests get {} ms", sig == SIGINT ? "SIGINT" : "SIGTERM", grace.count());
   // A watchdog: whatever hangs, the process leaves (non-zero, said out loud).
-  std::thread([grace] {
-    std::this_thread::sleep_for(grace + std::chrono::seconds(15));
-    spdlog::critical("shutdown did not complete in time; exiting");
-    spdlog::shutdown();
-    std::_Exit(1);
+  // The drain gets the grace period; the soft quit (fsyncs) gets its own budget.
+  auto watchdog_deadline = std::make_shared<std::atomic<std::int64_t>>(0);
+  auto arm = [watchdog_deadline](std::chrono::milliseconds budget) {
+    watchdog_deadline->store(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               (std::chrono::steady_clock::now() + budget).time_since_epoch())
+                               .count());
+  };
+  arm(grace + std::chrono::seconds(15));
+  std::thread([watchdog_deadline] {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now().time_since_epoch())
+                   .count();
+      if (now > watchdog_deadline->load()) {
+        spdlog::critical("shutdown did not complete in time; exiting");
+        spdlog::shutdown();
+        std::_Exit(1);
+      }
+    }
   }).detach();
   http->begin_shutdown();
   if (!http->wait_drained(grace))
@@ -202,6 +217,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   http->stop();
   // The soft quit: every user freezes to the deposit; a restart on the same
   // deposit brings each back on his next request.
+  arm(std::chrono::seconds(300));  // freezing everybody: at most 5 minutes
   {
     caf::scoped_actor self{*sys};
     auto t0 = std::chrono::steady_clock::now();
@@ -214,6 +230,7 @@ int run_node(const node_flags& flags, const app_types& types) {
         },
         [&](caf::error& err) { spdlog::error("soft quit: freezing failed: {}", sys->render(err)); });
   }
+  arm(std::chrono::seconds(15));
   stop_actors();
   sys.reset();   // waits for every actor: none is left behind
   http.reset();  // after the actors: pending replies post into its (stopped) io_context
