@@ -79,15 +79,14 @@ struct commander_state {
                             registry::redact(cid), e.what());
             }
           }
-          bool known = !user.empty();
-          if (!known)
+          if (user.empty())  // no connection parcel: his guest, who may still have a store of his own
             user = registry::guest_name(cid);
           if (!index->user_of(cid))  // a login may have bound it meanwhile
             index->bind(cid, user);
           auto waiting = std::move(lookups[cid]);
           lookups.erase(cid);
           for (auto& p : waiting)
-            attach(std::move(p), *index->user_of(cid), cid, {}, known);
+            attach(std::move(p), *index->user_of(cid), cid, {}, true);
         },
         [this, cid](caf::error& err) {
           spdlog::error("commander: looking up connection {} failed: {}", registry::redact(cid),

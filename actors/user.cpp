@@ -438,19 +438,42 @@ struct user_state : detail::user_host {
     auto why = static_cast<store::parcel_cause>(cause);
     self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name, make_parcel(why))
       .then([done](std::uint64_t) { done(true); }, on_error);
-    for (auto& [cid, conn] : connections) {
-      store::connection_record rec{cid, user_name, {}};
-      for (auto& [page_id, page] : conn.pages)
-        rec.pages.push_back(page_id);
-      store::parcel p;
-      p.generation = generation;
-      p.writer_node = ctx->node_name;
-      p.writer_worker = worker_name;
-      p.cause = why;
-      p.payload = store::pack(rec);
-      self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid, std::move(p))
+    for (auto& [cid, conn] : connections)
+      self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid,
+                    connection_parcel(cid, conn, why))
         .then([done](std::uint64_t) { done(true); }, on_error);
+  }
+
+  store::parcel connection_parcel(const std::string& cid, const connection_record& conn, store::parcel_cause why) {
+    store::connection_record rec{cid, user_name, {}};
+    for (auto& [page_id, page] : conn.pages)
+      rec.pages.push_back(page_id);
+    store::parcel p;
+    p.generation = generation;
+    p.writer_node = ctx->node_name;
+    p.writer_worker = worker_name;
+    p.cause = why;
+    p.payload = store::pack(rec);
+    return p;
+  }
+
+  // durability = "interval" | "reply": a connection he takes is made durable
+  // too, so that after a crash the cookie still finds him ("reply": before the
+  // adoption is answered, so before the login's reply).
+  caf::result<placement> save_connection(const std::string& cid) {
+    auto p = connection_parcel(cid, connections[cid], store::parcel_cause::login);
+    auto write = self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid, std::move(p));
+    if (mode != durability::reply) {  // interval: the write completes in the background
+      write.then([](std::uint64_t) {}, [this](caf::error& err) { log_deposit_error("saving a connection", err); });
+      return where();
     }
+    auto promise = self->make_response_promise<placement>();
+    write.then([this, promise](std::uint64_t) mutable { promise.deliver(where()); },
+               [this, promise](caf::error& err) mutable {
+                 log_deposit_error("saving a connection", err);
+                 promise.deliver(make_error(errc::deposit_failed, "the connection could not be made durable"));
+               });
+    return promise;
   }
 
   void finish_freeze(bool ok) {
@@ -596,9 +619,12 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
       self->state.accept(pending_call{std::make_shared<const http_request>(std::move(req)), promise});
       return promise;
     },
-    [=](adopt_atom, std::string& cid) -> placement {
-      self->state.connections.try_emplace(std::move(cid));
-      return self->state.where();
+    [=](adopt_atom, std::string& cid) -> caf::result<placement> {
+      auto& st = self->state;
+      bool fresh = st.connections.try_emplace(cid).second;
+      if (!fresh || st.mode == durability::freeze)
+        return st.where();
+      return st.save_connection(cid);
     },
     [=](resume_atom, std::uint64_t id) { self->state.resume(id); },
     [=](freeze_atom, std::uint8_t cause) -> caf::result<bool> {

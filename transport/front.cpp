@@ -145,104 +145,91 @@ private:
 
 namespace {
 
+// What every continuation handed to the actor side shares: it answers on
+// its session's strand, if the session still exists, tagged with its call id.
+class session_link {
+public:
+  session_link(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id)
+    : session_(std::move(s)), ex_(std::move(ex)), id_(id) {}
+
+protected:
+  // Runs fn(session, id) on the session's strand; the first call marks the link answered.
+  template <class F>
+  void post(F fn) {
+    answered_ = true;
+    net::post(ex_, [s = session_, id = id_, fn = std::move(fn)]() mutable {
+      if (auto session = s.lock())
+        fn(*session, id);
+    });
+  }
+  bool answered() const noexcept { return answered_; }
+
+private:
+  std::weak_ptr<http_session> session_;
+  net::any_io_executor ex_;
+  std::uint64_t id_;
+  bool answered_ = false;
+};
+
 // The front's side of one request handed to a user actor.
-class http_call final : public reply_slot {
+class http_call final : public reply_slot, session_link {
 public:
   http_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id,
             std::shared_ptr<const http_request> req)
-    : session_(std::move(s)), ex_(std::move(ex)), id_(id), req_(std::move(req)) {}
+    : session_link(std::move(s), std::move(ex), id), req_(std::move(req)) {}
 
   const http_request& request() const override { return *req_; }
 
   void deliver(http_response&& r) override {
-    delivered_ = true;
-    net::post(ex_, [s = session_, id = id_, r = std::move(r)]() mutable {
-      if (auto session = s.lock())
-        session->on_actor_reply(id, std::move(r));
-    });
+    post([r = std::move(r)](http_session& s, std::uint64_t id) mutable { s.on_actor_reply(id, std::move(r)); });
   }
 
   // Destroyed undelivered: the actor died with the request in its mailbox.
   ~http_call() override {
-    if (!delivered_)
-      net::post(ex_, [s = session_, id = id_] {
-        if (auto session = s.lock())
-          session->on_dropped(id);
-      });
+    if (!answered())
+      post([](http_session& s, std::uint64_t id) { s.on_dropped(id); });
   }
 
 private:
-  std::weak_ptr<http_session> session_;
-  net::any_io_executor ex_;
-  std::uint64_t id_;
   std::shared_ptr<const http_request> req_;
-  bool delivered_ = false;
 };
 
 // The front's side of one admin operation handed to the bridge.
-class admin_call final : public admin_slot {
+class admin_call final : public admin_slot, session_link {
 public:
-  admin_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id)
-    : session_(std::move(s)), ex_(std::move(ex)), id_(id) {}
+  using session_link::session_link;
 
   void done(http_response&& r) override {
-    answered_ = true;
-    net::post(ex_, [s = session_, id = id_, r = std::move(r)]() mutable {
-      if (auto session = s.lock())
-        session->on_actor_reply(id, std::move(r));
-    });
+    post([r = std::move(r)](http_session& s, std::uint64_t id) mutable { s.on_actor_reply(id, std::move(r)); });
   }
 
   ~admin_call() override {
-    if (!answered_)
-      net::post(ex_, [s = session_, id = id_] {
-        if (auto session = s.lock())
-          session->on_actor_reply(id, error_response(503, "the operation was dropped", 1));
+    if (!answered())
+      post([](http_session& s, std::uint64_t id) {
+        s.on_actor_reply(id, error_response(503, "the operation was dropped", 1));
       });
   }
-
-private:
-  std::weak_ptr<http_session> session_;
-  net::any_io_executor ex_;
-  std::uint64_t id_;
-  bool answered_ = false;
 };
 
 // The front's side of one resolve handed to the bridge.
-class resolve_call final : public resolve_slot {
+class resolve_call final : public resolve_slot, session_link {
 public:
-  resolve_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id)
-    : session_(std::move(s)), ex_(std::move(ex)), id_(id) {}
+  using session_link::session_link;
 
   void placed(placement&& where) override {
-    answered_ = true;
-    net::post(ex_, [s = session_, id = id_, where = std::move(where)]() mutable {
-      if (auto session = s.lock())
-        session->on_placed(id, std::move(where));
-    });
+    post([w = std::move(where)](http_session& s, std::uint64_t id) mutable { s.on_placed(id, std::move(w)); });
   }
 
   void failed(const caf::error& err) override {
-    answered_ = true;
-    net::post(ex_, [s = session_, id = id_, err] {
-      if (auto session = s.lock())
-        session->on_resolve_failed(id, err);
-    });
+    post([err](http_session& s, std::uint64_t id) { s.on_resolve_failed(id, err); });
   }
 
   ~resolve_call() override {
-    if (!answered_)
-      net::post(ex_, [s = session_, id = id_] {
-        if (auto session = s.lock())
-          session->on_resolve_failed(id, make_error(errc::unavailable, "bridge gone"));
+    if (!answered())
+      post([](http_session& s, std::uint64_t id) {
+        s.on_resolve_failed(id, make_error(errc::unavailable, "bridge gone"));
       });
   }
-
-private:
-  std::weak_ptr<http_session> session_;
-  net::any_io_executor ex_;
-  std::uint64_t id_;
-  bool answered_ = false;
 };
 
 }  // namespace
