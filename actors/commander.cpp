@@ -223,6 +223,13 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       auto fresh = registry::guest_name(cid);
       st.release_guest(from_user);
       st.index->bind(cid, fresh);
+      // A guest's connection has no parcel: one that names the user who left must go.
+      self->request(st.deposit, caf::infinite, remove_atom::value, parcel_kind::connection, cid)
+        .then([](bool) {},
+              [self, cid](caf::error& err) {
+                spdlog::error("commander: the parcel of connection {} could not be removed: {}",
+                              registry::redact(cid), self->system().render(err));
+              });
       auto p = st.promise();
       st.attach(p, fresh, cid, {}, false);
       return p;

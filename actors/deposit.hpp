@@ -31,10 +31,14 @@ using put_atom = caf::atom_constant<caf::atom("put")>;
 using get_atom = caf::atom_constant<caf::atom("get")>;
 using remove_atom = caf::atom_constant<caf::atom("remove")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
 
 using store::parcel_kind;
 
-/// The deposit actor's typed interface. Failures are errc::deposit_failed
+/// The deposit actor's typed interface. Writes are group-committed: the puts
+/// that queue up while one batch is written go to disk together, with one
+/// filesystem flush, and each is answered once durable. Reads and removes see
+/// every write answered before them. Failures are errc::deposit_failed
 /// with the backend's text; a parcel that fails verification is quarantined
 /// by the backend and answered as absent.
 using deposit_handle = caf::typed_actor<
@@ -45,7 +49,9 @@ using deposit_handle = caf::typed_actor<
   /// Removes a parcel (absent is fine).
   caf::replies_to<remove_atom, parcel_kind, std::string>::with<bool>,
   /// Forgets users idle past the given hours (users, guests); answers how many.
-  caf::replies_to<sweep_atom, double, double>::with<std::uint64_t>>;
+  caf::replies_to<sweep_atom, double, double>::with<std::uint64_t>,
+  /// Internal: writes what was staged (group commit).
+  caf::reacts_to<flush_atom>>;
 
 /// Spawns the deposit actor (detached; a top-level actor the node stops).
 deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend);

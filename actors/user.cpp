@@ -424,7 +424,12 @@ struct user_state : detail::user_host {
     freezing = true;
     busy = true;
     self->send(commander, freezing_atom::value, user_name);
-    auto pending = std::make_shared<std::size_t>(1 + connections.size());
+    // A guest's own connection needs no parcel: the cookie alone names guest_<cid>.
+    std::vector<const std::string*> named;
+    for (auto& [cid, conn] : connections)
+      if (user_name != registry::guest_name(cid))
+        named.push_back(&cid);
+    auto pending = std::make_shared<std::size_t>(1 + named.size());
     auto failed = std::make_shared<bool>(false);
     auto done = [this, pending, failed](bool ok) {
       *failed = *failed || !ok;
@@ -438,9 +443,9 @@ struct user_state : detail::user_host {
     auto why = static_cast<store::parcel_cause>(cause);
     self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name, make_parcel(why))
       .then([done](std::uint64_t) { done(true); }, on_error);
-    for (auto& [cid, conn] : connections)
-      self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid,
-                    connection_parcel(cid, conn, why))
+    for (auto* cid : named)
+      self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, *cid,
+                    connection_parcel(*cid, connections[*cid], why))
         .then([done](std::uint64_t) { done(true); }, on_error);
   }
 
@@ -622,7 +627,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     [=](adopt_atom, std::string& cid) -> caf::result<placement> {
       auto& st = self->state;
       bool fresh = st.connections.try_emplace(cid).second;
-      if (!fresh || st.mode == durability::freeze)
+      if (!fresh || st.mode == durability::freeze || st.user_name == registry::guest_name(cid))
         return st.where();
       return st.save_connection(cid);
     },

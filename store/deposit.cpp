@@ -307,8 +307,74 @@ private:
     throw deposit_error("deposit: " + what + " " + path + ": " + errno_text(e));
   }
 
-  void put(const std::string& base, std::string_view key, const parcel& p) {
-    location loc = locate(base, key);
+  std::vector<std::string> put_batch(const std::vector<batch_entry>& batch) override {
+    std::vector<std::string> errors(batch.size());
+    if (batch.size() == 1) {  // one fsync of one file is cheaper than a filesystem flush
+      try {
+        put(batch[0].connection ? connections_ : users_, batch[0].key, batch[0].contents);
+      } catch (const std::exception& e) {
+        errors[0] = e.what();
+      }
+      return errors;
+    }
+    // 1. every temp file written, none synced; 2. one flush; 3. the renames;
+    // 4. one more flush, which makes the renames durable.
+    struct written {
+      std::string tmp;
+      std::string path;
+    };
+    std::vector<std::optional<written>> done(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      try {
+        auto loc = locate(batch[i].connection ? connections_ : users_, batch[i].key);
+        auto tmp = write_temp(batch[i].connection ? connections_ : users_, loc, batch[i].contents, false);
+        done[i] = written{std::move(tmp), loc.path};
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+    auto flush = [&](const char* when) {
+      int fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      int e = fd < 0 ? errno : (::syncfs(fd) == 0 ? 0 : errno);
+      if (fd >= 0)
+        ::close(fd);
+      if (e)
+        counters_.failures.fetch_add(1, std::memory_order_relaxed);
+      return e ? "deposit: cannot flush " + root_ + " " + when + ": " + errno_text(e) : std::string{};
+    };
+    if (auto err = flush("before renaming"); !err.empty()) {
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        if (done[i]) {
+          ::unlink(done[i]->tmp.c_str());
+          errors[i] = err;
+        }
+      return errors;
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (!done[i])
+        continue;
+      if (::rename(done[i]->tmp.c_str(), done[i]->path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(done[i]->tmp.c_str());
+        counters_.failures.fetch_add(1, std::memory_order_relaxed);
+        errors[i] = "deposit: cannot rename " + done[i]->tmp + " to " + done[i]->path + ": " + errno_text(e);
+        done[i].reset();
+      }
+    }
+    auto err = flush("after renaming");
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (!done[i])
+        continue;
+      if (err.empty())
+        counters_.writes.fetch_add(1, std::memory_order_relaxed);
+      else
+        errors[i] = err;  // in place, but maybe not durable: say so
+    }
+    return errors;
+  }
+
+  // Writes `p` to a new temp file next to its parcel (fsynced if `sync`); returns its path.
+  std::string write_temp(const std::string& base, const location& loc, const parcel& p, bool sync) {
     bytes data = encode(p);
     std::string tmp;
     int fd = -1;
@@ -336,7 +402,7 @@ private:
       ::unlink(tmp.c_str());
       fail("cannot write", tmp, e);
     }
-    if (::fsync(fd) != 0) {
+    if (sync && ::fsync(fd) != 0) {
       int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
@@ -347,6 +413,12 @@ private:
       ::unlink(tmp.c_str());
       fail("cannot close", tmp, e);
     }
+    return tmp;
+  }
+
+  void put(const std::string& base, std::string_view key, const parcel& p) {
+    location loc = locate(base, key);
+    std::string tmp = write_temp(base, loc, p, true);
     if (::rename(tmp.c_str(), loc.path.c_str()) != 0) {
       int e = errno;
       ::unlink(tmp.c_str());

@@ -96,6 +96,19 @@ public:
   virtual std::optional<parcel> get_connection(const std::string& cid) = 0;
   virtual void remove_connection(const std::string& cid) = 0;
 
+  // --- group commit ------------------------------------------------------------
+  /// One parcel of a batch.
+  struct batch_entry {
+    bool connection = false;  ///< false: a user parcel
+    std::string key;
+    parcel contents;
+  };
+  /// Writes many parcels with one flush of the filesystem instead of one fsync
+  /// each: every parcel is replaced atomically, and all of them are durable when
+  /// this returns. Returns one text per entry: empty when written, else why not
+  /// (a failed entry leaves its previous parcel intact; the others still land).
+  virtual std::vector<std::string> put_batch(const std::vector<batch_entry>& batch) = 0;
+
   /// Removes parcels whose last write (mtime) is older than the given ages:
   /// guests (keys starting "guest_") after guest_max_age, other users after
   /// user_max_age, connections after the larger of the two; also removes

@@ -267,6 +267,7 @@ void send_local(const caf::actor& target, recorder& rec, const std::string& cid,
 TEST_F(tree, a_busy_user_queues_a_bounded_number_of_requests) {
   auto cid = registry::mint_cid();
   auto target = resolve(cid).actor;
+  ASSERT_EQ(call(target, cid, "GET", "/n").status, 200);  // awake: his (absent) parcel was looked up
   recorder rec;
   // The first request defers its answer (300 ms); two wait (user_queue_length = 2); two are refused.
   for (int i = 0; i < 5; ++i)
@@ -281,6 +282,7 @@ TEST_F(tree, a_busy_user_queues_a_bounded_number_of_requests) {
 TEST_F(tree, requests_behind_a_crash_are_dropped_so_the_front_can_resend_them) {
   auto cid = registry::mint_cid();
   auto target = resolve(cid).actor;
+  ASSERT_EQ(call(target, cid, "GET", "/n").status, 200);
   recorder rec;
   send_local(target, rec, cid, "/wait");  // busy for 300 ms
   send_local(target, rec, cid, "/boom");  // waits, then crashes the actor
