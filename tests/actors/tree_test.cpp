@@ -333,3 +333,29 @@ TEST_F(tree, a_connection_unknown_to_the_commander_is_found_from_its_parcel) {
   EXPECT_EQ(where.user, "hana");
   EXPECT_EQ(n_of(call(where.actor, cid, "GET", "/n")), 7);
 }
+
+TEST_F(tree, a_wake_that_fails_answers_503_keeps_the_parcel_and_the_next_request_retries) {
+  auto cid = registry::mint_cid();
+  store::connection_record rec{cid, "ivy", {}};
+  store::parcel cp;
+  cp.payload = store::pack(rec);
+  backend->put_connection(cid, cp);
+  // His parcel cannot be read (a directory where the file should be): an I/O error, not "absent".
+  auto path = store::filesystem_parcel_path(dir.string(), store::parcel_kind::user, "ivy");
+  std::filesystem::create_directories(path);
+  auto where = resolve(cid);
+  auto r = call(where.actor, cid, "GET", "/n");
+  // Queued before the read failed: 503 from him. Arrived after he stopped: dropped
+  // (status 0 here; the front then re-resolves once and answers 503). Never served.
+  if (r.status != 0) {
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_GT(r.retry_after, 0u);
+  }
+  EXPECT_TRUE(std::filesystem::exists(path));  // nothing was removed or overwritten
+  std::filesystem::remove(path);
+  tally t{9};
+  store::parcel up;
+  up.payload = store::pack(t);
+  backend->put_user("ivy", up);
+  EXPECT_EQ(n_of(serve(cid, "GET", "/n")), 9);  // the next request wakes him
+}
