@@ -1,0 +1,852 @@
+// deposit_bench: the performance figures of freezing and waking (issue 3, "Performance"),
+// each measured against a real node (build/bin/troupe, started by tests/support/node_process)
+// over real HTTP (tests/support/http_client) and real files.
+//
+//   deposit_bench [--users-quit N] [--frozen M] [--wake-users K] [--only LIST]
+//                 [--quit-threads T] [--gen-threads G] [--gen-budget SECONDS] [--keep]
+//
+//   1. wake latency: K frozen users with a ~4 KiB store; the first request of each (the
+//      wake) against a request of an active user, interleaved in the same run.
+//   2. soft quit: N guests minted as fast as possible, then SIGTERM; users frozen per
+//      second (the node's own log line), parcel files written, SIGTERM-to-exit time.
+//   3. start-up with M frozen users: M parcels written directly with the store library,
+//      then a node started on an empty deposit and on the M-user deposit: time to the
+//      ready line, RSS at ready and 10 s later, time for troupe_users{state="frozen"} to
+//      reach M; then 100 random frozen users logged into and woken.
+//
+// It ends with a Markdown table of every figure (bench/README.md explains each one).
+// Not part of the test suite: every step has a timeout and a failing scenario is
+// reported (with the node's diagnostics) and skipped, the others still run.
+#include "../tests/support/http_client.hpp"
+#include "../tests/support/node_process.hpp"
+
+#include "store/codec.hpp"
+#include "store/deposit.hpp"
+#include "store/parcel.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace fs = std::filesystem;
+using namespace troupe::test;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// ---- options ----------------------------------------------------------------------
+
+struct options {
+  std::size_t users_quit = 100000;   // scenario 2: N
+  std::size_t frozen = 1000000;      // scenario 3: M
+  std::size_t wake_users = 2000;     // scenario 1: K
+  std::string only = "123";
+  unsigned quit_threads = 16;
+  unsigned gen_threads = 2;
+  double gen_budget_s = 420;         // scenario 3: cap on generating the parcels
+  bool keep = false;
+};
+
+[[noreturn]] void usage(const std::string& err = {}) {
+  if (!err.empty())
+    std::cerr << "deposit_bench: " << err << "\n";
+  std::cerr << "usage: deposit_bench [--users-quit N] [--frozen M] [--wake-users K] [--only 123]\n"
+               "                     [--quit-threads T] [--gen-threads G] [--gen-budget SECONDS] [--keep]\n"
+               "  --users-quit N    scenario 2: guests minted, then soft quit (default 100000)\n"
+               "  --frozen M        scenario 3: frozen users generated in the deposit (default 1000000)\n"
+               "  --wake-users K    scenario 1: frozen users woken one by one (default 2000)\n"
+               "  --only LIST       scenarios to run, e.g. 13 (default 123)\n"
+               "  --quit-threads T  scenario 2: client threads minting guests (default 16)\n"
+               "  --gen-threads G   scenario 3: threads writing parcels (default 2)\n"
+               "  --gen-budget S    scenario 3: if the first 100k parcels project past S seconds,\n"
+               "                    M is cut to what fits (said in the output; default 420)\n"
+               "  --keep            keep scenario 3's deposit directory (prints its path)\n"
+               "The node binary is TROUPE_BIN (build), or $TROUPE_TEST_BIN.\n";
+  std::exit(2);
+}
+
+std::size_t to_count(const std::string& flag, const char* v) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno || !end || *end || v[0] == '-' || v[0] == '\0')
+    usage(flag + " wants a non-negative integer, got \"" + v + "\"");
+  return static_cast<std::size_t>(n);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc)
+        usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--users-quit") o.users_quit = to_count(a, value());
+    else if (a == "--frozen") o.frozen = to_count(a, value());
+    else if (a == "--wake-users") o.wake_users = to_count(a, value());
+    else if (a == "--only") o.only = value();
+    else if (a == "--quit-threads") o.quit_threads = static_cast<unsigned>(std::max<std::size_t>(1, to_count(a, value())));
+    else if (a == "--gen-threads") o.gen_threads = static_cast<unsigned>(std::max<std::size_t>(1, to_count(a, value())));
+    else if (a == "--gen-budget") o.gen_budget_s = static_cast<double>(to_count(a, value()));
+    else if (a == "--keep") o.keep = true;
+    else if (a == "-h" || a == "--help") usage();
+    else usage("unknown argument " + a);
+  }
+  if (o.frozen > 9999999)
+    usage("--frozen: at most 9999999 (user names are u%07d)");
+  return o;
+}
+
+// ---- results ----------------------------------------------------------------------
+
+struct row {
+  std::string scenario, figure, value, goal;
+};
+std::vector<row> results;
+std::mutex log_mu;
+
+void add(const std::string& scenario, const std::string& figure, const std::string& value,
+         const std::string& goal = "") {
+  results.push_back({scenario, figure, value, goal});
+}
+
+template <class... A>
+void say(A&&... a) {
+  std::lock_guard<std::mutex> lk(log_mu);
+  std::ostringstream os;
+  (os << ... << a);
+  std::cout << os.str() << std::endl;
+}
+
+std::string fmt(double v, int decimals = 0) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// Thousands separators: 1234567 -> "1,234,567".
+std::string num(double v) {
+  std::string s = fmt(v, 0);
+  std::string out;
+  int start = (s[0] == '-') ? 1 : 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > static_cast<std::size_t>(start) && (s.size() - i) % 3 == 0)
+      out.push_back(',');
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+double secs_since(steady::time_point t0) {
+  return std::chrono::duration<double>(steady::now() - t0).count();
+}
+double us_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+struct stats {
+  std::size_t n = 0;
+  double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;
+};
+
+// Nearest-rank percentiles.
+stats stats_of(std::vector<double> v) {
+  stats s;
+  s.n = v.size();
+  if (v.empty())
+    return s;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  s.p50 = at(0.50);
+  s.p90 = at(0.90);
+  s.p99 = at(0.99);
+  s.max = v.back();
+  double sum = 0;
+  for (double x : v)
+    sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  return s;
+}
+
+std::string stats_text(const stats& s) {
+  return "p50 " + fmt(s.p50) + " / p90 " + fmt(s.p90) + " / p99 " + fmt(s.p99) + " / max " +
+         fmt(s.max) + " (mean " + fmt(s.mean) + ", n=" + std::to_string(s.n) + ")";
+}
+
+// ---- node helpers -----------------------------------------------------------------
+
+const std::string admin_token = "bench-" + random_token(24);
+headers_t bearer() { return {{"Authorization", "Bearer " + admin_token}}; }
+
+std::optional<double> sample(const std::string& text, const std::string& name,
+                             const std::string& labels = "") {
+  const std::string series = labels.empty() ? name : name + "{" + labels + "}";
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.rfind(series, 0) != 0 || line.size() <= series.size() || line[series.size()] != ' ')
+      continue;
+    try {
+      return std::stod(line.substr(series.size() + 1));
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string metrics_text(uint16_t port) {
+  http_client c(port);
+  auto r = c.get("/_troupe/metrics", bearer(), milliseconds(20000));
+  if (r.status != 200)
+    throw std::runtime_error("GET /_troupe/metrics: " + r.describe());
+  return r.body;
+}
+
+double metric(const std::string& text, const std::string& name, const std::string& labels = "") {
+  auto v = sample(text, name, labels);
+  if (!v)
+    throw std::runtime_error("no sample " + name + (labels.empty() ? "" : "{" + labels + "}") +
+                             " in the metrics");
+  return *v;
+}
+
+// (upper bound, cumulative count) of a histogram's buckets.
+std::vector<std::pair<double, double>> buckets(const std::string& text, const std::string& name) {
+  std::vector<std::pair<double, double>> out;
+  std::regex re("^" + name + R"(_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)$)");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, re)) {
+      double le = m[1] == "+Inf" ? INFINITY : std::stod(m[1]);
+      out.emplace_back(le, std::stod(m[2]));
+    }
+  }
+  return out;
+}
+
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stol(line.substr(6));
+  throw std::runtime_error("no VmRSS in /proc/" + std::to_string(pid) + "/status");
+}
+
+struct parcel_files {
+  std::size_t users = 0, connections = 0, other = 0;
+};
+std::size_t count_parcels_under(const fs::path& dir) {
+  std::size_t n = 0;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return 0;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    auto name = it->path().filename().string();
+    if (it->is_regular_file(ec) && !name.empty() && name[0] != '.' && name.size() > 7 &&
+        name.compare(name.size() - 7, 7, ".parcel") == 0)
+      ++n;
+  }
+  return n;
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
+void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr first;
+  std::mutex mu;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (;;) {
+        std::size_t i = next.fetch_add(1);
+        if (i >= n || failed)
+          return;
+        try {
+          fn(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> lk(mu);
+          if (!first)
+            first = std::current_exception();
+          failed = true;
+          return;
+        }
+      }
+    });
+  for (auto& th : pool)
+    th.join();
+  if (first)
+    std::rethrow_exception(first);
+}
+
+void expect_status(const response& r, int code, const std::string& what) {
+  if (r.status != code)
+    throw std::runtime_error(what + ": expected HTTP " + std::to_string(code) + ", got " +
+                             r.describe());
+}
+
+long long count_in(const response& r, const std::string& what) {
+  expect_status(r, 200, what);
+  return r.json().at("count").get<long long>();
+}
+
+// A node, or its diagnostics in the exception when a step fails.
+template <class F>
+void with_diagnostics(node_process& node, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string(e.what()) + "\n" + node.diagnostics());
+  }
+}
+
+// ---- scenario 1: wake latency -----------------------------------------------------
+
+void wake_latency(const options& o) {
+  const std::size_t K = o.wake_users;
+  if (K == 0)
+    throw std::runtime_error("--wake-users 0: nothing to measure");
+  say("\n## 1. wake latency: ", K, " frozen users with a ~4 KiB store");
+  node_process node({"--admin-token", admin_token});
+  say("node pid ", node.pid(), " on port ", node.port(), ", deposit ", node.deposit_dir());
+  with_diagnostics(node, [&] {
+    const uint16_t port = node.port();
+    const std::string text(4000, 'x');  // 4000 bytes of note: the store is ~4 KiB
+    std::vector<std::string> cookies(K), users(K);
+
+    auto t0 = steady::now();
+    parallel_for(K, 4, [&](std::size_t i) {
+      http_client c(port);
+      std::string note = "user " + std::to_string(i) + " " + text.substr(0, 4000 - 16);
+      auto r = c.post_json("/api/notes", {{"text", note}});
+      expect_status(r, 200, "POST /api/notes");
+      auto w = c.get("/api/whoami");
+      expect_status(w, 200, "GET /api/whoami");
+      users[i] = w.json().at("user").get<std::string>();
+      if (!c.cookie())
+        throw std::runtime_error("no troupe_cid cookie for user " + users[i]);
+      cookies[i] = *c.cookie();
+    });
+    double create_s = secs_since(t0);
+    say("created ", K, " users in ", fmt(create_s, 2), " s");
+
+    t0 = steady::now();
+    parallel_for(K, 4, [&](std::size_t i) {
+      thread_local std::unique_ptr<http_client> admin;
+      if (!admin || admin->port() != port)
+        admin = std::make_unique<http_client>(port);
+      auto r = admin->post("/_troupe/users/" + users[i] + "/freeze", {}, bearer(), milliseconds(30000));
+      expect_status(r, 200, "freeze of " + users[i]);
+      if (r.json() != nlohmann::json({{"frozen", users[i]}}))
+        throw std::runtime_error("freeze of " + users[i] + " answered " + r.body);
+      if (i + 1 == K || true)
+        admin.reset();  // no idle keep-alive connection left behind for the next phases
+    });
+    double freeze_s = secs_since(t0);
+    auto m0 = metrics_text(port);
+    say("froze ", K, " users in ", fmt(freeze_s, 2), " s; troupe_users frozen=",
+        metric(m0, "troupe_users", "state=\"frozen\""), " active=", metric(m0, "troupe_users", "state=\"active\""));
+    if (metric(m0, "troupe_users", "state=\"active\"") != 0)
+      throw std::runtime_error("users still active after freezing all of them:\n" + m0);
+
+    // One at a time: a wake, then a request of a random already-woken user, each on a
+    // fresh connection connected before the clock starts.
+    std::vector<double> wake_us, active_us;
+    wake_us.reserve(K);
+    active_us.reserve(K);
+    std::mt19937_64 rng(42);
+    const double wakes0 = metric(m0, "troupe_user_wakes_total");
+    const double reads0 = metric(m0, "troupe_deposit_reads_total");
+    auto time_get = [&](const std::string& cookie, const std::string& who) {
+      http_client c(port);
+      c.set_cookie(cookie);
+      c.connect();
+      auto a = steady::now();
+      auto r = c.get("/api/counter");
+      auto b = steady::now();
+      if (count_in(r, "GET /api/counter of " + who) != 0)
+        throw std::runtime_error("GET /api/counter of " + who + ": count is not 0: " + r.body);
+      return us_between(a, b);
+    };
+    t0 = steady::now();
+    for (std::size_t i = 0; i < K; ++i) {
+      wake_us.push_back(time_get(cookies[i], users[i] + " (wake)"));
+      std::size_t j = std::uniform_int_distribution<std::size_t>(0, i)(rng);
+      active_us.push_back(time_get(cookies[j], users[j] + " (active)"));
+    }
+    double measure_s = secs_since(t0);
+    auto m1 = metrics_text(port);
+    const double wakes = metric(m1, "troupe_user_wakes_total") - wakes0;
+    const double reads = metric(m1, "troupe_deposit_reads_total") - reads0;
+    const double wsum = metric(m1, "troupe_user_wake_seconds_sum") - metric(m0, "troupe_user_wake_seconds_sum");
+    const double wcount = metric(m1, "troupe_user_wake_seconds_count") - metric(m0, "troupe_user_wake_seconds_count");
+
+    // The note came back with the woken store (a sample of users).
+    for (std::size_t i = 0; i < K; i += std::max<std::size_t>(1, K / 20)) {
+      http_client c(port);
+      c.set_cookie(cookies[i]);
+      auto r = c.get("/api/notes");
+      expect_status(r, 200, "GET /api/notes of " + users[i]);
+      auto notes = r.json().at("notes");
+      if (notes.size() != 1 || notes[0].get<std::string>().rfind("user " + std::to_string(i) + " ", 0) != 0 ||
+          notes[0].get<std::string>().size() != 4000)
+        throw std::runtime_error("the note of " + users[i] + " did not survive the freeze: " +
+                                 r.body.substr(0, 200));
+    }
+
+    auto w = stats_of(wake_us), a = stats_of(active_us);
+    say("measured in ", fmt(measure_s, 2), " s");
+    say("wake   (us): ", stats_text(w));
+    say("active (us): ", stats_text(a));
+    say("node: wakes ", wakes, ", parcel reads ", reads, ", troupe_user_wake_seconds mean ",
+        fmt(wcount > 0 ? wsum / wcount * 1e6 : 0, 1), " us over ", wcount);
+
+    // Where the node's own wake histogram puts its p99 (a bucket bound).
+    auto b0 = buckets(m0, "troupe_user_wake_seconds"), b1 = buckets(m1, "troupe_user_wake_seconds");
+    std::string hist_p99 = "n/a";
+    if (b0.size() == b1.size() && !b1.empty() && wcount > 0) {
+      for (std::size_t i = 0; i < b1.size(); ++i)
+        if (b1[i].second - b0[i].second >= 0.99 * wcount) {
+          hist_p99 = std::isinf(b1[i].first) ? "> last bucket" : "<= " + fmt(b1[i].first * 1e6) + " us";
+          break;
+        }
+    }
+
+    const std::string s = "1 wake";
+    add(s, "users created (4 KiB note each) / time", num(K) + " in " + fmt(create_s, 2) + " s");
+    add(s, "ordered freezes (POST /_troupe/users/{u}/freeze, 4 clients)",
+        fmt(freeze_s, 2) + " s = " + num(K / freeze_s) + " freezes/s");
+    add(s, "wake latency p50 / p90 / p99 / max (us)",
+        fmt(w.p50) + " / " + fmt(w.p90) + " / " + fmt(w.p99) + " / " + fmt(w.max),
+        std::string("p99 <= 1000 us: ") + (w.p99 <= 1000 ? "met" : "NOT met"));
+    add(s, "active latency p50 / p90 / p99 / max (us)",
+        fmt(a.p50) + " / " + fmt(a.p90) + " / " + fmt(a.p99) + " / " + fmt(a.max));
+    add(s, "p99 wake / p99 active", fmt(a.p99 > 0 ? w.p99 / a.p99 : 0, 2));
+    add(s, "p50 wake - p50 active (us): the wake's own cost", fmt(w.p50 - a.p50));
+    add(s, "node: troupe_user_wake_seconds sum/count (us), histogram p99",
+        fmt(wcount > 0 ? wsum / wcount * 1e6 : 0, 1) + " (n=" + num(wcount) + "), p99 " + hist_p99);
+    add(s, "node: wakes / parcel reads during the run", num(wakes) + " / " + num(reads));
+  });
+}
+
+// ---- scenario 2: soft quit --------------------------------------------------------
+
+void soft_quit(const options& o) {
+  const std::size_t N = o.users_quit;
+  if (N == 0)
+    throw std::runtime_error("--users-quit 0: nothing to measure");
+  say("\n## 2. soft quit of ", N, " active guests");
+  node_process node({"--admin-token", admin_token});
+  say("node pid ", node.pid(), " on port ", node.port(), ", deposit ", node.deposit_dir());
+  with_diagnostics(node, [&] {
+    const uint16_t port = node.port();
+    std::atomic<std::size_t> next{0}, done{0}, errors{0};
+    std::atomic<bool> abort{false};
+    std::string first_error;
+    std::mutex err_mu;
+    auto t0 = steady::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < o.quit_threads; ++t)
+      pool.emplace_back([&] {
+        auto c = std::make_unique<http_client>(port);
+        c->use_cookie_jar(false);
+        while (!abort && next.fetch_add(1) < N) {
+          for (int attempt = 0;; ++attempt) {
+            std::string why;
+            try {
+              auto r = c->get("/api/whoami");
+              if (r.status == 200 && troupe_cid_cookie(r)) {
+                done.fetch_add(1);
+                break;
+              }
+              why = "GET /api/whoami: " + r.describe();
+            } catch (const std::exception& e) {
+              why = e.what();
+              c = std::make_unique<http_client>(port);
+              c->use_cookie_jar(false);
+            }
+            {
+              std::lock_guard<std::mutex> lk(err_mu);
+              if (first_error.empty())
+                first_error = why;
+            }
+            if (errors.fetch_add(1) >= 100 || attempt >= 5) {
+              abort = true;
+              return;
+            }
+            std::this_thread::sleep_for(milliseconds(50));
+          }
+        }
+      });
+    // Progress every 5 s.
+    while (done < N && !abort) {
+      std::this_thread::sleep_for(milliseconds(200));
+      static auto last = steady::now();
+      if (secs_since(last) >= 5) {
+        last = steady::now();
+        say("  minted ", num(done), " guests (", fmt(secs_since(t0), 1), " s)");
+      }
+      if (secs_since(t0) > 600) {
+        abort = true;
+        say("  minting has taken over 10 min: stopping");
+      }
+    }
+    for (auto& th : pool)
+      th.join();
+    double mint_s = secs_since(t0);
+    if (abort || done != N)
+      throw std::runtime_error("minting guests failed after " + std::to_string(done) + " of " +
+                               std::to_string(N) + " (" + std::to_string(errors) +
+                               " errors); first error: " + first_error);
+    say("minted ", num(N), " guests in ", fmt(mint_s, 2), " s (", num(N / mint_s), "/s, ", errors.load(),
+        " retried errors)");
+
+    auto m = metrics_text(port);
+    const double active = metric(m, "troupe_users", "state=\"active\"");
+    say("troupe_users{state=\"active\"} = ", num(active));
+    if (active < static_cast<double>(N))
+      throw std::runtime_error("troupe_users{state=\"active\"} is " + fmt(active) + ", not " +
+                               std::to_string(N) + ":\n" + m);
+    const long rss_before = rss_kib(node.pid());
+
+    auto sigterm = steady::now();
+    node.terminate();
+    auto code = node.wait_exit(std::chrono::minutes(10));
+    double exit_s = secs_since(sigterm);
+    if (!code)
+      throw std::runtime_error("the node did not exit within 10 min of SIGTERM");
+    say("node exited with code ", *code, " ", fmt(exit_s, 2), " s after SIGTERM");
+    auto log = node.stderr_log();
+    std::smatch sm;
+    static const std::regex quit_re(R"(soft quit: ([0-9]+) user\(s\) frozen in ([0-9]+) ms)");
+    if (!std::regex_search(log, sm, quit_re))
+      throw std::runtime_error("no \"soft quit: N user(s) frozen in M ms\" line in the node's log (exit code " +
+                               std::to_string(*code) + ")");
+    const double frozen = std::stod(sm[1]), ms = std::stod(sm[2]);
+    say("log: ", sm[0].str());
+    auto t_walk = steady::now();
+    const std::size_t user_files = count_parcels_under(fs::path(node.deposit_dir()) / "users");
+    const std::size_t conn_files = count_parcels_under(fs::path(node.deposit_dir()) / "connections");
+    say("parcel files: ", num(user_files), " user, ", num(conn_files), " connection (walked in ",
+        fmt(secs_since(t_walk), 2), " s)");
+
+    const std::string s = "2 quit";
+    add(s, "guests minted (GET /api/whoami, no cookie, " + std::to_string(o.quit_threads) + " clients)",
+        num(N) + " in " + fmt(mint_s, 2) + " s = " + num(N / mint_s) + "/s");
+    add(s, "troupe_users{state=\"active\"} before SIGTERM", num(active));
+    add(s, "node RSS with them active", num(rss_before) + " KiB = " + num(rss_before * 1024.0 / N) + " B/user");
+    add(s, "soft quit (node log): users frozen in ms", num(frozen) + " in " + num(ms) + " ms");
+    add(s, "soft quit rate", num(ms > 0 ? frozen / (ms / 1000.0) : 0) + " users/s",
+        std::string(">= 10,000 users/s: ") + (ms > 0 && frozen / (ms / 1000.0) >= 10000 ? "met" : "NOT met"));
+    add(s, "SIGTERM to exit (wall), exit code", fmt(exit_s, 2) + " s, code " + std::to_string(*code));
+    add(s, "parcel files written: users / connections", num(user_files) + " / " + num(conn_files));
+  });
+}
+
+// ---- scenario 3: start-up with M frozen users -------------------------------------
+
+// The shape of the notes sample's store (samples/notes/notes.hpp, notes_state).
+struct notes_state {
+  std::int64_t count = 0;
+  std::vector<std::string> notes;
+  MSGPACK_DEFINE_MAP(count, notes);
+};
+
+std::string user_name(std::size_t i) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "u%07zu", i);
+  return buf;
+}
+
+troupe::store::parcel user_parcel(std::size_t i) {
+  notes_state st;
+  st.count = static_cast<std::int64_t>(i);
+  st.notes.push_back("note of " + user_name(i) + ": generated by deposit_bench, ~100 bytes in all");
+  troupe::store::parcel p;
+  p.generation = 1;
+  p.writer_node = "deposit_bench";
+  p.writer_worker = "gen";
+  p.cause = troupe::store::parcel_cause::freeze;
+  p.payload = troupe::store::pack(st);
+  return p;
+}
+
+// Writes users [from, to] (1-based names) in batches of 4096 with put_batch.
+void generate(troupe::store::deposit& dep, std::size_t from, std::size_t to, unsigned threads) {
+  constexpr std::size_t batch_size = 4096;
+  const std::size_t n = to >= from ? to - from + 1 : 0;
+  const std::size_t batches = (n + batch_size - 1) / batch_size;
+  parallel_for(batches, threads, [&](std::size_t b) {
+    std::vector<troupe::store::deposit::batch_entry> batch;
+    std::size_t lo = from + b * batch_size, hi = std::min(to, lo + batch_size - 1);
+    batch.reserve(hi - lo + 1);
+    for (std::size_t i = lo; i <= hi; ++i)
+      batch.push_back({false, user_name(i), user_parcel(i)});
+    auto errs = dep.put_batch(batch);
+    for (std::size_t k = 0; k < errs.size(); ++k)
+      if (!errs[k].empty())
+        throw std::runtime_error("put_batch: " + batch[k].key + ": " + errs[k]);
+  });
+}
+
+struct start_figures {
+  double ready_ms = 0;
+  long rss_ready = 0, rss_10s = 0, rss_census = 0;
+  double census_s = -1;  // time from ready until troupe_users{frozen} reached the target
+  double frozen_seen = 0;
+};
+
+// Starts a node on `dir` (its own --deposit), times it to the ready line, then watches
+// RSS and troupe_users{state="frozen"} until it reaches `target` and 10 s have passed.
+std::unique_ptr<node_process> start_and_watch(const std::string& dir, std::size_t target,
+                                              start_figures& f) {
+  node_options no;
+  no.with_deposit = false;
+  no.start_timeout = milliseconds(60000);
+  auto t0 = steady::now();
+  auto node = std::make_unique<node_process>(
+      std::vector<std::string>{"--deposit", dir, "--admin-token", admin_token}, no);
+  auto ready = steady::now();
+  f.ready_ms = std::chrono::duration<double, std::milli>(ready - t0).count();
+  f.rss_ready = rss_kib(node->pid());
+  say("node pid ", node->pid(), " ready in ", fmt(f.ready_ms, 1), " ms, RSS ", num(f.rss_ready), " KiB");
+  with_diagnostics(*node, [&] {
+    bool have_10s = false;
+    for (;;) {
+      double t = secs_since(ready);
+      if (!have_10s && t >= 10) {
+        f.rss_10s = rss_kib(node->pid());
+        have_10s = true;
+        say("  RSS after 10 s: ", num(f.rss_10s), " KiB");
+      }
+      if (f.census_s < 0) {
+        f.frozen_seen = metric(metrics_text(node->port()), "troupe_users", "state=\"frozen\"");
+        if (f.frozen_seen >= static_cast<double>(target)) {
+          f.census_s = secs_since(ready);
+          f.rss_census = rss_kib(node->pid());
+          say("  troupe_users{state=\"frozen\"} = ", num(f.frozen_seen), " after ", fmt(f.census_s, 2),
+              " s (RSS ", num(f.rss_census), " KiB)");
+        } else if (t > 300) {
+          throw std::runtime_error("troupe_users{state=\"frozen\"} is " + fmt(f.frozen_seen) + ", not " +
+                                   std::to_string(target) + ", 5 min after ready");
+        }
+      }
+      if (have_10s && f.census_s >= 0)
+        return;
+      if (!node->running())
+        throw std::runtime_error("the node exited");
+      std::this_thread::sleep_for(milliseconds(f.census_s < 0 ? 50 : 200));
+    }
+  });
+  return node;
+}
+
+void startup(const options& o) {
+  std::size_t M = o.frozen;
+  say("\n## 3. start-up with ", M, " frozen users in the deposit");
+  const std::string root = make_temp_dir("troupe-bench-");
+  struct cleanup {
+    std::string root;
+    bool keep;
+    ~cleanup() {
+      if (keep) {
+        say("kept ", root);
+        return;
+      }
+      auto t = steady::now();
+      std::error_code ec;
+      fs::remove_all(root, ec);
+      say("removed ", root, " in ", fmt(secs_since(t), 1), " s", ec ? " (" + ec.message() + ")" : "");
+    }
+  } cleanup_root{root, o.keep};
+  const std::string empty_dir = root + "/empty", full_dir = root + "/full";
+  const std::string s = "3 start";
+
+  // -- the M parcels, straight through the store library ------------------------------
+  auto dep = troupe::store::make_filesystem_deposit(full_dir);
+  {
+    auto p = troupe::store::encode(user_parcel(1));
+    say("one parcel: ", troupe::store::pack(notes_state{1, {user_parcel(1).payload.size() ? "" : ""}}).size() * 0 +
+                            user_parcel(1).payload.size(),
+        " bytes of payload, ", p.size(), " bytes encoded");
+    add(s, "parcel size: payload / encoded (bytes)",
+        std::to_string(user_parcel(1).payload.size()) + " / " + std::to_string(p.size()));
+  }
+  auto g0 = steady::now();
+  const std::size_t probe = std::min<std::size_t>(M, 100000);
+  generate(*dep, 1, probe, o.gen_threads);
+  double probe_s = secs_since(g0);
+  double rate = probe / std::max(probe_s, 1e-9);
+  say("generated ", num(probe), " parcels in ", fmt(probe_s, 2), " s = ", num(rate), " parcels/s (",
+      o.gen_threads, " threads, put_batch of 4096)");
+  add(s, "parcel generation rate, first " + num(probe) + " (put_batch 4096, " +
+             std::to_string(o.gen_threads) + " threads)",
+      num(rate) + " parcels/s");
+  if (M > probe) {
+    double projected = M / rate;
+    if (projected > o.gen_budget_s) {
+      std::size_t fit = static_cast<std::size_t>(rate * o.gen_budget_s) / 100000 * 100000;
+      fit = std::max(fit, probe);
+      say("WARNING: ", num(M), " parcels would take ~", fmt(projected), " s (> --gen-budget ", o.gen_budget_s,
+          " s): M is cut to ", num(fit));
+      add(s, "M cut (generation over budget)", num(M) + " -> " + num(fit) + " (projected " + fmt(projected) + " s)");
+      M = fit;
+    }
+    if (M > probe) {
+      generate(*dep, probe + 1, M, o.gen_threads);
+    }
+  }
+  double gen_s = secs_since(g0);
+  say("generated ", num(M), " parcels in ", fmt(gen_s, 2), " s = ", num(M / gen_s), "/s");
+  add(s, "generation of M parcels (M / time / rate)",
+      num(M) + " / " + fmt(gen_s, 1) + " s / " + num(M / gen_s) + " per s");
+  auto c0 = steady::now();
+  const std::size_t counted = dep->count_users();
+  double count_s = secs_since(c0);
+  say("deposit count_users() = ", num(counted), " in ", fmt(count_s, 2), " s (warm)");
+  if (counted != M)
+    throw std::runtime_error("count_users() says " + std::to_string(counted) + ", not " + std::to_string(M));
+  dep.reset();
+  add(s, "deposit count_users() in this process (warm dentries)", fmt(count_s, 2) + " s");
+
+  // -- a node on the empty deposit, then one on the M-user deposit --------------------
+  say("node on an empty deposit:");
+  start_figures fe, fm;
+  start_and_watch(empty_dir, 0, fe).reset();
+  say("node on the deposit of ", num(M), " users:");
+  auto node = start_and_watch(full_dir, M, fm);
+
+  with_diagnostics(*node, [&] {
+    // -- 100 random frozen users: login (fresh client) + GET /api/counter -------------
+    std::mt19937_64 rng(7);
+    std::vector<std::size_t> picks;
+    const std::size_t want = std::min<std::size_t>(100, M);
+    while (picks.size() < want) {
+      std::size_t i = std::uniform_int_distribution<std::size_t>(1, M)(rng);
+      if (std::find(picks.begin(), picks.end(), i) == picks.end())
+        picks.push_back(i);
+    }
+    std::vector<double> total_us, login_us, get_us;
+    for (auto i : picks) {
+      http_client c(node->port());
+      c.connect();
+      auto a = steady::now();
+      auto r = c.post_json("/api/login", {{"user", user_name(i)}});
+      auto b = steady::now();
+      expect_status(r, 200, "POST /api/login " + user_name(i));
+      auto g = c.get("/api/counter");
+      auto e = steady::now();
+      auto n = count_in(g, "GET /api/counter of " + user_name(i));
+      if (n != static_cast<long long>(i))
+        throw std::runtime_error(user_name(i) + " woke with count " + std::to_string(n) + ", not " +
+                                 std::to_string(i));
+      login_us.push_back(us_between(a, b));
+      get_us.push_back(us_between(b, e));
+      total_us.push_back(us_between(a, e));
+    }
+    auto tot = stats_of(total_us), lg = stats_of(login_us), gt = stats_of(get_us);
+    say("login+wake (us): ", stats_text(tot));
+    say("  login (us): ", stats_text(lg));
+    say("  GET   (us): ", stats_text(gt));
+
+    auto mib = [](long kib) { return fmt(kib / 1024.0, 1) + " MiB"; };
+    add(s, "start to ready line: empty deposit / M users (ms)",
+        fmt(fe.ready_ms, 1) + " / " + fmt(fm.ready_ms, 1),
+        std::string("start-up unaffected: ") +
+            (fm.ready_ms <= fe.ready_ms * 1.5 + 20 ? "met" : "NOT met"));
+    add(s, "RSS at ready: empty / M users", mib(fe.rss_ready) + " / " + mib(fm.rss_ready));
+    add(s, "RSS 10 s after ready: empty / M users", mib(fe.rss_10s) + " / " + mib(fm.rss_10s));
+    add(s, "RSS when the census reached M", mib(fm.rss_census));
+    const double per_user_10s = (fm.rss_10s - fe.rss_10s) * 1024.0 / M;
+    const double per_user_ready = (fm.rss_ready - fe.rss_ready) * 1024.0 / M;
+    add(s, "memory per frozen user (RSS_M - RSS_empty) / M, 10 s after ready",
+        fmt(per_user_10s, 2) + " B (at ready: " + fmt(per_user_ready, 2) + " B)",
+        std::string("<= 200 B: ") + (per_user_10s <= 200 ? "met" : "NOT met"));
+    add(s, "troupe_users{state=\"frozen\"} reached M after (census in the background)",
+        fmt(fm.census_s, 2) + " s (value " + num(fm.frozen_seen) + ")");
+    add(s, "login + wake of " + std::to_string(want) + " random frozen users p50 / p99 / max (us)",
+        fmt(tot.p50) + " / " + fmt(tot.p99) + " / " + fmt(tot.max));
+    add(s, "  of which POST /api/login p50 / p99, GET /api/counter p50 / p99 (us)",
+        fmt(lg.p50) + " / " + fmt(lg.p99) + ", " + fmt(gt.p50) + " / " + fmt(gt.p99));
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o = parse(argc, argv);
+  say("# deposit_bench");
+  say("node binary: ", troupe_binary());
+  say("options: --wake-users ", o.wake_users, " --users-quit ", o.users_quit, " --frozen ", o.frozen,
+      " --only ", o.only, " --quit-threads ", o.quit_threads, " --gen-threads ", o.gen_threads,
+      " --gen-budget ", o.gen_budget_s, "; ", std::thread::hardware_concurrency(), " CPU(s)");
+  if (::access(troupe_binary().c_str(), X_OK) != 0) {
+    std::cerr << "deposit_bench: the node binary " << troupe_binary()
+              << " is not executable (build the troupe target)\n";
+    return 2;
+  }
+  auto t0 = steady::now();
+  int failures = 0;
+  auto run = [&](char id, const char* name, void (*fn)(const options&)) {
+    if (o.only.find(id) == std::string::npos)
+      return;
+    auto t = steady::now();
+    try {
+      fn(o);
+      say("(scenario ", id, " took ", fmt(secs_since(t), 1), " s)");
+    } catch (const std::exception& e) {
+      ++failures;
+      say("\nSCENARIO ", id, " (", name, ") FAILED after ", fmt(secs_since(t), 1), " s:\n", e.what());
+      add(std::string(1, id) + " " + name, "FAILED", std::string(e.what()).substr(0, 200));
+    }
+  };
+  run('1', "wake", wake_latency);
+  run('2', "quit", soft_quit);
+  run('3', "start", startup);
+
+  std::ostringstream t;
+  t << "\n## Results (total run " << fmt(secs_since(t0), 1) << " s, " << std::thread::hardware_concurrency()
+    << " CPUs)\n\n| Scenario | Figure | Value | Goal |\n|---|---|---|---|\n";
+  for (auto& r : results) {
+    std::string v = r.value;
+    std::replace(v.begin(), v.end(), '\n', ' ');
+    std::replace(v.begin(), v.end(), '|', '/');
+    t << "| " << r.scenario << " | " << r.figure << " | " << v << " | " << r.goal << " |\n";
+  }
+  say(t.str());
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,317 @@
+#pragma once
+/// \file
+/// The global store's table: key → value, with exclusive leases for
+/// read-modify-write. Plain data owned by one actor (the commander), so no
+/// locks; the actor turns its answers into replies and timers.
+///
+/// - A lease (for_update) is exclusive per key and carries a fencing token;
+///   tokens only grow, so a commit with a stale token is refused
+///   (lease_expired) and a late holder never overwrites a newer value.
+/// - Requesters for a held key wait in FIFO order, in a bounded queue, each
+///   with its own deadline.
+/// - A lease ends by commit (the complete new value), abort (nothing), the
+///   holder going down, or its TTL; the next waiter is granted at once.
+/// - set/erase on a held key are refused (key_leased): a writer without the
+///   lease would overwrite a read-modify-write in progress.
+///
+/// `Waiter` is whatever the owner needs to answer a waiting requester later
+/// (a response promise).
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace troupe::registry {
+
+/// Why the table refuses something.
+enum class lease_refusal : std::uint8_t {
+  none = 0,
+  invalid_key,     ///< empty, longer than max_key_bytes, or not UTF-8
+  value_too_big,   ///< longer than max_value_bytes
+  invalid_ttl,     ///< not > 0 or above max_ttl
+  queue_full,      ///< max_waiters_per_key requesters wait already
+  wait_expired,    ///< the requester's deadline passed before a grant
+  lease_expired,   ///< the token is not the key's current lease (stale, reclaimed, or never granted)
+  key_leased,      ///< set/erase while somebody holds the key's lease
+  no_such_key,
+};
+
+const char* to_string(lease_refusal r) noexcept;
+
+/// True for a UTF-8 string without NUL.
+bool valid_utf8(const std::string& s) noexcept;
+
+template <class Waiter>
+class lease_table {
+public:
+  using clock = std::chrono::steady_clock;
+
+  struct limits {
+    std::size_t max_key_bytes = 256;
+    std::size_t max_value_bytes = 1 << 20;
+    std::size_t max_waiters_per_key = 1024;
+    clock::duration max_ttl = std::chrono::minutes(10);
+  };
+
+  /// An exclusive lease on one key.
+  struct lease {
+    std::uint64_t token = 0;
+    std::string holder;             ///< who holds it (e.g. an actor address)
+    clock::time_point since{};
+    clock::time_point until{};
+  };
+
+  /// What a granted requester receives.
+  struct grant {
+    std::string key;
+    std::uint64_t token = 0;
+    std::optional<std::string> value;  ///< the current value (nullopt: absent)
+    clock::time_point until{};
+  };
+
+  /// A waiter answered by an event (granted, or refused with a reason).
+  struct outcome {
+    Waiter waiter;
+    std::optional<grant> granted;
+    lease_refusal refused = lease_refusal::none;
+  };
+
+  explicit lease_table(limits lim = {}) : limits_(lim) {}
+
+  // -- plain access ----------------------------------------------------------------
+
+  lease_refusal check_key(const std::string& key) const {
+    return key.empty() || key.size() > limits_.max_key_bytes || !valid_utf8(key) ? lease_refusal::invalid_key
+                                                                                 : lease_refusal::none;
+  }
+
+  std::optional<std::string> get(const std::string& key) const {
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !i->second.value)
+      return std::nullopt;
+    return i->second.value;
+  }
+
+  lease_refusal set(const std::string& key, std::string value) {
+    if (auto r = check_key(key); r != lease_refusal::none)
+      return r;
+    if (value.size() > limits_.max_value_bytes)
+      return lease_refusal::value_too_big;
+    auto& e = entries_[key];
+    if (e.held)
+      return lease_refusal::key_leased;
+    e.value = std::move(value);
+    return lease_refusal::none;
+  }
+
+  lease_refusal erase(const std::string& key) {
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !i->second.value)
+      return lease_refusal::no_such_key;
+    if (i->second.held)
+      return lease_refusal::key_leased;
+    i->second.value.reset();
+    prune(i);
+    return lease_refusal::none;
+  }
+
+  // -- leases ----------------------------------------------------------------------
+
+  /// Asks for the lease of `key` for `ttl`. Granted now: the grant (the waiter
+  /// is not kept). Queued: nullopt, the waiter is answered later by commit,
+  /// abort, holder_down or expire. Refused: the refusal in `refused`.
+  std::optional<grant> for_update(const std::string& key, const std::string& holder, clock::duration ttl,
+                                  clock::time_point deadline, Waiter waiter, clock::time_point now,
+                                  lease_refusal& refused) {
+    refused = check_key(key);
+    if (refused == lease_refusal::none && (ttl <= clock::duration::zero() || ttl > limits_.max_ttl))
+      refused = lease_refusal::invalid_ttl;
+    if (refused != lease_refusal::none)
+      return std::nullopt;
+    auto& e = entries_[key];
+    if (!e.held)
+      return grant_to(key, e, holder, ttl, now);
+    if (e.queue.size() >= limits_.max_waiters_per_key) {
+      refused = lease_refusal::queue_full;
+      return std::nullopt;
+    }
+    e.queue.push_back({holder, ttl, deadline, std::move(waiter)});
+    return std::nullopt;
+  }
+
+  /// Installs `value` (nullopt: erase) if `token` is the key's current lease;
+  /// the lease ends and the next waiter, if any, is granted (in `next`).
+  lease_refusal commit(const std::string& key, std::uint64_t token, std::optional<std::string> value,
+                       clock::time_point now, std::vector<outcome>& next) {
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !i->second.held || i->second.held->token != token)
+      return lease_refusal::lease_expired;
+    if (value && value->size() > limits_.max_value_bytes)
+      return lease_refusal::value_too_big;  // the lease stays: the holder may retry or abort
+    i->second.value = std::move(value);
+    release(i, now, next);
+    return lease_refusal::none;
+  }
+
+  /// Ends the lease `token` without applying anything.
+  lease_refusal abort(const std::string& key, std::uint64_t token, clock::time_point now,
+                      std::vector<outcome>& next) {
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !i->second.held || i->second.held->token != token)
+      return lease_refusal::lease_expired;
+    release(i, now, next);
+    return lease_refusal::none;
+  }
+
+  /// The holder went down: every lease it held ends with nothing applied, and
+  /// its waiting requests are dropped. Returns how many leases were reclaimed.
+  std::size_t holder_down(const std::string& holder, clock::time_point now, std::vector<outcome>& next) {
+    std::size_t reclaimed = 0;
+    for (auto i = entries_.begin(); i != entries_.end();) {
+      auto& q = i->second.queue;
+      for (auto w = q.begin(); w != q.end();)
+        w = w->holder == holder ? q.erase(w) : std::next(w);
+      if (i->second.held && i->second.held->holder == holder) {
+        ++reclaimed;
+        auto key = i->first;
+        release(i, now, next);
+        i = entries_.upper_bound(key);
+      } else {
+        i = prune(i);
+      }
+    }
+    return reclaimed;
+  }
+
+  /// Reclaims leases past their TTL and answers waiters past their deadline.
+  /// Returns how many leases were reclaimed.
+  std::size_t expire(clock::time_point now, std::vector<outcome>& next) {
+    std::size_t reclaimed = 0;
+    for (auto i = entries_.begin(); i != entries_.end();) {
+      auto& q = i->second.queue;
+      for (auto w = q.begin(); w != q.end();) {
+        if (w->deadline <= now) {
+          next.push_back({std::move(w->waiter), std::nullopt, lease_refusal::wait_expired});
+          w = q.erase(w);
+        } else {
+          ++w;
+        }
+      }
+      if (i->second.held && i->second.held->until <= now) {
+        ++reclaimed;
+        auto key = i->first;
+        release(i, now, next);
+        i = entries_.upper_bound(key);
+      } else {
+        i = prune(i);
+      }
+    }
+    return reclaimed;
+  }
+
+  /// The earliest lease TTL or waiter deadline, for the owner's timer.
+  std::optional<clock::time_point> next_deadline() const {
+    std::optional<clock::time_point> out;
+    auto consider = [&](clock::time_point t) {
+      if (!out || t < *out)
+        out = t;
+    };
+    for (auto& [key, e] : entries_) {
+      if (e.held)
+        consider(e.held->until);
+      for (auto& w : e.queue)
+        consider(w.deadline);
+    }
+    return out;
+  }
+
+  // -- inspection --------------------------------------------------------------------
+
+  std::size_t keys() const noexcept {
+    std::size_t n = 0;
+    for (auto& [key, e] : entries_)
+      n += e.value.has_value();
+    return n;
+  }
+
+  std::size_t leases() const noexcept {
+    std::size_t n = 0;
+    for (auto& [key, e] : entries_)
+      n += e.held.has_value();
+    return n;
+  }
+
+  /// Visits every key: f(key, value or nullptr, lease or nullptr, waiting requesters).
+  template <class F>
+  void for_each(F&& f) const {
+    for (auto& [key, e] : entries_)
+      f(key, e.value ? &*e.value : nullptr, e.held ? &*e.held : nullptr, e.queue.size());
+  }
+
+  /// Every value, for persistence.
+  std::map<std::string, std::string> snapshot() const {
+    std::map<std::string, std::string> out;
+    for (auto& [key, e] : entries_)
+      if (e.value)
+        out.emplace(key, *e.value);
+    return out;
+  }
+
+private:
+  struct waiting {
+    std::string holder;
+    clock::duration ttl;
+    clock::time_point deadline;
+    Waiter waiter;
+  };
+
+  struct entry {
+    std::optional<std::string> value;
+    std::optional<lease> held;
+    std::deque<waiting> queue;
+  };
+
+  using iterator = typename std::map<std::string, entry>::iterator;
+
+  grant grant_to(const std::string& key, entry& e, const std::string& holder, clock::duration ttl,
+                 clock::time_point now) {
+    e.held = lease{++last_token_, holder, now, now + ttl};
+    return grant{key, e.held->token, e.value, e.held->until};
+  }
+
+  // Ends the current lease and grants the next live waiter.
+  void release(iterator i, clock::time_point now, std::vector<outcome>& next) {
+    auto& e = i->second;
+    e.held.reset();
+    while (!e.queue.empty()) {
+      auto w = std::move(e.queue.front());
+      e.queue.pop_front();
+      if (w.deadline <= now) {
+        next.push_back({std::move(w.waiter), std::nullopt, lease_refusal::wait_expired});
+        continue;
+      }
+      next.push_back({std::move(w.waiter), grant_to(i->first, e, w.holder, w.ttl, now), lease_refusal::none});
+      return;
+    }
+    prune(i);
+  }
+
+  // Forgets an entry with nothing left in it; returns the next iterator.
+  iterator prune(iterator i) {
+    if (i != entries_.end() && !i->second.value && !i->second.held && i->second.queue.empty())
+      return entries_.erase(i);
+    return i == entries_.end() ? i : std::next(i);
+  }
+
+  limits limits_;
+  std::map<std::string, entry> entries_;
+  std::uint64_t last_token_ = 0;
+};
+
+}  // namespace troupe::registry

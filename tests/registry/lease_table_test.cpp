@@ -1,0 +1,136 @@
+#include "registry/lease_table.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace troupe::registry;
+using namespace std::chrono_literals;
+
+namespace {
+
+using table = lease_table<int>;  // a waiter is just a number here
+using clock_t_ = table::clock;
+
+struct fixture : ::testing::Test {
+  table t;
+  clock_t_::time_point now = clock_t_::time_point{} + 1000s;
+  std::vector<table::outcome> next;
+  lease_refusal refused = lease_refusal::none;
+
+  std::optional<table::grant> ask(const std::string& key, const std::string& holder, int waiter,
+                                  clock_t_::duration ttl = 5s, clock_t_::duration wait = 5s) {
+    return t.for_update(key, holder, ttl, now + wait, waiter, now, refused);
+  }
+};
+
+}  // namespace
+
+TEST_F(fixture, plain_set_get_erase_and_their_limits) {
+  EXPECT_EQ(t.set("k", "v"), lease_refusal::none);
+  EXPECT_EQ(t.get("k"), "v");
+  EXPECT_EQ(t.keys(), 1u);
+  EXPECT_EQ(t.set("", "v"), lease_refusal::invalid_key);
+  EXPECT_EQ(t.set(std::string(257, 'k'), "v"), lease_refusal::invalid_key);
+  EXPECT_EQ(t.set(std::string(256, 'k'), "v"), lease_refusal::none);
+  EXPECT_EQ(t.set("bad\xff", "v"), lease_refusal::invalid_key);
+  EXPECT_EQ(t.set("caf\xc3\xa9", "v"), lease_refusal::none);
+  table small{{256, 4, 8, std::chrono::minutes(1)}};
+  EXPECT_EQ(small.set("k", "12345"), lease_refusal::value_too_big);
+  EXPECT_FALSE(small.get("k"));  // nothing stored
+  EXPECT_EQ(t.erase("k"), lease_refusal::none);
+  EXPECT_FALSE(t.get("k"));
+  EXPECT_EQ(t.erase("k"), lease_refusal::no_such_key);
+}
+
+TEST_F(fixture, a_lease_is_exclusive_and_waiters_are_granted_in_fifo_order) {
+  t.set("n", "1");
+  auto g1 = ask("n", "a", 1);
+  ASSERT_TRUE(g1);
+  EXPECT_EQ(g1->value, "1");
+  EXPECT_FALSE(ask("n", "b", 2));
+  EXPECT_EQ(refused, lease_refusal::none);  // queued
+  EXPECT_FALSE(ask("n", "c", 3));
+  EXPECT_EQ(t.set("n", "x"), lease_refusal::key_leased);
+  EXPECT_EQ(t.commit("n", g1->token, std::string("2"), now, next), lease_refusal::none);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].waiter, 2);
+  ASSERT_TRUE(next[0].granted);
+  EXPECT_EQ(next[0].granted->value, "2");
+  EXPECT_GT(next[0].granted->token, g1->token);
+  auto g2 = *next[0].granted;
+  next.clear();
+  EXPECT_EQ(t.abort("n", g2.token, now, next), lease_refusal::none);  // nothing applied
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].waiter, 3);
+  EXPECT_EQ(next[0].granted->value, "2");
+}
+
+TEST_F(fixture, a_stale_token_is_refused) {
+  auto g = ask("k", "a", 1, 1s);
+  ASSERT_TRUE(g);
+  now += 2s;
+  EXPECT_EQ(t.expire(now, next), 1u);  // TTL reclaimed
+  EXPECT_EQ(t.commit("k", g->token, std::string("late"), now, next), lease_refusal::lease_expired);
+  EXPECT_FALSE(t.get("k"));
+  auto g2 = ask("k", "b", 2);
+  ASSERT_TRUE(g2);
+  EXPECT_EQ(t.commit("k", g->token, std::string("late"), now, next), lease_refusal::lease_expired);
+  EXPECT_EQ(t.commit("k", g2->token, std::string("new"), now, next), lease_refusal::none);
+  EXPECT_EQ(t.get("k"), "new");
+}
+
+TEST_F(fixture, a_holder_going_down_gives_its_leases_back_with_nothing_applied) {
+  t.set("k", "0");
+  auto g = ask("k", "dead", 1);
+  ASSERT_TRUE(g);
+  EXPECT_FALSE(ask("k", "alive", 2));
+  EXPECT_TRUE(ask("other", "dead", 3));  // granted: "other" was free
+  EXPECT_EQ(t.holder_down("dead", now, next), 2u);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].waiter, 2);
+  EXPECT_EQ(next[0].granted->value, "0");
+  EXPECT_EQ(t.leases(), 1u);
+}
+
+TEST_F(fixture, waits_are_bounded_in_length_and_time) {
+  table small{{256, 1024, 2, std::chrono::minutes(1)}};
+  auto g = small.for_update("k", "a", 5s, now + 5s, 1, now, refused);
+  ASSERT_TRUE(g);
+  EXPECT_FALSE(small.for_update("k", "b", 5s, now + 1s, 2, now, refused));
+  EXPECT_FALSE(small.for_update("k", "c", 5s, now + 9s, 3, now, refused));
+  EXPECT_FALSE(small.for_update("k", "d", 5s, now + 9s, 4, now, refused));
+  EXPECT_EQ(refused, lease_refusal::queue_full);
+  EXPECT_EQ(small.next_deadline(), now + 1s);
+  now += 2s;
+  small.expire(now, next);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].waiter, 2);
+  EXPECT_EQ(next[0].refused, lease_refusal::wait_expired);
+  EXPECT_FALSE(next[0].granted);
+}
+
+TEST_F(fixture, ttls_are_checked) {
+  EXPECT_FALSE(ask("k", "a", 1, 0s));
+  EXPECT_EQ(refused, lease_refusal::invalid_ttl);
+  EXPECT_FALSE(ask("k", "a", 1, std::chrono::hours(1)));
+  EXPECT_EQ(refused, lease_refusal::invalid_ttl);
+}
+
+TEST_F(fixture, commit_of_an_oversize_value_keeps_the_lease) {
+  table small{{256, 4, 8, std::chrono::minutes(1)}};
+  auto g = small.for_update("k", "a", 5s, now + 5s, 1, now, refused);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(small.commit("k", g->token, std::string("12345"), now, next), lease_refusal::value_too_big);
+  EXPECT_EQ(small.leases(), 1u);
+  EXPECT_EQ(small.commit("k", g->token, std::string("1234"), now, next), lease_refusal::none);
+  EXPECT_EQ(small.get("k"), "1234");
+  EXPECT_EQ(small.snapshot().size(), 1u);
+}
+
+TEST(utf8, accepts_valid_and_refuses_invalid) {
+  EXPECT_TRUE(valid_utf8("plain"));
+  EXPECT_TRUE(valid_utf8("\xe2\x82\xac\xf0\x9f\x98\x80"));
+  EXPECT_FALSE(valid_utf8(std::string("a\0b", 3)));
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(valid_utf8("\xe2\x82"));          // truncated
+}
