@@ -233,6 +233,135 @@ response user_actor_base::after(std::chrono::milliseconds delay, std::function<r
   return r;
 }
 
+// -- the global store ----------------------------------------------------------
+
+namespace {
+
+using detail::global_op;
+using detail::global_reply;
+
+response global_call(global_op op, std::function<response(const global_reply&)> on_reply) {
+  response r;
+  r.next = std::make_shared<detail::continuation>();
+  r.next->what = detail::continuation::kind::global;
+  r.next->op = std::move(op);
+  r.next->on_reply = std::move(on_reply);
+  return r;
+}
+
+// A refusal by the store as the request's answer.
+[[noreturn]] void refuse(const std::string& why) {
+  if (why == "invalid_key" || why == "invalid_ttl")
+    throw http_error(400, "global store: " + why);
+  if (why == "value_too_big")
+    throw http_error(413, "global store: value too big");
+  if (why == "lease_expired" || why == "key_leased")
+    throw http_error(409, "global store: " + why);
+  throw http_error(503, "global store: " + why);
+}
+
+}  // namespace
+
+response user_actor_base::global_get(std::string key,
+                                     std::function<response(const std::optional<std::string>&)> then) {
+  global_op op;
+  op.what = global_op::kind::get;
+  op.key = std::move(key);
+  return global_call(std::move(op), [then = std::move(then)](const global_reply& r) {
+    if (!r.refusal.empty())
+      refuse(r.refusal);
+    return then(r.current());
+  });
+}
+
+response user_actor_base::global_set(std::string key, std::string value, std::function<response()> then) {
+  global_op op;
+  op.what = global_op::kind::set;
+  op.key = std::move(key);
+  op.has_value = true;
+  op.value = std::move(value);
+  return global_call(std::move(op), [then = std::move(then)](const global_reply& r) {
+    if (!r.refusal.empty())
+      refuse(r.refusal);
+    return then();
+  });
+}
+
+response user_actor_base::global_erase(std::string key, std::function<response(bool)> then) {
+  global_op op;
+  op.what = global_op::kind::erase;
+  op.key = std::move(key);
+  return global_call(std::move(op), [then = std::move(then)](const global_reply& r) {
+    if (r.refusal == "no_such_key")
+      return then(false);
+    if (!r.refusal.empty())
+      refuse(r.refusal);
+    return then(true);
+  });
+}
+
+response user_actor_base::global_lease(std::string key, std::chrono::milliseconds ttl,
+                                       std::function<response(const lease_grant&)> then,
+                                       std::chrono::milliseconds wait) {
+  global_op op;
+  op.what = global_op::kind::lease;
+  op.key = key;
+  op.ttl_ms = ttl.count();
+  op.wait_ms = wait.count();
+  return global_call(std::move(op), [key = std::move(key), then = std::move(then)](const global_reply& r) {
+    if (!r.refusal.empty())
+      refuse(r.refusal);
+    return then(lease_grant{key, r.token, r.current()});
+  });
+}
+
+response user_actor_base::global_commit(const lease_grant& lease, std::optional<std::string> value,
+                                        std::function<response()> then) {
+  global_op op;
+  op.what = global_op::kind::commit;
+  op.key = lease.key;
+  op.token = lease.token;
+  op.has_value = value.has_value();
+  op.value = value.value_or(std::string{});
+  return global_call(std::move(op), [then = std::move(then)](const global_reply& r) {
+    if (!r.refusal.empty())
+      refuse(r.refusal);
+    return then();
+  });
+}
+
+response user_actor_base::global_abort(const lease_grant& lease, std::function<response()> then) {
+  global_op op;
+  op.what = global_op::kind::abort;
+  op.key = lease.key;
+  op.token = lease.token;
+  return global_call(std::move(op), [then = std::move(then)](const global_reply& r) {
+    if (!r.refusal.empty() && r.refusal != "lease_expired")
+      refuse(r.refusal);
+    return then();
+  });
+}
+
+response user_actor_base::with_lease(
+  std::string key, std::chrono::milliseconds ttl,
+  std::function<std::optional<std::string>(const std::optional<std::string>&)> modify,
+  std::function<response(const std::optional<std::string>&)> then, std::chrono::milliseconds wait) {
+  return global_lease(std::move(key), ttl, [modify = std::move(modify), then = std::move(then)](const lease_grant& g) {
+    std::optional<std::string> next;
+    try {
+      next = modify(g.value);
+    } catch (const http_error& e) {
+      // The client's error: give the lease back first, then answer it.
+      return global_abort(g, [status = e.status(), text = std::string(e.what())]() -> response {
+        throw http_error(status, text);
+      });
+    }
+    // Any other exception escapes: nothing is applied, and the lease goes back
+    // when this actor goes down (the worker restarts it).
+    return global_commit(g, next, [then, next] { return then(next); });
+  }, wait);
+}
+
 // -- app_types -----------------------------------------------------------------
 
 const app_types::factory* app_types::find(const std::string& name) const {

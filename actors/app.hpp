@@ -102,13 +102,38 @@ struct response {
 };
 
 namespace detail {
+
+/// One operation on the global store (sent to the commander).
+struct global_op {
+  enum class kind : std::uint8_t { get, set, erase, lease, commit, abort } what = kind::get;
+  std::string key;
+  bool has_value = false;            ///< set, commit: false erases the key
+  std::string value;
+  std::int64_t ttl_ms = 0;           ///< lease
+  std::int64_t wait_ms = 0;          ///< lease: how long to wait in the key's queue
+  std::uint64_t token = 0;           ///< commit, abort
+};
+
+/// The commander's answer to a global_op.
+struct global_reply {
+  std::string refusal;               ///< empty: done; else why not (invalid_key, lease_expired, …)
+  bool found = false;                ///< get, lease: the key has a value
+  std::string value;                 ///< get, lease: the current value
+  std::uint64_t token = 0;           ///< lease: the fencing token
+
+  std::optional<std::string> current() const { return found ? std::optional<std::string>(value) : std::nullopt; }
+};
+
 /// A deferred answer, completed by the user actor's host.
 struct continuation {
-  enum class kind { after, login, logout } what;
+  enum class kind { after, login, logout, global } what;
   std::chrono::milliseconds delay{0};
-  std::function<response()> then;  // after
-  std::string user;                // login
+  std::function<response()> then;                          // after
+  std::string user;                                        // login
+  global_op op;                                            // global
+  std::function<response(const global_reply&)> on_reply;  // global
 };
+
 }  // namespace detail
 
 /// Routes of one user actor type: method + pattern → handler. A pattern is a
@@ -201,6 +226,45 @@ protected:
   /// Answers with `then()` after `delay`, without blocking any thread. This
   /// user's later requests wait their turn; other users are served meanwhile.
   static response after(std::chrono::milliseconds delay, std::function<response()> then);
+
+  // -- the global store (shared by all users; see README "The global store") -------
+  // Each call answers later, blocking nothing: `then` runs in this actor when the
+  // store has answered and its response is the request's answer. A refusal by
+  // the store answers the request with an error status (400 invalid key, 413
+  // value too big, 409 lease expired or key leased, 503 + Retry-After when the
+  // wait for a lease was too long or its queue full) unless `then` takes it.
+
+  /// Reads `key`; then(value or nullopt).
+  static response global_get(std::string key, std::function<response(const std::optional<std::string>&)> then);
+  /// Writes `key` (refused while somebody holds its lease).
+  static response global_set(std::string key, std::string value, std::function<response()> then);
+  /// Erases `key`; then(true if it existed).
+  static response global_erase(std::string key, std::function<response(bool existed)> then);
+  /// An exclusive lease on a key: its fencing token and the value it had.
+  struct lease_grant {
+    std::string key;
+    std::uint64_t token = 0;
+    std::optional<std::string> value;
+  };
+  /// Takes the lease of `key` for `ttl` (waiting at most `wait` behind other
+  /// holders, in FIFO order); then(grant). End it with global_commit or
+  /// global_abort; a lease past its TTL is reclaimed and its commit refused (409).
+  static response global_lease(std::string key, std::chrono::milliseconds ttl,
+                               std::function<response(const lease_grant&)> then,
+                               std::chrono::milliseconds wait = std::chrono::seconds(5));
+  /// Installs the complete new value (nullopt erases the key) and ends the lease.
+  static response global_commit(const lease_grant& lease, std::optional<std::string> value,
+                                std::function<response()> then);
+  /// Ends the lease with nothing applied.
+  static response global_abort(const lease_grant& lease, std::function<response()> then);
+  /// Read-modify-write under an exclusive lease: `modify(current)` returns the
+  /// complete new value (nullopt erases the key), which is committed; then(new
+  /// value). If `modify` throws, nothing is applied: the lease goes back when
+  /// this actor goes down (it is restarted, as for any failed handler).
+  static response with_lease(std::string key, std::chrono::milliseconds ttl,
+                             std::function<std::optional<std::string>(const std::optional<std::string>&)> modify,
+                             std::function<response(const std::optional<std::string>&)> then,
+                             std::chrono::milliseconds wait = std::chrono::seconds(5));
 
   /// Tells the platform the state changed (user_actor::mutate() calls it).
   void changed() { host_->changed(); }

@@ -3,12 +3,16 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "registry/ids.hpp"
+#include "registry/lease_table.hpp"
 #include "registry/placement_index.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
+#include <unordered_set>
 #include <unordered_map>
 
 namespace troupe {
@@ -21,6 +25,17 @@ struct held_resolve {
   std::string cid;
   placement_promise promise;
 };
+
+using global_promise = caf::typed_response_promise<detail::global_reply>;
+using steady = std::chrono::steady_clock;
+
+// A requester waiting for a lease: how to answer him, and since when he waits.
+struct lease_waiter {
+  global_promise promise;
+  steady::time_point asked;
+};
+
+using global_table = registry::lease_table<lease_waiter>;
 
 struct commander_state {
   static const char* name;
@@ -36,6 +51,191 @@ struct commander_state {
   std::unordered_map<std::string, std::vector<held_resolve>> departing;
   // Connections unknown here whose parcel is being looked up: resolves wait here.
   std::unordered_map<std::string, std::vector<placement_promise>> lookups;
+  // The global store, its watched lease holders and its timer.
+  std::optional<global_table> global;
+  std::unordered_map<caf::actor_addr, std::string> holders;  // monitored holder → its name in the table
+  std::uint64_t timer_generation = 0;
+  std::optional<steady::time_point> timer_due;
+
+  // -- the global store ----------------------------------------------------------------
+
+  void count_global() {
+    ctx->metrics.global_keys.store(static_cast<std::int64_t>(global->keys()), std::memory_order_relaxed);
+    ctx->metrics.global_leases_active.store(static_cast<std::int64_t>(global->leases()), std::memory_order_relaxed);
+  }
+
+  // Answers the waiters an event decided (granted or refused).
+  void deliver(std::vector<global_table::outcome>& outcomes, steady::time_point now) {
+    for (auto& o : outcomes) {
+      detail::global_reply r;
+      if (o.granted) {
+        r.found = o.granted->value.has_value();
+        r.value = o.granted->value.value_or(std::string{});
+        r.token = o.granted->token;
+        ctx->metrics.global_leases_granted.fetch_add(1, std::memory_order_relaxed);
+        ctx->metrics.global_lease_wait_seconds.observe(std::chrono::duration<double>(now - o.waiter.asked).count());
+      } else {
+        r.refusal = to_string(o.refused);
+      }
+      o.waiter.promise.deliver(std::move(r));
+    }
+    outcomes.clear();
+    count_global();
+    schedule_lease_timer(now);
+  }
+
+  void schedule_lease_timer(steady::time_point now) {
+    auto due = global->next_deadline();
+    if (!due || (timer_due && *timer_due <= *due))
+      return;
+    timer_due = *due;
+    auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(*due - now) + std::chrono::milliseconds(1);
+    self->delayed_send(self, std::max(delay, std::chrono::milliseconds(1)), tick_atom::value, ++timer_generation);
+  }
+
+  void on_lease_timer(std::uint64_t generation) {
+    if (generation != timer_generation)
+      return;
+    timer_due.reset();
+    auto now = steady::now();
+    std::vector<global_table::outcome> next;
+    auto reclaimed = global->expire(now, next);
+    if (reclaimed) {
+      ctx->metrics.global_reclaimed_ttl.fetch_add(reclaimed, std::memory_order_relaxed);
+      spdlog::warn("global store: {} lease(s) past their TTL reclaimed", reclaimed);
+    }
+    deliver(next, now);
+  }
+
+  void on_down(caf::down_msg& dm) {
+    auto h = holders.find(dm.source);
+    if (h == holders.end())
+      return;
+    auto name = std::move(h->second);
+    holders.erase(h);
+    auto now = steady::now();
+    std::vector<global_table::outcome> next;
+    if (auto reclaimed = global->holder_down(name, now, next)) {
+      ctx->metrics.global_reclaimed_holder_down.fetch_add(reclaimed, std::memory_order_relaxed);
+      spdlog::warn("global store: holder {} went down; {} lease(s) reclaimed, nothing applied", name, reclaimed);
+    }
+    deliver(next, now);
+  }
+
+  auto persist_global() {
+    store::parcel p;
+    p.writer_node = ctx->node_name;
+    p.writer_worker = "commander";
+    p.cause = store::parcel_cause::checkpoint;
+    p.payload = store::pack(global->snapshot());
+    return self->request(deposit, std::chrono::seconds(30), put_atom::value, parcel_kind::user, global_snapshot_key,
+                         std::move(p));
+  }
+
+  // A change was applied: with durability "reply" the snapshot is durable before the ack.
+  caf::result<detail::global_reply> applied(detail::global_reply r) {
+    count_global();
+    if (ctx->recipe.commander.durability != "reply")
+      return r;
+    auto promise = self->make_response_promise<detail::global_reply>();
+    persist_global().then([promise, r](std::uint64_t) mutable { promise.deliver(r); },
+                          [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+    return promise;
+  }
+
+  caf::result<detail::global_reply> global_op(detail::global_op& op) {
+    using kind = detail::global_op::kind;
+    detail::global_reply out;
+    auto now = steady::now();
+    auto refusal = [&](registry::lease_refusal r) {
+      out.refusal = r == registry::lease_refusal::none ? "" : to_string(r);
+      return r == registry::lease_refusal::none;
+    };
+    std::vector<global_table::outcome> next;
+    switch (op.what) {
+      case kind::get:
+        if (refusal(global->check_key(op.key)))
+          if (auto v = global->get(op.key)) {
+            out.found = true;
+            out.value = std::move(*v);
+          }
+        return out;
+      case kind::set:
+        if (!refusal(global->set(op.key, std::move(op.value))))
+          return out;
+        return applied(out);
+      case kind::erase:
+        if (!refusal(global->erase(op.key)))
+          return out;
+        return applied(out);
+      case kind::lease: {
+        auto sender = self->current_sender();
+        if (!sender) {
+          out.refusal = "anonymous requesters cannot hold leases";
+          return out;
+        }
+        auto addr = sender->address();
+        auto name = to_string(addr);
+        auto promise = self->make_response_promise<detail::global_reply>();
+        registry::lease_refusal refused;
+        auto granted = global->for_update(op.key, name, std::chrono::milliseconds(op.ttl_ms),
+                                          now + std::chrono::milliseconds(std::max<std::int64_t>(0, op.wait_ms)),
+                                          lease_waiter{promise, now}, now, refused);
+        if (refused != registry::lease_refusal::none) {
+          out.refusal = to_string(refused);
+          promise.deliver(std::move(out));
+          return promise;
+        }
+        if (holders.emplace(addr, name).second)
+          self->monitor(addr);  // a holder that goes down gives its leases back
+        if (granted) {
+          out.found = granted->value.has_value();
+          out.value = granted->value.value_or(std::string{});
+          out.token = granted->token;
+          ctx->metrics.global_leases_granted.fetch_add(1, std::memory_order_relaxed);
+          ctx->metrics.global_lease_wait_seconds.observe(0);
+          promise.deliver(std::move(out));
+        }
+        count_global();
+        schedule_lease_timer(now);
+        return promise;
+      }
+      case kind::commit: {
+        auto r = global->commit(op.key, op.token,
+                                op.has_value ? std::optional<std::string>(std::move(op.value)) : std::nullopt, now, next);
+        deliver(next, now);
+        if (!refusal(r))
+          return out;
+        return applied(out);
+      }
+      case kind::abort:
+        refusal(global->abort(op.key, op.token, now, next));
+        deliver(next, now);
+        return out;
+    }
+    return out;
+  }
+
+  // The store as JSON for /_troupe/global: keys, sizes, leases (times in unix seconds).
+  std::string describe_global() const {
+    auto steady_now = steady::now();
+    auto wall_now = std::chrono::system_clock::now();
+    auto unix = [&](steady::time_point t) {
+      return std::chrono::duration<double>((wall_now + (t - steady_now)).time_since_epoch()).count();
+    };
+    nlohmann::json keys = nlohmann::json::array();
+    global->for_each([&](const std::string& key, const std::string* value, const global_table::lease* held,
+                         std::size_t waiting) {
+      nlohmann::json k{{"key", key}, {"bytes", value ? value->size() : 0}, {"present", value != nullptr},
+                       {"waiting", waiting}};
+      if (held)
+        k["lease"] = {{"holder", held->holder}, {"token", held->token}, {"since", unix(held->since)},
+                      {"until", unix(held->until)}};
+      keys.push_back(std::move(k));
+    });
+    return nlohmann::json{{"keys", std::move(keys)}, {"count", global->keys()}, {"leases", global->leases()}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
 
   // Places `user` (unless he is placed) and has his worker give him `cid`;
   // held while he is being frozen.
@@ -132,17 +332,26 @@ struct commander_state {
     }
     auto total = std::make_shared<std::uint64_t>(0);
     auto pending = std::make_shared<std::size_t>(workers.size());
+    // After every user froze (they may commit on their way out), the global store.
+    auto finish = [this, promise, total]() mutable {
+      persist_global().then([promise, total](std::uint64_t) mutable { promise.deliver(*total); },
+                            [this, promise, total](caf::error& err) mutable {
+                              spdlog::error("soft quit: the global store could not be written: {}",
+                                            self->system().render(err));
+                              promise.deliver(*total);
+                            });
+    };
     for (auto& w : workers)
       self->request(w, caf::infinite, quit_atom::value)
         .then(
-          [promise, total, pending](std::uint64_t n) mutable {
+          [finish, total, pending](std::uint64_t n) mutable {
             *total += n;
             if (--*pending == 0)
-              promise.deliver(*total);
+              finish();
           },
-          [promise, total, pending](caf::error&) mutable {
+          [finish, pending](caf::error&) mutable {
             if (--*pending == 0)
-              promise.deliver(*total);
+              finish();
           });
     return promise;
   }
@@ -176,13 +385,21 @@ struct commander_state {
 const char* commander_state::name = "troupe.commander";
 
 commander_handle::behavior_type commander_impl(commander_handle::stateful_pointer<commander_state> self,
-                                               node_context_ptr ctx, caf::actor deposit) {
+                                               node_context_ptr ctx, caf::actor deposit, global_snapshot global) {
   auto& st = self->state;
   st.self = self;
   st.gauge.emplace(ctx->metrics, actor_kind::commander);
   st.ctx = std::move(ctx);
   st.deposit = caf::actor_cast<deposit_handle>(deposit);
   st.group = st.ctx->recipe.groups.front().name;
+  auto& cc = st.ctx->recipe.commander;
+  st.global.emplace(global_table::limits{256, cc.global_max_value_bytes, cc.global_max_waiters,
+                                         std::chrono::milliseconds(
+                                           static_cast<std::int64_t>(cc.global_max_lease_seconds * 1000))});
+  for (auto& [key, value] : global)
+    st.global->set(key, std::move(value));
+  st.count_global();
+  self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
   st.schedule_sweep();
   auto unavailable = [] { return make_error(errc::unavailable, "no workers registered yet"); };
   return {
@@ -254,13 +471,17 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     [=](thaw_atom, const std::string& user) { self->state.end_departure(user, false); },
     [=](quit_atom) { return self->state.quit(); },
     [=](tick_atom) { self->state.sweep(); },
+    [=](global_atom, detail::global_op& op) { return self->state.global_op(op); },
+    [=](global_atom) { return self->state.describe_global(); },
+    [=](tick_atom, std::uint64_t generation) { self->state.on_lease_timer(generation); },
   };
 }
 
 }  // namespace
 
-commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit) {
-  return sys.spawn(commander_impl, std::move(ctx), std::move(deposit));
+commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
+                                 global_snapshot global) {
+  return sys.spawn(commander_impl, std::move(ctx), std::move(deposit), std::move(global));
 }
 
 }  // namespace troupe

@@ -6,6 +6,8 @@
 
 #include "actors/group.hpp"
 
+#include <map>
+
 namespace troupe {
 
 /// A connection changes hands: `from_user` → `to_user`.
@@ -20,6 +22,31 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, login_request& x) {
   return f(caf::meta::type_name("troupe.login_request"), x.cid, x.from_user, x.to_user, x.parcel);
 }
+
+}  // namespace troupe
+
+namespace troupe::detail {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, global_op& x) {
+  return f(caf::meta::type_name("troupe.global_op"), x.what, x.key, x.has_value, x.value, x.ttl_ms, x.wait_ms,
+           x.token);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, global_reply& x) {
+  return f(caf::meta::type_name("troupe.global_reply"), x.refusal, x.found, x.value, x.token);
+}
+
+}  // namespace troupe::detail
+
+namespace troupe {
+
+/// The global store's values, as persisted in the deposit (one parcel).
+using global_snapshot = std::map<std::string, std::string>;
+
+/// The deposit key of the global store's snapshot (not a valid user name).
+inline const std::string global_snapshot_key = "%global";
 
 /// The commander's typed interface.
 using commander_handle = caf::typed_actor<
@@ -43,10 +70,18 @@ using commander_handle = caf::typed_actor<
   /// Soft quit: freeze every user of every worker; answers how many.
   caf::replies_to<quit_atom>::with<std::uint64_t>,
   /// Internal: the periodic expiry sweep.
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<tick_atom>,
+  /// The global store: get, set, erase, lease, commit, abort (the sender of a
+  /// lease is its holder, monitored: a holder that goes down loses its leases).
+  caf::replies_to<global_atom, detail::global_op>::with<detail::global_reply>,
+  /// The global store as JSON: keys, sizes, leases (for /_troupe/global).
+  caf::replies_to<global_atom>::with<std::string>,
+  /// Internal: lease TTLs and waits are due (timer generation).
+  caf::reacts_to<tick_atom, std::uint64_t>>;
 
 /// Spawns the commander (a top-level actor: the node stops it on shutdown).
 /// `deposit` is the deposit actor (a deposit_handle).
-commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit);
+commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
+                                 global_snapshot global = {});
 
 }  // namespace troupe

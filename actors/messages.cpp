@@ -1,6 +1,7 @@
 #include "actors/messages.hpp"
 
 #include "actors/commander.hpp"
+#include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/page.hpp"
 
@@ -37,6 +38,12 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<worker_handle>>("troupe.worker_actors");
   cfg.add_message_type<group_handle>("troupe.group_handle");
   cfg.add_message_type<commander_handle>("troupe.commander_handle");
+  cfg.add_message_type<detail::global_op>("troupe.global_op");
+  cfg.add_message_type<detail::global_reply>("troupe.global_reply");
+  cfg.add_message_type<store::parcel>("troupe.parcel");
+  cfg.add_message_type<std::vector<store::parcel>>("troupe.parcels");
+  cfg.add_message_type<store::parcel_kind>("troupe.parcel_kind");
+  cfg.add_message_type<deposit_handle>("troupe.deposit_handle");
 }
 
 }  // namespace troupe

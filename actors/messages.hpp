@@ -37,6 +37,7 @@ using frozen_atom = caf::atom_constant<caf::atom("frozen")>;    ///< a user's pa
 using thaw_atom = caf::atom_constant<caf::atom("thaw")>;        ///< a freeze failed; the user stays
 using quit_atom = caf::atom_constant<caf::atom("quit")>;        ///< soft quit: freeze everybody
 using tick_atom = caf::atom_constant<caf::atom("tick")>;        ///< a periodic timer (idle, checkpoint, sweep)
+using global_atom = caf::atom_constant<caf::atom("global")>;    ///< the global store
 
 /// One HTTP header field.
 struct http_header {

@@ -91,6 +91,19 @@ std::string node_metrics::prometheus_text() const {
     counter("troupe_deposit_quarantined_total", "Parcels that failed verification, moved to quarantine.",
             deposit->quarantined.load());
   }
+  out += "# HELP troupe_global_keys Keys in the global store.\n# TYPE troupe_global_keys gauge\n";
+  line("troupe_global_keys", "", global_keys.load(std::memory_order_relaxed));
+  out += "# HELP troupe_global_leases_active Leases held now.\n# TYPE troupe_global_leases_active gauge\n";
+  line("troupe_global_leases_active", "", global_leases_active.load(std::memory_order_relaxed));
+  counter("troupe_global_leases_granted_total", "Leases granted.", global_leases_granted.load(std::memory_order_relaxed));
+  out += "# HELP troupe_global_leases_reclaimed_total Leases taken back without a commit or abort.\n"
+         "# TYPE troupe_global_leases_reclaimed_total counter\n";
+  line("troupe_global_leases_reclaimed_total", "reason=\"holder_down\"",
+       global_reclaimed_holder_down.load(std::memory_order_relaxed));
+  line("troupe_global_leases_reclaimed_total", "reason=\"ttl\"", global_reclaimed_ttl.load(std::memory_order_relaxed));
+  out += "# HELP troupe_global_lease_wait_seconds Time from asking for a lease to its grant.\n"
+         "# TYPE troupe_global_lease_wait_seconds histogram\n";
+  global_lease_wait_seconds.write(out, "troupe_global_lease_wait_seconds");
   out += "# HELP troupe_user_wake_seconds Time from a user actor's start to his installed parcel.\n"
          "# TYPE troupe_user_wake_seconds histogram\n";
   user_wake_seconds.write(out, "troupe_user_wake_seconds");

@@ -43,6 +43,12 @@ struct node_metrics {
   std::atomic<std::int64_t> users_frozen{0};   ///< parcels in the deposit (counted at start, then kept)
   std::atomic<std::uint64_t> users_expired{0};
   seconds_histogram user_wake_seconds;
+  std::atomic<std::int64_t> global_keys{0};
+  std::atomic<std::int64_t> global_leases_active{0};
+  std::atomic<std::uint64_t> global_leases_granted{0};
+  std::atomic<std::uint64_t> global_reclaimed_holder_down{0};
+  std::atomic<std::uint64_t> global_reclaimed_ttl{0};
+  seconds_histogram global_lease_wait_seconds;
   /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
   const store::deposit_counters* deposit = nullptr;
 

@@ -208,7 +208,31 @@ struct user_state : detail::user_host {
         return move_connection(std::move(call), next->user);
       case detail::continuation::kind::logout:
         return move_connection(std::move(call), std::nullopt);
+      case detail::continuation::kind::global:
+        return await_global(std::move(call), std::move(*next));
     }
+  }
+
+  // A global-store operation: the commander answers, then the handler's next
+  // step runs here (and may defer again: a lease's commit).
+  void await_global(pending_call&& call, detail::continuation&& step) {
+    auto waiting = std::make_shared<pending_call>(std::move(call));
+    auto on_reply = std::move(step.on_reply);
+    auto timeout = ctx->request_timeout();
+    self->request(commander, timeout, global_atom::value, std::move(step.op))
+      .then(
+        [this, waiting, on_reply](detail::global_reply& r) {
+          busy = false;
+          run(std::move(*waiting), [&] { return on_reply(r); });
+          drain();
+        },
+        [this, waiting](caf::error& err) {
+          spdlog::warn("user {}: the global store did not answer: {}", registry::redact(user_name),
+                       self->system().render(err));
+          busy = false;
+          respond(waiting->to, error_response(503, "the global store did not answer, retry", 1));
+          drain();
+        });
   }
 
   void resume(std::uint64_t id) {

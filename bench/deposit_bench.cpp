@@ -244,7 +244,7 @@ double metric(const std::string& text, const std::string& name, const std::strin
 // (upper bound, cumulative count) of a histogram's buckets.
 std::vector<std::pair<double, double>> buckets(const std::string& text, const std::string& name) {
   std::vector<std::pair<double, double>> out;
-  std::regex re("^" + name + R"(_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)$)");
+  std::regex re("^" + name + R"re(_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)$)re");
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
@@ -351,7 +351,8 @@ void wake_latency(const options& o) {
     auto t0 = steady::now();
     parallel_for(K, 4, [&](std::size_t i) {
       http_client c(port);
-      std::string note = "user " + std::to_string(i) + " " + text.substr(0, 4000 - 16);
+      std::string note = "user " + std::to_string(i) + " ";
+      note += text.substr(0, 4000 - note.size());  // exactly 4000 bytes
       auto r = c.post_json("/api/notes", {{"text", note}});
       expect_status(r, 200, "POST /api/notes");
       auto w = c.get("/api/whoami");
@@ -366,15 +367,11 @@ void wake_latency(const options& o) {
 
     t0 = steady::now();
     parallel_for(K, 4, [&](std::size_t i) {
-      thread_local std::unique_ptr<http_client> admin;
-      if (!admin || admin->port() != port)
-        admin = std::make_unique<http_client>(port);
-      auto r = admin->post("/_troupe/users/" + users[i] + "/freeze", {}, bearer(), milliseconds(30000));
+      http_client admin(port);
+      auto r = admin.post("/_troupe/users/" + users[i] + "/freeze", {}, bearer(), milliseconds(30000));
       expect_status(r, 200, "freeze of " + users[i]);
       if (r.json() != nlohmann::json({{"frozen", users[i]}}))
         throw std::runtime_error("freeze of " + users[i] + " answered " + r.body);
-      if (i + 1 == K || true)
-        admin.reset();  // no idle keep-alive connection left behind for the next phases
     });
     double freeze_s = secs_since(t0);
     auto m0 = metrics_text(port);
@@ -699,12 +696,11 @@ void startup(const options& o) {
   // -- the M parcels, straight through the store library ------------------------------
   auto dep = troupe::store::make_filesystem_deposit(full_dir);
   {
-    auto p = troupe::store::encode(user_parcel(1));
-    say("one parcel: ", troupe::store::pack(notes_state{1, {user_parcel(1).payload.size() ? "" : ""}}).size() * 0 +
-                            user_parcel(1).payload.size(),
-        " bytes of payload, ", p.size(), " bytes encoded");
+    auto one = user_parcel(1);
+    auto encoded = troupe::store::encode(one);
+    say("one parcel: ", one.payload.size(), " bytes of payload, ", encoded.size(), " bytes encoded");
     add(s, "parcel size: payload / encoded (bytes)",
-        std::to_string(user_parcel(1).payload.size()) + " / " + std::to_string(p.size()));
+        std::to_string(one.payload.size()) + " / " + std::to_string(encoded.size()));
   }
   auto g0 = steady::now();
   const std::size_t probe = std::min<std::size_t>(M, 100000);

@@ -159,6 +159,10 @@ const std::vector<field<commander_settings>>& commander_fields() {
   static const std::vector<field<C>> f{
     {"user_expiry_hours", &C::user_expiry_hours, positive(max_hours)},
     {"guest_expiry_hours", &C::guest_expiry_hours, positive(max_hours)},
+    {"durability", &C::durability, one_of("freeze|reply")},
+    {"global_max_value_bytes", &C::global_max_value_bytes, at_least(1)},
+    {"global_max_waiters", &C::global_max_waiters, at_least(1)},
+    {"global_max_lease_seconds", &C::global_max_lease_seconds, positive(max_seconds)},
   };
   return f;
 }

@@ -65,6 +65,10 @@ struct deposit_settings {
 struct commander_settings {
   double user_expiry_hours = 720;
   double guest_expiry_hours = 24;
+  std::string durability = "freeze";             ///< global store: freeze (at soft quit) | reply (before each ack)
+  std::uint64_t global_max_value_bytes = 1048576; ///< a larger global value is refused (413)
+  std::uint64_t global_max_waiters = 1024;       ///< requesters queued per key for a lease; 503 past it
+  double global_max_lease_seconds = 600;         ///< a longer lease TTL is refused (400)
 };
 
 /// One `[[group]]` entry.

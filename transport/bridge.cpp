@@ -31,6 +31,16 @@ bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_
             slot->done(error_response(503, "the freeze did not complete: " + self->system().render(err), 1));
           });
     },
+    [=](global_atom, local_admin& slot) {
+      self->request(commander, request_timeout, global_atom::value)
+        .then(
+          [slot](std::string& json) {
+            http_response r;
+            r.body = std::move(json);
+            slot->done(std::move(r));
+          },
+          [slot](caf::error&) { slot->done(error_response(503, "the commander did not answer", 1)); });
+    },
   };
 }
 

@@ -40,7 +40,9 @@ namespace troupe {
 using bridge_handle = caf::typed_actor<
   caf::reacts_to<resolve_atom, std::string, bool, local_resolve>,
   /// POST /_troupe/users/{user}/freeze: {"frozen": user} once durable; 404 when not hosted.
-  caf::reacts_to<freeze_atom, std::string, local_admin>>;
+  caf::reacts_to<freeze_atom, std::string, local_admin>,
+  /// GET /_troupe/global: the global store's keys, sizes and leases.
+  caf::reacts_to<global_atom, local_admin>>;
 
 /// Spawns the bridge in front of `commander` (a top-level actor: the node stops it).
 bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, caf::duration hold_timeout,

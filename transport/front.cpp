@@ -112,6 +112,8 @@ private:
   void on_read(beast::error_code ec, std::size_t n);
   void handle();
   void handle_admin(std::string_view path);
+  template <class Send>
+  void admin_call_to_bridge(Send send);
   void dispatch(bool retry);
   void send_to(const caf::actor& actor, std::uint64_t call);
   void on_deadline();
@@ -337,6 +339,10 @@ void http_session::handle_admin(std::string_view path) {
     return do_write(401, error_body("missing or wrong admin token"), "application/json", 0, true);
   if (path == "/_troupe/metrics")
     return do_write(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+  if (path == "/_troupe/global")
+    return admin_call_to_bridge([](front& f, local_admin slot) {
+      caf::anon_send(f.bridge(), global_atom::value, std::move(slot));
+    });
   // POST /_troupe/users/{user}/freeze
   constexpr std::string_view users = "/_troupe/users/", freeze = "/freeze";
   if (path.size() > users.size() + freeze.size() && path.substr(0, users.size()) == users
@@ -346,19 +352,26 @@ void http_session::handle_admin(std::string_view path) {
       return do_write(405, error_body("use POST"), "application/json");
     if (!registry::valid_user_name(user) && !(registry::is_guest(user) && registry::valid_cid(user.substr(6))))
       return do_write(404, error_body("no such user on this node"), "application/json");
-    auto id = ++call_seq_;
-    current_call_ = id;
-    retried_ = true;  // nothing to re-resolve
-    deadline_.expires_after(limits_.request_timeout);
-    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec)
-        self->on_deadline();
+    return admin_call_to_bridge([user = std::move(user)](front& f, local_admin slot) mutable {
+      caf::anon_send(f.bridge(), freeze_atom::value, std::move(user), std::move(slot));
     });
-    auto slot = std::make_shared<admin_call>(weak_from_this(), stream_.get_executor(), id);
-    caf::anon_send(front_.bridge(), freeze_atom::value, std::move(user), local_admin{std::move(slot)});
-    return;
   }
   do_write(404, error_body("not found"), "application/json");
+}
+
+// An admin operation answered by the actors: the reply comes back like an
+// actor's (on_actor_reply), under the request deadline.
+template <class Send>
+void http_session::admin_call_to_bridge(Send send) {
+  auto id = ++call_seq_;
+  current_call_ = id;
+  retried_ = true;  // nothing to re-resolve
+  deadline_.expires_after(limits_.request_timeout);
+  deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec)
+      self->on_deadline();
+  });
+  send(front_, local_admin{std::make_shared<admin_call>(weak_from_this(), stream_.get_executor(), id)});
 }
 
 void http_session::dispatch(bool retry) {

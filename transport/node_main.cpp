@@ -136,7 +136,16 @@ int run_node(const node_flags& flags, const app_types& types) {
       spdlog::error("counting the deposit's users failed: {}", e.what());
     }
   });
-  auto commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
+  // The global store comes back from its snapshot before anybody is served.
+  global_snapshot global;
+  try {
+    if (auto p = deposit_store->get_user(global_snapshot_key))
+      store::unpack(p->payload, global);
+  } catch (const std::exception& e) {
+    spdlog::critical("the global store's snapshot cannot be read: {}", e.what());
+    return 1;
+  }
+  auto commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), std::move(global));
   std::vector<group_handle> groups;
   {
     caf::scoped_actor self{*sys};  // start-up only: never on an asio thread

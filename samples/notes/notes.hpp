@@ -54,6 +54,66 @@ public:
     r.post("/api/crash", [](troupe::request&) -> troupe::response {
       throw std::runtime_error("notes sample: crash requested");
     });
+
+    // The global store, shared by every user: values are JSON, stored as text.
+    r.get("/api/global/{key}", [](troupe::request& q) {
+      auto key = q.param("key");
+      return global_get(key, [key](const std::optional<std::string>& v) {
+        if (!v)
+          throw troupe::http_error(404, "no such key");
+        return json({{"key", key}, {"value", nlohmann::json::parse(*v)}});
+      });
+    });
+    r.put("/api/global/{key}", [](troupe::request& q) {
+      auto key = q.param("key");
+      const auto& body = q.json();
+      if (!body.is_object() || !body.contains("value"))
+        throw troupe::bad_request("the body must be {\"value\": ...}");
+      auto value = body.at("value");
+      return global_set(key, value.dump(), [key, value] { return json({{"key", key}, {"value", value}}); });
+    });
+    r.del("/api/global/{key}", [](troupe::request& q) {
+      auto key = q.param("key");
+      return global_erase(key, [key](bool existed) {
+        if (!existed)
+          throw troupe::http_error(404, "no such key");
+        return json({{"deleted", key}});
+      });
+    });
+    // Read-modify-write under a lease: {"delta": n} adds n to a JSON integer
+    // (absent counts as 0). "crash_inside": true throws while holding the lease
+    // (502; nothing applied; the lease goes back with the crashed actor).
+    // "hold_ms" + "ttl_ms" hold the lease before committing (to outlive its TTL).
+    r.post("/api/global/{key}/add", [](troupe::request& q) {
+      auto key = q.param("key");
+      const auto& body = q.json();
+      auto delta = body.is_object() ? body.find("delta") : body.end();
+      if (delta == body.end() || !delta->is_number_integer())
+        throw troupe::bad_request("\"delta\" must be an integer");
+      auto n = delta->get<std::int64_t>();
+      bool crash = body.value("crash_inside", false);
+      auto hold = std::chrono::milliseconds(body.value("hold_ms", std::int64_t{0}));
+      auto ttl = std::chrono::milliseconds(body.value("ttl_ms", std::int64_t{5000}));
+      auto add = [n, crash](const std::optional<std::string>& current) -> std::optional<std::string> {
+        auto value = current ? nlohmann::json::parse(*current, nullptr, false) : nlohmann::json(0);
+        if (!value.is_number_integer())
+          throw troupe::http_error(409, "the value is not an integer");
+        if (crash)
+          throw std::runtime_error("notes sample: crash inside the lease");
+        return nlohmann::json(value.get<std::int64_t>() + n).dump();
+      };
+      auto answer = [](const std::optional<std::string>& v) {
+        return json({{"value", nlohmann::json::parse(v.value_or("null"))}});
+      };
+      if (hold.count() <= 0)
+        return with_lease(key, ttl, add, answer);
+      return global_lease(key, ttl, [add, answer, hold](const lease_grant& g) {
+        return after(hold, [g, add, answer] {
+          auto next = add(g.value);
+          return global_commit(g, next, [answer, next] { return answer(next); });
+        });
+      });
+    });
   }
 };
 
