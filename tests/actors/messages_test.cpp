@@ -3,6 +3,7 @@
 // the same messages can later cross nodes.
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
+#include "actors/deposit.hpp"
 #include "actors/page.hpp"
 
 #include <caf/all.hpp>
@@ -135,4 +136,47 @@ TEST_F(messages, troupe_errors_round_trip_and_render) {
   EXPECT_TRUE(is(back, errc::busy));
   EXPECT_FALSE(is(back, errc::not_here));
   EXPECT_NE(sys->render(back).find("busy"), std::string::npos) << sys->render(back);
+}
+
+TEST_F(messages, global_store_operations_round_trip) {
+  detail::global_op op;
+  op.what = detail::global_op::kind::commit;
+  op.key = "hits:home";
+  op.has_value = true;
+  op.value = "42";
+  op.ttl_ms = 5000;
+  op.wait_ms = 100;
+  op.token = 7;
+  for (auto back : {round_trip(op), through_message(op)}) {
+    EXPECT_EQ(back.what, detail::global_op::kind::commit);
+    EXPECT_EQ(back.key, "hits:home");
+    EXPECT_TRUE(back.has_value);
+    EXPECT_EQ(back.value, "42");
+    EXPECT_EQ(back.ttl_ms, 5000);
+    EXPECT_EQ(back.wait_ms, 100);
+    EXPECT_EQ(back.token, 7u);
+  }
+  detail::global_reply r{"lease_expired", true, "41", 9};
+  for (auto back : {round_trip(r), through_message(r)}) {
+    EXPECT_EQ(back.refusal, "lease_expired");
+    EXPECT_EQ(back.current(), std::optional<std::string>("41"));
+    EXPECT_EQ(back.token, 9u);
+  }
+}
+
+TEST_F(messages, parcels_round_trip) {
+  store::parcel p;
+  p.generation = 12;
+  p.writer_node = "n";
+  p.writer_worker = "default-w1";
+  p.cause = store::parcel_cause::quit;
+  p.payload = {'a', '\0', 'b'};
+  for (auto back : {round_trip(p), through_message(p)}) {
+    EXPECT_EQ(back.generation, 12u);
+    EXPECT_EQ(back.writer_worker, "default-w1");
+    EXPECT_EQ(back.cause, store::parcel_cause::quit);
+    EXPECT_EQ(back.payload, p.payload);
+  }
+  auto many = through_message(std::vector<store::parcel>{p, p});
+  EXPECT_EQ(many.size(), 2u);
 }
