@@ -257,7 +257,7 @@ response global_call(global_op op, std::function<response(const global_reply&)> 
     throw http_error(413, "global store: value too big");
   if (why == "lease_expired" || why == "key_leased")
     throw http_error(409, "global store: " + why);
-  throw http_error(503, "global store: " + why);
+  throw http_error(503, "global store: " + why, 1);
 }
 
 }  // namespace
@@ -352,8 +352,8 @@ response user_actor_base::with_lease(
       next = modify(g.value);
     } catch (const http_error& e) {
       // The client's error: give the lease back first, then answer it.
-      return global_abort(g, [status = e.status(), text = std::string(e.what())]() -> response {
-        throw http_error(status, text);
+      return global_abort(g, [status = e.status(), text = std::string(e.what()), retry = e.retry_after()]() -> response {
+        throw http_error(status, text, retry);
       });
     }
     // Any other exception escapes: nothing is applied, and the lease goes back

@@ -34,12 +34,15 @@ class user_actor_base;
 /// meant for the client and the actor lives on.
 class http_error : public std::runtime_error {
 public:
-  http_error(std::uint16_t status, const std::string& message)
-    : std::runtime_error(message), status_(status) {}
+  /// `retry_after`: seconds for a Retry-After header (0: none), e.g. with 503.
+  http_error(std::uint16_t status, const std::string& message, std::uint32_t retry_after = 0)
+    : std::runtime_error(message), status_(status), retry_after_(retry_after) {}
   std::uint16_t status() const noexcept { return status_; }
+  std::uint32_t retry_after() const noexcept { return retry_after_; }
 
 private:
   std::uint16_t status_;
+  std::uint32_t retry_after_;
 };
 
 /// 400 with the given text.
@@ -91,6 +94,7 @@ struct response {
   std::uint16_t status = 200;
   std::string body;
   std::string content_type = "application/json";
+  std::uint32_t retry_after = 0;                ///< seconds for a Retry-After header; 0: none
   std::shared_ptr<detail::continuation> next;  ///< set for deferred answers only
 
   /// `body` serialized as JSON.

@@ -168,6 +168,7 @@ struct user_state : detail::user_host {
       out = fn();
     } catch (const http_error& e) {
       out = response::error(e.status(), e.what());
+      out.retry_after = e.retry_after();
     } catch (const std::exception& e) {
       return fail(call, e.what());
     } catch (...) {
@@ -191,6 +192,7 @@ struct user_state : detail::user_host {
       r.status = out.status;
       r.body = std::move(out.body);
       r.content_type = std::move(out.content_type);
+      r.retry_after = out.retry_after;
       if (mode == durability::reply && dirty)
         return reply_when_durable(std::move(call), std::move(r));
       respond(call.to, std::move(r));
