@@ -675,7 +675,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
 }  // namespace
 
 user_handle spawn_user(caf::local_actor& parent, user_spec spec) {
-  return parent.spawn<caf::linked + caf::monitored>(user_impl, std::move(spec));
+  return parent.spawn<caf::monitored>(user_impl, std::move(spec));
 }
 
 }  // namespace troupe

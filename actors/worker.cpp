@@ -26,7 +26,9 @@ struct worker_state {
   worker_spec spec;
   const config::group_settings* settings = nullptr;
   const app_types::factory* factory = nullptr;
-  std::unordered_map<std::string, user_handle> users;         // by name
+  // By name; shared with the functor that takes them down when the worker stops.
+  std::shared_ptr<std::unordered_map<std::string, user_handle>> users =
+    std::make_shared<std::unordered_map<std::string, user_handle>>();
   std::unordered_map<caf::actor_id, std::string> names;      // child id → name
   std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
 
@@ -43,7 +45,7 @@ struct worker_state {
     us.ctx = spec.ctx;
     auto h = spawn_user(*self, std::move(us));
     names[h.id()] = user;
-    users[user] = h;
+    (*users)[user] = h;
     return h;
   }
 
@@ -51,14 +53,14 @@ struct worker_state {
   // placement. A user found dead here (he crashed and his down message has not
   // arrived yet) is started afresh once.
   void attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
-    auto i = users.find(order.user);
-    user_handle h = i != users.end() ? i->second : start(order.user, order.parcel, order.wake);
+    auto i = users->find(order.user);
+    user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
       .then([promise](placement& p) mutable { promise.deliver(std::move(p)); },
             [this, h, order, promise, first_try](caf::error& err) mutable {
               if (first_try && err == caf::sec::request_receiver_down) {
-                if (auto j = users.find(order.user); j != users.end() && j->second == h)
-                  users.erase(j);
+                if (auto j = users->find(order.user); j != users->end() && j->second == h)
+                  users->erase(j);
                 return attach(std::move(order), std::move(promise), false);
               }
               promise.deliver(std::move(err));
@@ -74,10 +76,10 @@ struct worker_state {
       return;
     auto user = std::move(n->second);
     names.erase(n);
-    auto u = users.find(user);
-    bool current = u != users.end() && u->second.address() == dm.source;
+    auto u = users->find(user);
+    bool current = u != users->end() && u->second.address() == dm.source;
     if (current)
-      users.erase(u);
+      users->erase(u);
     if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown || is(dm.reason, errc::wake_failed))
       return;  // left normally, shut down, or could not wake (his next request retries)
     auto now = steady::now();
@@ -103,13 +105,13 @@ struct worker_state {
   // Soft quit: every user freezes (cause quit); answers how many did.
   caf::result<std::uint64_t> quit() {
     auto promise = self->make_response_promise<std::uint64_t>();
-    if (users.empty()) {
+    if (users->empty()) {
       promise.deliver(std::uint64_t{0});
       return promise;
     }
     auto frozen = std::make_shared<std::uint64_t>(0);
-    auto pending = std::make_shared<std::size_t>(users.size());
-    for (auto& [name, h] : users)
+    auto pending = std::make_shared<std::size_t>(users->size());
+    for (auto& [name, h] : *users)
       self->request(h, caf::infinite, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::quit))
         .then(
           [promise, frozen, pending](bool) mutable {
@@ -141,11 +143,10 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     return worker_handle::behavior_type::make_empty_behavior();
   }
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
-  // Users are linked to their worker so they die with it; their own exits are
-  // handled as downs above. Any other exit (the group's) takes the worker down.
-  self->set_exit_handler([=](caf::exit_msg& em) {
-    if (self->state.names.count(em.source.id()) == 0 && em.reason)
-      self->quit(em.reason);
+  // Users die with their worker, whatever stops it.
+  self->attach_functor([users = st.users] {
+    for (auto& [name, h] : *users)
+      caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   });
   return {
     [=](attach_atom, attach_order& order) -> caf::result<placement> {
@@ -155,11 +156,11 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     },
     [=](release_atom, const std::string& user) {
       // The user retires by himself; forget him so the name can be placed afresh.
-      self->state.users.erase(user);
+      self->state.users->erase(user);
     },
     [=](freeze_atom, const std::string& user) -> caf::result<bool> {
-      auto i = self->state.users.find(user);
-      if (i == self->state.users.end())
+      auto i = self->state.users->find(user);
+      if (i == self->state.users->end())
         return make_error(errc::no_such_user, user);
       return self->delegate(i->second, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze));
     },

@@ -2,8 +2,9 @@
 // each measured against a real node (build/bin/troupe, started by tests/support/node_process)
 // over real HTTP (tests/support/http_client) and real files.
 //
-//   deposit_bench [--users-quit N] [--frozen M] [--wake-users K] [--only LIST]
-//                 [--quit-threads T] [--gen-threads G] [--gen-budget SECONDS] [--keep]
+//   deposit_bench [--users-quit N] [--frozen M] [--wake-users K] [--wake-gap-ms MS]
+//                 [--only LIST] [--quit-threads T] [--gen-threads G] [--gen-budget SECONDS]
+//                 [--keep]
 //
 //   1. wake latency: K frozen users with a ~4 KiB store; the first request of each (the
 //      wake) against a request of an active user, interleaved in the same run.
@@ -63,6 +64,7 @@ struct options {
   std::size_t users_quit = 100000;   // scenario 2: N
   std::size_t frozen = 1000000;      // scenario 3: M
   std::size_t wake_users = 2000;     // scenario 1: K
+  std::size_t wake_gap_ms = 0;       // scenario 1: pause before each wake
   std::string only = "123";
   unsigned quit_threads = 16;
   unsigned gen_threads = 2;
@@ -73,11 +75,14 @@ struct options {
 [[noreturn]] void usage(const std::string& err = {}) {
   if (!err.empty())
     std::cerr << "deposit_bench: " << err << "\n";
-  std::cerr << "usage: deposit_bench [--users-quit N] [--frozen M] [--wake-users K] [--only 123]\n"
-               "                     [--quit-threads T] [--gen-threads G] [--gen-budget SECONDS] [--keep]\n"
+  std::cerr << "usage: deposit_bench [--users-quit N] [--frozen M] [--wake-users K] [--wake-gap-ms MS]\n"
+               "                     [--only 123] [--quit-threads T] [--gen-threads G] [--gen-budget SECONDS]\n"
+               "                     [--keep]\n"
                "  --users-quit N    scenario 2: guests minted, then soft quit (default 100000)\n"
                "  --frozen M        scenario 3: frozen users generated in the deposit (default 1000000)\n"
                "  --wake-users K    scenario 1: frozen users woken one by one (default 2000)\n"
+               "  --wake-gap-ms MS  scenario 1: pause before each wake (default 0; shows what the\n"
+               "                    node still does in the background after the previous one)\n"
                "  --only LIST       scenarios to run, e.g. 13 (default 123)\n"
                "  --quit-threads T  scenario 2: client threads minting guests (default 16)\n"
                "  --gen-threads G   scenario 3: threads writing parcels (default 2)\n"
@@ -109,6 +114,7 @@ options parse(int argc, char** argv) {
     if (a == "--users-quit") o.users_quit = to_count(a, value());
     else if (a == "--frozen") o.frozen = to_count(a, value());
     else if (a == "--wake-users") o.wake_users = to_count(a, value());
+    else if (a == "--wake-gap-ms") o.wake_gap_ms = to_count(a, value());
     else if (a == "--only") o.only = value();
     else if (a == "--quit-threads") o.quit_threads = static_cast<unsigned>(std::max<std::size_t>(1, to_count(a, value())));
     else if (a == "--gen-threads") o.gen_threads = static_cast<unsigned>(std::max<std::size_t>(1, to_count(a, value())));
@@ -257,6 +263,14 @@ std::vector<std::pair<double, double>> buckets(const std::string& text, const st
   return out;
 }
 
+// "0.52 0.61 0.70": other work on the machine skews every figure.
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
 long rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -269,7 +283,8 @@ long rss_kib(pid_t pid) {
 struct parcel_files {
   std::size_t users = 0, connections = 0, other = 0;
 };
-std::size_t count_parcels_under(const fs::path& dir) {
+// *.parcel files under dir (recursively); *guests counts those named guest_*.
+std::size_t count_parcels_under(const fs::path& dir, std::size_t* guests = nullptr) {
   std::size_t n = 0;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -277,10 +292,45 @@ std::size_t count_parcels_under(const fs::path& dir) {
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     auto name = it->path().filename().string();
     if (it->is_regular_file(ec) && !name.empty() && name[0] != '.' && name.size() > 7 &&
-        name.compare(name.size() - 7, 7, ".parcel") == 0)
+        name.compare(name.size() - 7, 7, ".parcel") == 0) {
       ++n;
+      if (guests && name.rfind("guest_", 0) == 0)
+        ++*guests;
+    }
   }
   return n;
+}
+
+// The same count from names alone (readdir, no stat): cheap enough to poll.
+std::size_t count_parcel_names(const fs::path& users_dir) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator shard(users_dir, ec), end; !ec && shard != end; shard.increment(ec)) {
+    std::error_code ec2;
+    for (fs::directory_iterator it(shard->path(), ec2), e2; !ec2 && it != e2; it.increment(ec2)) {
+      auto name = it->path().filename().native();
+      if (!name.empty() && name[0] != '.' && name.size() > 7 && name.compare(name.size() - 7, 7, ".parcel") == 0)
+        ++n;
+    }
+  }
+  return n;
+}
+
+void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn);
+
+// Removes a deposit directory: its shard directories on 16 threads (an unlink can wait
+// on the disk, e.g. a filesystem mounted with "discard"), then the rest. Best effort.
+void remove_deposit(const fs::path& dir) {
+  std::vector<fs::path> shards;
+  std::error_code ec;
+  for (const char* kind : {"users", "connections"})
+    for (fs::directory_iterator it(dir / kind, ec), end; !ec && it != end; it.increment(ec))
+      shards.push_back(it->path());
+  parallel_for(shards.size(), 16, [&](std::size_t i) {
+    std::error_code e;
+    fs::remove_all(shards[i], e);
+  });
+  fs::remove_all(dir, ec);
 }
 
 // Runs fn(i) for i in [0, n) on `threads` threads; the first exception is rethrown.
@@ -401,6 +451,8 @@ void wake_latency(const options& o) {
     };
     t0 = steady::now();
     for (std::size_t i = 0; i < K; ++i) {
+      if (o.wake_gap_ms)
+        std::this_thread::sleep_for(milliseconds(o.wake_gap_ms));
       wake_us.push_back(time_get(cookies[i], users[i] + " (wake)"));
       std::size_t j = std::uniform_int_distribution<std::size_t>(0, i)(rng);
       active_us.push_back(time_get(cookies[j], users[j] + " (active)"));
@@ -447,7 +499,8 @@ void wake_latency(const options& o) {
     add(s, "users created (4 KiB note each) / time", num(K) + " in " + fmt(create_s, 2) + " s");
     add(s, "ordered freezes (POST /_troupe/users/{u}/freeze, 4 clients)",
         fmt(freeze_s, 2) + " s = " + num(K / freeze_s) + " freezes/s");
-    add(s, "wake latency p50 / p90 / p99 / max (us)",
+    add(s, "wake latency p50 / p90 / p99 / max (us)" +
+               (o.wake_gap_ms ? ", " + std::to_string(o.wake_gap_ms) + " ms pause before each" : std::string()),
         fmt(w.p50) + " / " + fmt(w.p90) + " / " + fmt(w.p99) + " / " + fmt(w.max),
         std::string("p99 <= 1000 us: ") + (w.p99 <= 1000 ? "met" : "NOT met"));
     add(s, "active latency p50 / p90 / p99 / max (us)",
@@ -469,6 +522,14 @@ void soft_quit(const options& o) {
   say("\n## 2. soft quit of ", N, " active guests");
   node_process node({"--admin-token", admin_token});
   say("node pid ", node.pid(), " on port ", node.port(), ", deposit ", node.deposit_dir());
+  struct deposit_guard {  // N parcels: removed in parallel before node_process removes the rest
+    node_process& node;
+    ~deposit_guard() {
+      node.kill9();
+      if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
+        remove_deposit(node.deposit_dir());
+    }
+  } guard{node};
   with_diagnostics(node, [&] {
     const uint16_t port = node.port();
     std::atomic<std::size_t> next{0}, done{0}, errors{0};
@@ -540,25 +601,45 @@ void soft_quit(const options& o) {
                                std::to_string(N) + ":\n" + m);
     const long rss_before = rss_kib(node.pid());
 
+    // While the node quits: when do all N user parcels stand in the deposit? (a
+    // readdir count, no stat, every 250 ms; the renames precede the final flush)
+    const fs::path users_dir = fs::path(node.deposit_dir()) / "users";
     auto sigterm = steady::now();
     node.terminate();
-    auto code = node.wait_exit(std::chrono::minutes(10));
+    std::optional<int> code;
+    double all_on_disk_s = -1;
+    std::size_t on_disk = 0;
+    const auto give_up = sigterm + std::chrono::minutes(10);
+    while (!(code = node.wait_exit(milliseconds(250))) && steady::now() < give_up) {
+      if (all_on_disk_s < 0 && (on_disk = count_parcel_names(users_dir)) >= N)
+        all_on_disk_s = secs_since(sigterm);
+    }
     double exit_s = secs_since(sigterm);
     if (!code)
       throw std::runtime_error("the node did not exit within 10 min of SIGTERM");
+    bool by_exit = false;  // the node was quicker than the 250 ms poll
+    if (all_on_disk_s < 0 && (on_disk = count_parcel_names(users_dir)) >= N) {
+      all_on_disk_s = exit_s;
+      by_exit = true;
+    }
     say("node exited with code ", *code, " ", fmt(exit_s, 2), " s after SIGTERM");
+    if (all_on_disk_s >= 0)
+      say("all ", num(N), " user parcels were in the deposit ", fmt(all_on_disk_s, 2), " s after SIGTERM");
     auto log = node.stderr_log();
     std::smatch sm;
     static const std::regex quit_re(R"(soft quit: ([0-9]+) user\(s\) frozen in ([0-9]+) ms)");
-    if (!std::regex_search(log, sm, quit_re))
-      throw std::runtime_error("no \"soft quit: N user(s) frozen in M ms\" line in the node's log (exit code " +
-                               std::to_string(*code) + ")");
-    const double frozen = std::stod(sm[1]), ms = std::stod(sm[2]);
-    say("log: ", sm[0].str());
+    const bool have_line = std::regex_search(log, sm, quit_re);
+    const double frozen = have_line ? std::stod(sm[1]) : 0, ms = have_line ? std::stod(sm[2]) : 0;
+    if (have_line)
+      say("log: ", sm[0].str());
+    else
+      say("NO soft quit line in the node's log; its last lines:\n", node.stderr_tail(1500));
     auto t_walk = steady::now();
-    const std::size_t user_files = count_parcels_under(fs::path(node.deposit_dir()) / "users");
+    std::size_t guest_files = 0;
+    const std::size_t user_files = count_parcels_under(users_dir, &guest_files);
     const std::size_t conn_files = count_parcels_under(fs::path(node.deposit_dir()) / "connections");
-    say("parcel files: ", num(user_files), " user, ", num(conn_files), " connection (walked in ",
+    say("parcel files: ", num(user_files), " user (", num(guest_files), " guest_*), ", num(conn_files),
+        " connection (walked in ",
         fmt(secs_since(t_walk), 2), " s)");
 
     const std::string s = "2 quit";
@@ -566,11 +647,26 @@ void soft_quit(const options& o) {
         num(N) + " in " + fmt(mint_s, 2) + " s = " + num(N / mint_s) + "/s");
     add(s, "troupe_users{state=\"active\"} before SIGTERM", num(active));
     add(s, "node RSS with them active", num(rss_before) + " KiB = " + num(rss_before * 1024.0 / N) + " B/user");
-    add(s, "soft quit (node log): users frozen in ms", num(frozen) + " in " + num(ms) + " ms");
-    add(s, "soft quit rate", num(ms > 0 ? frozen / (ms / 1000.0) : 0) + " users/s",
-        std::string(">= 10,000 users/s: ") + (ms > 0 && frozen / (ms / 1000.0) >= 10000 ? "met" : "NOT met"));
+    if (have_line) {
+      add(s, "soft quit (node log): users frozen in ms", num(frozen) + " in " + num(ms) + " ms");
+      add(s, "soft quit rate", num(ms > 0 ? frozen / (ms / 1000.0) : 0) + " users/s",
+          std::string(">= 10,000 users/s: ") + (ms > 0 && frozen / (ms / 1000.0) >= 10000 ? "met" : "NOT met"));
+    } else {
+      const bool watchdog = log.find("shutdown did not complete in time") != std::string::npos;
+      add(s, "soft quit (node log)",
+          std::string("NO \"soft quit: ...\" line") + (watchdog ? ": the shutdown watchdog killed the node" : ""),
+          ">= 10,000 users/s: NOT met");
+    }
+    add(s, "all N user parcels in the deposit after SIGTERM",
+        all_on_disk_s >= 0 ? (by_exit ? "by the exit, <= " : "") + fmt(all_on_disk_s, 2) + " s (>= " +
+                                 num(N / all_on_disk_s) + " users/s)"
+                           : "never (" + num(on_disk) + " seen)");
     add(s, "SIGTERM to exit (wall), exit code", fmt(exit_s, 2) + " s, code " + std::to_string(*code));
-    add(s, "parcel files written: users / connections", num(user_files) + " / " + num(conn_files));
+    add(s, "parcel files written: users (of which guest_*) / connections",
+        num(user_files) + " (" + num(guest_files) + ") / " + num(conn_files));
+    if (!have_line || *code != 0)
+      throw std::runtime_error("the soft quit did not complete (exit code " + std::to_string(*code) +
+                               (have_line ? "" : ", no soft quit line") + ")");
   });
 }
 
@@ -685,6 +781,7 @@ void startup(const options& o) {
         return;
       }
       auto t = steady::now();
+      remove_deposit(fs::path(root) / "full");
       std::error_code ec;
       fs::remove_all(root, ec);
       say("removed ", root, " in ", fmt(secs_since(t), 1), " s", ec ? " (" + ec.message() + ")" : "");
@@ -807,7 +904,7 @@ int main(int argc, char** argv) {
   options o = parse(argc, argv);
   say("# deposit_bench");
   say("node binary: ", troupe_binary());
-  say("options: --wake-users ", o.wake_users, " --users-quit ", o.users_quit, " --frozen ", o.frozen,
+  say("options: --wake-users ", o.wake_users, " --wake-gap-ms ", o.wake_gap_ms, " --users-quit ", o.users_quit, " --frozen ", o.frozen,
       " --only ", o.only, " --quit-threads ", o.quit_threads, " --gen-threads ", o.gen_threads,
       " --gen-budget ", o.gen_budget_s, "; ", std::thread::hardware_concurrency(), " CPU(s)");
   if (::access(troupe_binary().c_str(), X_OK) != 0) {
@@ -821,13 +918,16 @@ int main(int argc, char** argv) {
     if (o.only.find(id) == std::string::npos)
       return;
     auto t = steady::now();
+    say("\n(load average before scenario ", id, ": ", loadavg(), ")");
     try {
       fn(o);
       say("(scenario ", id, " took ", fmt(secs_since(t), 1), " s)");
     } catch (const std::exception& e) {
       ++failures;
       say("\nSCENARIO ", id, " (", name, ") FAILED after ", fmt(secs_since(t), 1), " s:\n", e.what());
-      add(std::string(1, id) + " " + name, "FAILED", std::string(e.what()).substr(0, 200));
+      std::string first = e.what();
+      first = first.substr(0, std::min<std::size_t>(200, first.find('\n')));
+      add(std::string(1, id) + " " + name, "FAILED", first);
     }
   };
   run('1', "wake", wake_latency);
@@ -836,7 +936,7 @@ int main(int argc, char** argv) {
 
   std::ostringstream t;
   t << "\n## Results (total run " << fmt(secs_since(t0), 1) << " s, " << std::thread::hardware_concurrency()
-    << " CPUs)\n\n| Scenario | Figure | Value | Goal |\n|---|---|---|---|\n";
+    << " CPUs; load average at the end " << loadavg() << ")\n\n| Scenario | Figure | Value | Goal |\n|---|---|---|---|\n";
   for (auto& r : results) {
     std::string v = r.value;
     std::replace(v.begin(), v.end(), '\n', ' ');

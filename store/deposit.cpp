@@ -241,6 +241,10 @@ public:
     remove(connections_, cid);
   }
 
+  // Keys starting with '%' (escaped "%25") are the platform's own (the global
+  // store's snapshot): never expired, never counted as users.
+  static bool is_platform_key(const std::string& escaped) { return starts_with(escaped, "%25"); }
+
   std::size_t sweep(std::chrono::seconds user_max_age, std::chrono::seconds guest_max_age) override {
     auto ns = [](std::chrono::seconds s) {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(s).count();
@@ -273,7 +277,7 @@ public:
           ++users_removed;
         return;
       }
-      if (name.empty() || name[0] == '.' || !ends_with(name, suffix))
+      if (name.empty() || name[0] == '.' || !ends_with(name, suffix) || is_platform_key(key_prefix + name))
         return;
       const std::int64_t max_ns = max_age(users, key_prefix + name);
       if (now - ns_of(de.st.st_mtim) <= max_ns)
@@ -290,7 +294,7 @@ public:
   std::size_t count_users() override {
     std::size_t n = 0;
     walk_kind(users_, [&](const std::string&, const dir_entry& de, const std::string&) {
-      if (!de.name.empty() && de.name[0] != '.' && ends_with(de.name, suffix))
+      if (!de.name.empty() && de.name[0] != '.' && ends_with(de.name, suffix) && !is_platform_key(de.name))
         ++n;
     });
     return n;

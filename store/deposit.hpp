@@ -120,6 +120,8 @@ public:
   virtual std::size_t sweep(std::chrono::seconds user_max_age, std::chrono::seconds guest_max_age) = 0;
 
   /// Number of user parcels present (scans; start-up metrics and tests, not the hot path).
+  /// Keys starting with '%' are the platform's own (e.g. the global store's
+  /// snapshot): they are not counted here and never expired by sweep.
   virtual std::size_t count_users() = 0;
 
   const deposit_counters& counters() const noexcept { return counters_; }

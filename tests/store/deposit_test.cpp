@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -201,7 +203,21 @@ TEST_F(deposit_test, tricky_names_are_distinct_files_inside_the_deposit) {
     EXPECT_EQ(back->generation, i + 1) << names[i];
     EXPECT_EQ(text_of(*back), "state " + names[i]);
   }
-  EXPECT_EQ(dep->count_users(), names.size());
+  // Keys starting with '%' are the platform's own (never a user name): not counted.
+  auto platform = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n[0] == '%'; });
+  EXPECT_EQ(platform, 1);
+  EXPECT_EQ(dep->count_users(), names.size() - platform);
+}
+
+TEST_F(deposit_test, platform_keys_are_never_swept_nor_counted) {
+  dep->put_user("%global", make_parcel(1, "snapshot"));
+  dep->put_user("old", make_parcel(1, "x"));
+  age_file(filesystem_parcel_path(dir, parcel_kind::user, "%global"), std::chrono::hours(48));
+  age_file(filesystem_parcel_path(dir, parcel_kind::user, "old"), std::chrono::hours(48));
+  EXPECT_EQ(dep->count_users(), 1u);
+  EXPECT_EQ(dep->sweep(std::chrono::hours(1), std::chrono::hours(1)), 1u);
+  EXPECT_TRUE(dep->get_user("%global"));
+  EXPECT_FALSE(dep->get_user("old"));
 }
 
 TEST_F(deposit_test, key_length_limits) {
