@@ -18,6 +18,7 @@
 // It ends with a Markdown table of every figure (bench/README.md explains each one).
 // Not part of the test suite: every step has a timeout and a failing scenario is
 // reported (with the node's diagnostics) and skipped, the others still run.
+#include "../tests/support/prometheus.hpp"
 #include "../tests/support/http_client.hpp"
 #include "../tests/support/node_process.hpp"
 
@@ -212,24 +213,6 @@ std::string stats_text(const stats& s) {
 const std::string admin_token = "bench-" + random_token(24);
 headers_t bearer() { return {{"Authorization", "Bearer " + admin_token}}; }
 
-std::optional<double> sample(const std::string& text, const std::string& name,
-                             const std::string& labels = "") {
-  const std::string series = labels.empty() ? name : name + "{" + labels + "}";
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (line.rfind(series, 0) != 0 || line.size() <= series.size() || line[series.size()] != ' ')
-      continue;
-    try {
-      return std::stod(line.substr(series.size() + 1));
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
 
 std::string metrics_text(uint16_t port) {
   http_client c(port);
@@ -240,7 +223,7 @@ std::string metrics_text(uint16_t port) {
 }
 
 double metric(const std::string& text, const std::string& name, const std::string& labels = "") {
-  auto v = sample(text, name, labels);
+  auto v = prometheus_sample(text, name, labels);
   if (!v)
     throw std::runtime_error("no sample " + name + (labels.empty() ? "" : "{" + labels + "}") +
                              " in the metrics");

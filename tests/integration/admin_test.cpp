@@ -1,5 +1,6 @@
 // The admin surface: public health, token-protected metrics (Prometheus text), 404 for
 // all of /_troupe/ (health aside) when no admin token is configured.
+#include "../support/prometheus.hpp"
 #include "../support/test_support.hpp"
 
 #include <regex>
@@ -14,23 +15,6 @@ class Admin : public node_test {};
 
 const std::string token = "s3cret-admin-token-" + random_token(12);
 
-// The value of the sample line `name{labels}` (exact series), or nullopt.
-std::optional<double> metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (line.rfind(series, 0) != 0 || line.size() <= series.size() || line[series.size()] != ' ')
-      continue;
-    try {
-      return std::stod(line.substr(series.size() + 1));
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
 
 headers_t bearer(const std::string& t) { return {{"Authorization", "Bearer " + t}}; }
 
@@ -94,30 +78,30 @@ TEST_F(Admin, MetricsArePrometheusText) {
   EXPECT_EQ(r.get("Content-Type").rfind("text/plain", 0), 0u) << r.describe();
   const std::string& t = r.body;
 
-  auto ok = metric(t, "troupe_http_requests_total{code=\"200\"}");
+  auto ok = prometheus_sample(t, "troupe_http_requests_total{code=\"200\"}");
   ASSERT_TRUE(ok) << "no troupe_http_requests_total{code=\"200\"} sample in:\n" << t;
   EXPECT_GE(*ok, 5.0) << t;
-  auto nf = metric(t, "troupe_http_requests_total{code=\"404\"}");
+  auto nf = prometheus_sample(t, "troupe_http_requests_total{code=\"404\"}");
   ASSERT_TRUE(nf) << "no troupe_http_requests_total{code=\"404\"} sample in:\n" << t;
   EXPECT_GE(*nf, 1.0) << t;
 
   for (const char* kind : {"user", "connection", "page", "worker", "group"}) {
-    auto v = metric(t, std::string("troupe_actors{kind=\"") + kind + "\"}");
+    auto v = prometheus_sample(t, std::string("troupe_actors{kind=\"") + kind + "\"}");
     EXPECT_TRUE(v) << "no troupe_actors{kind=\"" << kind << "\"} sample in:\n" << t;
   }
-  auto users = metric(t, "troupe_actors{kind=\"user\"}");
+  auto users = prometheus_sample(t, "troupe_actors{kind=\"user\"}");
   if (users) {
     EXPECT_GE(*users, 1.0);
   }
-  auto workers = metric(t, "troupe_actors{kind=\"worker\"}");
+  auto workers = prometheus_sample(t, "troupe_actors{kind=\"worker\"}");
   if (workers) {
     EXPECT_GE(*workers, 1.0);
   }
-  auto groups = metric(t, "troupe_actors{kind=\"group\"}");
+  auto groups = prometheus_sample(t, "troupe_actors{kind=\"group\"}");
   if (groups) {
     EXPECT_GE(*groups, 1.0);
   }
-  auto active = metric(t, "troupe_users{state=\"active\"}");
+  auto active = prometheus_sample(t, "troupe_users{state=\"active\"}");
   ASSERT_TRUE(active) << "no troupe_users{state=\"active\"} sample in:\n" << t;
   EXPECT_GE(*active, 1.0);
 
@@ -126,7 +110,7 @@ TEST_F(Admin, MetricsArePrometheusText) {
     ASSERT_STATUS(u.get("/api/counter"), 200);
   auto r2 = c.get("/_troupe/metrics", bearer(token));
   ASSERT_STATUS(r2, 200);
-  auto ok2 = metric(r2.body, "troupe_http_requests_total{code=\"200\"}");
+  auto ok2 = prometheus_sample(r2.body, "troupe_http_requests_total{code=\"200\"}");
   ASSERT_TRUE(ok2);
   EXPECT_GE(*ok2, *ok + 3.0);
 }

@@ -6,6 +6,7 @@
 // Deposit layout relied upon (store/deposit.hpp): DIR/users/<2 hex>/<escaped>.parcel,
 // DIR/connections/..., DIR/quarantine/<escaped>.parcel.<time>.<n>; escaping keeps
 // [a-z0-9_@-] and writes any other byte as %hh (lower-case hex).
+#include "../support/prometheus.hpp"
 #include "../support/test_support.hpp"
 
 #include <algorithm>
@@ -102,26 +103,6 @@ struct scratch_dir {
 
 // ---- metrics ----------------------------------------------------------------------
 
-// The value of the sample `name` with exactly `labels` ("" for none; else the text
-// between the braces, e.g. state="active"), or nullopt.
-std::optional<double> sample(const std::string& text, const std::string& name,
-                             const std::string& labels = "") {
-  const std::string series = labels.empty() ? name : name + "{" + labels + "}";
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (line.rfind(series, 0) != 0 || line.size() <= series.size() || line[series.size()] != ' ')
-      continue;
-    try {
-      return std::stod(line.substr(series.size() + 1));
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
 
 std::string metrics_text(uint16_t port) {
   http_client c(port);
@@ -134,7 +115,7 @@ std::string metrics_text(uint16_t port) {
 // One sample of the node's metrics; a missing sample is a failure (and reads as -1).
 double metric(uint16_t port, const std::string& name, const std::string& labels = "") {
   auto text = metrics_text(port);
-  auto v = sample(text, name, labels);
+  auto v = prometheus_sample(text, name, labels);
   if (!v) {
     ADD_FAILURE() << "no sample " << name << (labels.empty() ? "" : "{" + labels + "}")
                   << " in the metrics:\n"
@@ -234,15 +215,15 @@ TEST_F(Deposit, MetricsAreExported) {
         "troupe_deposit_writes_total", "troupe_deposit_failures_total",
         "troupe_deposit_quarantined_total", "troupe_users_expired_total",
         "troupe_user_wake_seconds_sum", "troupe_user_wake_seconds_count"}) {
-    auto v = sample(text, name);
+    auto v = prometheus_sample(text, name);
     EXPECT_TRUE(v) << "no sample " << name << " in:\n" << text;
     if (v) {
       EXPECT_EQ(*v, 0.0) << name << " on a node that froze nobody";
     }
   }
-  EXPECT_EQ(sample(text, "troupe_users", "state=\"active\""), 1.0) << text;
-  EXPECT_EQ(sample(text, "troupe_users", "state=\"frozen\""), 0.0) << text;
-  EXPECT_TRUE(sample(text, "troupe_user_wake_seconds_bucket", "le=\"+Inf\"")) << text;
+  EXPECT_EQ(prometheus_sample(text, "troupe_users", "state=\"active\""), 1.0) << text;
+  EXPECT_EQ(prometheus_sample(text, "troupe_users", "state=\"frozen\""), 0.0) << text;
+  EXPECT_TRUE(prometheus_sample(text, "troupe_user_wake_seconds_bucket", "le=\"+Inf\"")) << text;
   EXPECT_NE(text.find("# TYPE troupe_user_wake_seconds histogram"), std::string::npos) << text;
 }
 
@@ -287,11 +268,11 @@ TEST_F(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
   EXPECT_GT(fs::file_size(*parcel), 0u);
   {
     auto t = metrics_text(port());
-    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), 1.0) << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 1.0) << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 0.0) << t;
-    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 0.0) << t;
-    auto w = sample(t, "troupe_deposit_writes_total");
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"frozen\""), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"active\""), 0.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_wakes_total"), 0.0) << t;
+    auto w = prometheus_sample(t, "troupe_deposit_writes_total");
     ASSERT_TRUE(w) << t;
     EXPECT_GE(*w, writes0 + 1) << t;
   }
@@ -305,14 +286,14 @@ TEST_F(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
   EXPECT_EQ(incr(c), 4);
   {
     auto t = metrics_text(port());
-    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 1.0) << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 0.0) << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
-    auto r = sample(t, "troupe_deposit_reads_total");
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_wakes_total"), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"frozen\""), 0.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
+    auto r = prometheus_sample(t, "troupe_deposit_reads_total");
     ASSERT_TRUE(r) << t;
     EXPECT_GE(*r, reads0 + 1) << t;
-    EXPECT_EQ(sample(t, "troupe_user_wake_seconds_count"), 1.0) << t;
-    EXPECT_EQ(sample(t, "troupe_user_wake_seconds_bucket", "le=\"+Inf\""), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_wake_seconds_count"), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_wake_seconds_bucket", "le=\"+Inf\""), 1.0) << t;
   }
   // Installed: the parcel is removed.
   EXPECT_TRUE(eventually(milliseconds(2000), [&] { return !user_parcel(dep, user); }))
@@ -378,18 +359,18 @@ TEST_F(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
     ASSERT_EQ(incr(busy), ++busy_count);
   }
   bool frozen = eventually(milliseconds(3000), [&] {
-    return sample(metrics_text(port()), "troupe_user_freezes_total").value_or(0) >= 1;
+    return prometheus_sample(metrics_text(port()), "troupe_user_freezes_total").value_or(0) >= 1;
   });
   ASSERT_TRUE(frozen) << "the idle user was not frozen within ~6 s (idle freeze 1.2 s)";
   EXPECT_TRUE(user_parcel(dep, idle_user)) << listing(dep);
   {
     auto t = metrics_text(port());
-    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), 1.0)
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 1.0)
         << "only the idle user may have been frozen:\n"
         << t;
-    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 0.0) << "the busy user was frozen and woken:\n" << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 1.0) << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_wakes_total"), 0.0) << "the busy user was frozen and woken:\n" << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"frozen\""), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
   }
   EXPECT_FALSE(user_parcel(dep, busy_user)) << listing(dep);
 
@@ -524,10 +505,10 @@ TEST_F(Deposit, BurstOnAFrozenUserReadsHisParcelOnce) {
   EXPECT_EQ(counter(c), before + burst);
 
   auto t = metrics_text(port());
-  EXPECT_EQ(sample(t, "troupe_deposit_reads_total"), reads0 + 1)
+  EXPECT_EQ(prometheus_sample(t, "troupe_deposit_reads_total"), reads0 + 1)
       << "a burst of " << burst << " on a frozen user must read his parcel once:\n"
       << t;
-  EXPECT_EQ(sample(t, "troupe_user_wakes_total"), wakes0 + 1) << t;
+  EXPECT_EQ(prometheus_sample(t, "troupe_user_wakes_total"), wakes0 + 1) << t;
 }
 
 TEST_F(Deposit, FreezesDuringTrafficLoseNothing) {
@@ -656,8 +637,8 @@ TEST_F(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
   EXPECT_TRUE(user_parcel(dir.path, "ivy")) << listing(dir.path);
   {
     auto t = metrics_text(port());
-    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), 0.0) << t;
-    EXPECT_GE(sample(t, "troupe_deposit_writes_total").value_or(0), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 0.0) << t;
+    EXPECT_GE(prometheus_sample(t, "troupe_deposit_writes_total").value_or(0), 1.0) << t;
   }
   node().kill9();
 
@@ -777,11 +758,11 @@ TEST_F(Deposit, FailedWriteAbortsTheFreezeAndTheUserKeepsBeingServed) {
   EXPECT_EQ(note_texts(c.get("/api/notes")), std::vector<std::string>{"kept"});
   {
     auto t = metrics_text(port());
-    EXPECT_GE(sample(t, "troupe_deposit_failures_total").value_or(-1), failures0 + 1) << t;
-    EXPECT_EQ(sample(t, "troupe_user_freezes_total"), freezes0) << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
-    EXPECT_EQ(sample(t, "troupe_users", "state=\"frozen\""), 0.0) << t;
-    EXPECT_EQ(sample(t, "troupe_user_wakes_total"), 0.0) << t;
+    EXPECT_GE(prometheus_sample(t, "troupe_deposit_failures_total").value_or(-1), failures0 + 1) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), freezes0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"frozen\""), 0.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_wakes_total"), 0.0) << t;
   }
 
   // The directory back: the freeze works again, and nothing was lost.
@@ -808,7 +789,7 @@ TEST_F(Deposit, ExpiredGuestParcelsAreSwept) {
   ASSERT_TRUE(user_parcel(dep, guest)) << listing(dep);
 
   bool swept = eventually(milliseconds(6000), [&] {
-    return sample(metrics_text(port()), "troupe_users_expired_total").value_or(0) >= 1 &&
+    return prometheus_sample(metrics_text(port()), "troupe_users_expired_total").value_or(0) >= 1 &&
            !user_parcel(dep, guest);
   });
   EXPECT_TRUE(swept) << "the guest's parcel was not expired within 6 s:\n"

@@ -9,6 +9,7 @@
 //   "hold_ms","ttl_ms"}; keys UTF-8 1-256 bytes (else 400); values at most
 //   commander.global_max_value_bytes (else 413); a late commit is 409 "lease_expired";
 //   a full wait queue is 503 + Retry-After; metrics troupe_global_*.
+#include "../support/prometheus.hpp"
 #include "../support/test_support.hpp"
 
 #include <algorithm>
@@ -65,24 +66,6 @@ std::string addpath(const std::string& key) { return gpath(key) + "/add"; }
 
 // ---- metrics ----------------------------------------------------------------------
 
-std::optional<double> sample(const std::string& text, const std::string& name,
-                             const std::string& labels = "") {
-  const std::string series = labels.empty() ? name : name + "{" + labels + "}";
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (line.rfind(series, 0) != 0 || line.size() <= series.size() || line[series.size()] != ' ')
-      continue;
-    try {
-      return std::stod(line.substr(series.size() + 1));
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
 
 std::string metrics_text(uint16_t port) {
   http_client c(port);
@@ -94,7 +77,7 @@ std::string metrics_text(uint16_t port) {
 
 double metric(uint16_t port, const std::string& name, const std::string& labels = "") {
   auto text = metrics_text(port);
-  auto v = sample(text, name, labels);
+  auto v = prometheus_sample(text, name, labels);
   if (!v) {
     ADD_FAILURE() << "no sample " << name << (labels.empty() ? "" : "{" + labels + "}")
                   << " in the metrics:\n"
@@ -346,17 +329,17 @@ TEST_F(Global, FiftyUsersTimesTwentyAddsGiveTheExactSum) {
   EXPECT_EQ(*v, json(users * adds));
 
   auto text = metrics_text(port());
-  auto granted = sample(text, "troupe_global_leases_granted_total");
+  auto granted = prometheus_sample(text, "troupe_global_leases_granted_total");
   ASSERT_TRUE(granted) << text;
   EXPECT_GE(*granted, users * adds) << text;
-  EXPECT_EQ(sample(text, "troupe_global_leases_active"), 0.0) << text;
-  EXPECT_EQ(sample(text, "troupe_global_keys"), 1.0) << text;
-  auto waits = sample(text, "troupe_global_lease_wait_seconds_count");
+  EXPECT_EQ(prometheus_sample(text, "troupe_global_leases_active"), 0.0) << text;
+  EXPECT_EQ(prometheus_sample(text, "troupe_global_keys"), 1.0) << text;
+  auto waits = prometheus_sample(text, "troupe_global_lease_wait_seconds_count");
   ASSERT_TRUE(waits) << text;
   EXPECT_GE(*waits, 1.0) << text;
   EXPECT_NE(text.find("# TYPE troupe_global_lease_wait_seconds histogram"), std::string::npos)
       << text;
-  EXPECT_TRUE(sample(text, "troupe_global_lease_wait_seconds_bucket", "le=\"+Inf\"")) << text;
+  EXPECT_TRUE(prometheus_sample(text, "troupe_global_lease_wait_seconds_bucket", "le=\"+Inf\"")) << text;
   std::cerr << "[ info ] " << users * adds << " leased adds from " << users << " users in "
             << elapsed << " ms\n";
 }
