@@ -172,47 +172,18 @@ public:
   /// The holder went down: every lease it held ends with nothing applied, and
   /// its waiting requests are dropped. Returns how many leases were reclaimed.
   std::size_t holder_down(const std::string& holder, clock::time_point now, std::vector<outcome>& next) {
-    std::size_t reclaimed = 0;
-    for (auto i = entries_.begin(); i != entries_.end();) {
-      auto& q = i->second.queue;
-      for (auto w = q.begin(); w != q.end();)
-        w = w->holder == holder ? q.erase(w) : std::next(w);
-      if (i->second.held && i->second.held->holder == holder) {
-        ++reclaimed;
-        auto key = i->first;
-        release(i, now, next);
-        i = entries_.upper_bound(key);
-      } else {
-        i = prune(i);
-      }
-    }
-    return reclaimed;
+    return reclaim(
+      now, next, [&](const waiting& w) { return w.holder == holder; }, [](waiting&) {},
+      [&](const lease& l) { return l.holder == holder; });
   }
 
   /// Reclaims leases past their TTL and answers waiters past their deadline.
   /// Returns how many leases were reclaimed.
   std::size_t expire(clock::time_point now, std::vector<outcome>& next) {
-    std::size_t reclaimed = 0;
-    for (auto i = entries_.begin(); i != entries_.end();) {
-      auto& q = i->second.queue;
-      for (auto w = q.begin(); w != q.end();) {
-        if (w->deadline <= now) {
-          next.push_back({std::move(w->waiter), std::nullopt, lease_refusal::wait_expired});
-          w = q.erase(w);
-        } else {
-          ++w;
-        }
-      }
-      if (i->second.held && i->second.held->until <= now) {
-        ++reclaimed;
-        auto key = i->first;
-        release(i, now, next);
-        i = entries_.upper_bound(key);
-      } else {
-        i = prune(i);
-      }
-    }
-    return reclaimed;
+    return reclaim(
+      now, next, [&](const waiting& w) { return w.deadline <= now; },
+      [&](waiting& w) { next.push_back({std::move(w.waiter), std::nullopt, lease_refusal::wait_expired}); },
+      [&](const lease& l) { return l.until <= now; });
   }
 
   /// The earliest lease TTL or waiter deadline, for the owner's timer.
@@ -278,6 +249,34 @@ private:
   };
 
   using iterator = typename std::map<std::string, entry>::iterator;
+
+  // Drops the waiters `drop_waiter` selects (after `on_drop`), ends the leases
+  // `ends_lease` selects (granting the next waiter); returns the leases ended.
+  template <class DropWaiter, class OnDrop, class EndsLease>
+  std::size_t reclaim(clock::time_point now, std::vector<outcome>& next, DropWaiter drop_waiter, OnDrop on_drop,
+                      EndsLease ends_lease) {
+    std::size_t reclaimed = 0;
+    for (auto i = entries_.begin(); i != entries_.end();) {
+      auto& q = i->second.queue;
+      for (auto w = q.begin(); w != q.end();) {
+        if (drop_waiter(*w)) {
+          on_drop(*w);
+          w = q.erase(w);
+        } else {
+          ++w;
+        }
+      }
+      if (i->second.held && ends_lease(*i->second.held)) {
+        ++reclaimed;
+        auto key = i->first;
+        release(i, now, next);
+        i = entries_.upper_bound(key);
+      } else {
+        i = prune(i);
+      }
+    }
+    return reclaimed;
+  }
 
   grant grant_to(const std::string& key, entry& e, const std::string& holder, clock::duration ttl,
                  clock::time_point now) {

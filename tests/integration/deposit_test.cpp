@@ -103,26 +103,10 @@ struct scratch_dir {
 
 // ---- metrics ----------------------------------------------------------------------
 
-
-std::string metrics_text(uint16_t port) {
-  http_client c(port);
-  auto r = c.get("/_troupe/metrics", bearer());
-  if (r.status != 200)
-    ADD_FAILURE() << "GET /_troupe/metrics: " << r.describe();
-  return r.body;
-}
-
-// One sample of the node's metrics; a missing sample is a failure (and reads as -1).
+// The node's metrics, read with this suite's admin token.
+std::string metrics_text(uint16_t port) { return troupe::test::metrics_text(port, bearer()); }
 double metric(uint16_t port, const std::string& name, const std::string& labels = "") {
-  auto text = metrics_text(port);
-  auto v = prometheus_sample(text, name, labels);
-  if (!v) {
-    ADD_FAILURE() << "no sample " << name << (labels.empty() ? "" : "{" + labels + "}")
-                  << " in the metrics:\n"
-                  << text;
-    return -1;
-  }
-  return *v;
+  return troupe::test::metric(port, bearer(), name, labels);
 }
 
 // ---- requests ---------------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "http_client.hpp"
 #include "node_process.hpp"
+#include "prometheus.hpp"
 
 namespace troupe::test {
 
@@ -133,6 +134,27 @@ inline long long ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now() - t0)
       .count();
+}
+
+// The node's /_troupe/metrics text (`auth`: the admin token's header); a non-200 is a failure.
+inline std::string metrics_text(uint16_t port, const headers_t& auth) {
+  http_client c(port);
+  auto r = c.get("/_troupe/metrics", auth);
+  if (r.status != 200)
+    ADD_FAILURE() << "GET /_troupe/metrics: " << r.describe();
+  return r.body;
+}
+
+// One sample of the node's metrics; a missing sample is a failure (and reads as -1).
+inline double metric(uint16_t port, const headers_t& auth, const std::string& name, const std::string& labels = "") {
+  auto text = metrics_text(port, auth);
+  auto v = prometheus_sample(text, name, labels);
+  if (!v) {
+    ADD_FAILURE() << "no sample " << name << (labels.empty() ? "" : "{" + labels + "}") << " in the metrics:\n"
+                  << text;
+    return -1;
+  }
+  return *v;
 }
 
 }  // namespace troupe::test
