@@ -278,13 +278,20 @@ protected:
 
 private:
   friend struct detail::user_access;
+  /// The store projected to JSON for the census console (GET
+  /// /_troupe/actors/user:NAME). user_actor<State> projects State through its
+  /// nlohmann `to_json` when it has one, null otherwise; override to show
+  /// something else (or less: the console shows what this returns to operators).
+  virtual nlohmann::json project_state() const { return nullptr; }
   virtual store::bytes save_state() const = 0;
   virtual void load_state(const store::bytes& data) = 0;
   detail::user_host* host_ = nullptr;
 };
 
 /// A user actor type whose store is `State` (default-constructible and
-/// msgpack-serializable: MSGPACK_DEFINE / MSGPACK_DEFINE_MAP).
+/// msgpack-serializable: MSGPACK_DEFINE / MSGPACK_DEFINE_MAP). A State with an
+/// nlohmann `to_json` (e.g. NLOHMANN_DEFINE_TYPE_INTRUSIVE) is shown as JSON
+/// in the census console.
 template <class State>
 class user_actor : public user_actor_base {
 public:
@@ -297,6 +304,13 @@ protected:
   State& mutate() {
     changed();
     return state_;
+  }
+
+  nlohmann::json project_state() const override {
+    if constexpr (std::is_constructible_v<nlohmann::json, const State&>)
+      return nlohmann::json(state_);
+    else
+      return nullptr;
   }
 
 private:

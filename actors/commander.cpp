@@ -356,6 +356,105 @@ struct commander_state {
     return promise;
   }
 
+  // -- operator actions -----------------------------------------------------------------
+
+  using drop_promise = caf::typed_response_promise<std::string, std::uint64_t>;
+
+  // An operator drops `user`: his actor stops without freezing (if live), his
+  // parcel and those of the connections bound to him here are removed, and the
+  // connections become new guests. His resolves are held meanwhile.
+  caf::result<std::string, std::uint64_t> drop(const std::string& user) {
+    if (!index)
+      return make_error(errc::unavailable, "no workers registered yet");
+    if (departing.count(user))
+      return make_error(errc::busy, "he is being frozen or dropped; retry");
+    auto promise = self->make_response_promise<std::string, std::uint64_t>();
+    departing.try_emplace(user);
+    auto fail = [this, promise, user](caf::error err) mutable {
+      end_departure(user, false);
+      promise.deliver(std::move(err));
+    };
+    if (auto slot = index->worker_of(user)) {
+      self->request(workers[*slot], ctx->request_timeout(), drop_atom::value, user)
+        .then([this, promise, user](bool) { finish_drop(promise, user, "active"); },
+              [this, promise, user, fail](caf::error& err) mutable {
+                if (is(err, errc::no_such_user))  // placed, but his actor is gone (crashed for good)
+                  return finish_drop(promise, user, "inactive");
+                fail(std::move(err));
+              });
+      return promise;
+    }
+    // Not live: frozen, if the deposit has his parcel (he is not woken to know).
+    self->request(deposit, ctx->request_timeout(), get_atom::value, parcel_kind::user, user)
+      .then(
+        [this, promise, user, fail](std::vector<store::parcel>& found) mutable {
+          if (found.empty() && index->unbind_user(user).empty())
+            return fail(make_error(errc::no_such_user, user));
+          finish_drop(promise, user, "frozen");
+        },
+        [fail](caf::error& err) mutable { fail(std::move(err)); });
+    return promise;
+  }
+
+  void finish_drop(drop_promise promise, const std::string& user, const std::string& was) {
+    auto cids = index->unbind_user(user);
+    index->remove(user);
+    // Removes are ordered after every write he made (the deposit flushes first).
+    self->request(deposit, ctx->request_timeout(), remove_atom::value, parcel_kind::user, user)
+      .then([](bool) {},
+            [this, user](caf::error& err) {
+              spdlog::error("commander: the parcel of dropped user {} could not be removed: {}",
+                            registry::redact(user), self->system().render(err));
+            });
+    for (auto& cid : cids)
+      self->request(deposit, ctx->request_timeout(), remove_atom::value, parcel_kind::connection, cid)
+        .then([](bool) {},
+              [this, cid](caf::error& err) {
+                spdlog::error("commander: the parcel of connection {} could not be removed: {}",
+                              registry::redact(cid), self->system().render(err));
+              });
+    if (ctx->census)
+      self->send(ctx->census, drop_atom::value, user);
+    spdlog::info("commander: user {} dropped ({}; {} connection(s))", registry::redact(user), was, cids.size());
+    promise.deliver(was, static_cast<std::uint64_t>(cids.size()));
+    // Requests held meanwhile start afresh: their connections are strangers now.
+    auto held = std::move(departing[user]);
+    departing.erase(user);
+    for (auto& h : held)
+      resolve(std::move(h.promise), h.cid, false);
+  }
+
+  // An operator drains worker `name` of the placing group: it gets no new
+  // user, its users freeze, it stops; answers (frozen, failed).
+  caf::result<std::uint64_t, std::uint64_t> drain(const std::string& name) {
+    if (!index)
+      return make_error(errc::unavailable, "no workers registered yet");
+    std::optional<std::size_t> slot;
+    for (std::size_t i = 0; i < workers.size(); ++i)
+      if (group + "-w" + std::to_string(i + 1) == name)
+        slot = i;
+    if (!slot)
+      return make_error(errc::no_such_user, "no worker called " + name);
+    if (!index->in_service(*slot))
+      return make_error(errc::refused, "worker " + name + " is drained or being drained");
+    if (!index->set_in_service(*slot, false))
+      return make_error(errc::refused, "worker " + name + " is the last of group " + group + " in service");
+    auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
+    auto s = *slot;
+    self->request(workers[s], caf::infinite, drain_atom::value)
+      .then(
+        [this, promise, s](std::uint64_t frozen, std::uint64_t failed) mutable {
+          if (failed)
+            index->set_in_service(s, true);
+          promise.deliver(frozen, failed);
+        },
+        [this, promise, s](caf::error& err) mutable {
+          index->set_in_service(s, true);
+          promise.deliver(std::move(err));
+        });
+    return promise;
+  }
+
   // Expired parcels leave the deposit now and then (run on the deposit's thread).
   void schedule_sweep() {
     auto& c = ctx->recipe.commander;
@@ -401,6 +500,12 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
   st.count_global();
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
   st.schedule_sweep();
+  if (st.ctx->census) {
+    census_note n;
+    n.kind = static_cast<std::uint8_t>(actor_kind::commander);
+    n.name = "commander";
+    self->send(st.ctx->census, note_atom::value, std::move(n));
+  }
   auto unavailable = [] { return make_error(errc::unavailable, "no workers registered yet"); };
   return {
     [=](resolve_atom, const std::string& cid, bool minted) -> caf::result<placement> {
@@ -470,6 +575,8 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     [=](frozen_atom, const std::string& user) { self->state.end_departure(user, true); },
     [=](thaw_atom, const std::string& user) { self->state.end_departure(user, false); },
     [=](quit_atom) { return self->state.quit(); },
+    [=](drop_atom, const std::string& user) { return self->state.drop(user); },
+    [=](drain_atom, const std::string& worker) { return self->state.drain(worker); },
     [=](tick_atom) { self->state.sweep(); },
     [=](global_atom, detail::global_op& op) { return self->state.global_op(op); },
     [=](global_atom) { return self->state.describe_global(); },

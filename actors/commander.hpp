@@ -67,6 +67,12 @@ using commander_handle = caf::typed_actor<
   caf::reacts_to<frozen_atom, std::string>,
   /// From a user actor: his freeze failed; he stays where he was.
   caf::reacts_to<thaw_atom, std::string>,
+  /// An operator drops user `name` (not woken if frozen): answers what he was
+  /// (active | frozen | inactive) and how many connections he had here.
+  caf::replies_to<drop_atom, std::string>::with<std::string, std::uint64_t>,
+  /// An operator drains worker `name`: answers (frozen, failed); no_such_user
+  /// when unknown, refused when it is the group's last worker in service.
+  caf::replies_to<drain_atom, std::string>::with<std::uint64_t, std::uint64_t>,
   /// Soft quit: freeze every user of every worker; answers how many.
   caf::replies_to<quit_atom>::with<std::uint64_t>,
   /// Internal: the periodic expiry sweep.

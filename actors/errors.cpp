@@ -21,6 +21,8 @@ const char* to_string(errc code) noexcept {
     case errc::deposit_failed: return "deposit_failed";
     case errc::no_such_user: return "no_such_user";
     case errc::wake_failed: return "wake_failed";
+    case errc::dropped: return "dropped";
+    case errc::refused: return "refused";
   }
   return "unknown";
 }

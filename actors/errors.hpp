@@ -25,6 +25,8 @@ enum class errc : std::uint8_t {
   deposit_failed,   ///< a parcel could not be written, read or removed
   no_such_user,     ///< the user is not hosted here
   wake_failed,      ///< a user could not be woken from his parcel
+  dropped,          ///< an operator dropped the user (his actor's exit reason)
+  refused,          ///< an operator's order cannot be carried out as asked (nothing was done)
 };
 
 /// "not_here", "handler_failed", …

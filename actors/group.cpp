@@ -19,6 +19,19 @@ struct group_state {
   caf::actor commander;
   caf::actor deposit;
   std::vector<worker_handle> workers;
+  std::uint32_t replaced = 0;  // workers replaced after a crash
+
+  void note(group_handle::stateful_pointer<group_state> self) {
+    if (!ctx->census)
+      return;
+    census_note n;
+    n.kind = static_cast<std::uint8_t>(actor_kind::group);
+    n.name = settings.name;
+    n.parent = "node";
+    n.info = settings.user_type;
+    n.restarts = replaced;
+    self->send(ctx->census, note_atom::value, std::move(n));
+  }
 
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
     return spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
@@ -37,6 +50,7 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
   st.settings = std::move(settings);
   st.commander = std::move(commander);
   st.deposit = std::move(deposit);
+  st.note(self);
   for (int i = 0; i < st.settings.workers; ++i)
     st.workers.push_back(st.start_worker(*self, static_cast<std::size_t>(i)));
   // A worker that went down abnormally is replaced in its slot (its users went
@@ -52,6 +66,8 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
       spdlog::error("group {}: worker {} went down ({}); replacing it", st.settings.name, slot + 1,
                     self->system().render(em.reason));
       st.workers[slot] = st.start_worker(*self, slot);
+      ++st.replaced;
+      st.note(self);
       self->send(caf::actor_cast<commander_handle>(st.commander), workers_atom::value, st.settings.name,
                  st.workers);
       return;

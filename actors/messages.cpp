@@ -1,5 +1,6 @@
 #include "actors/messages.hpp"
 
+#include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
@@ -44,6 +45,13 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<store::parcel>>("troupe.parcels");
   cfg.add_message_type<store::parcel_kind>("troupe.parcel_kind");
   cfg.add_message_type<deposit_handle>("troupe.deposit_handle");
+  cfg.add_message_type<census_note>("troupe.census_note");
+  cfg.add_message_type<actor_probe>("troupe.actor_probe");
+  cfg.add_message_type<census_query>("troupe.census_query");
+  cfg.add_message_type<orchestration_entry>("troupe.orchestration_entry");
+  cfg.add_message_type<census_handle>("troupe.census_handle");
+  cfg.add_message_type<census_member_view>("troupe.census_member_view");
+  cfg.add_message_type<probe_handle>("troupe.probe_handle");
 }
 
 }  // namespace troupe

@@ -8,6 +8,8 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -38,6 +40,64 @@ using thaw_atom = caf::atom_constant<caf::atom("thaw")>;        ///< a freeze fa
 using quit_atom = caf::atom_constant<caf::atom("quit")>;        ///< soft quit: freeze everybody
 using tick_atom = caf::atom_constant<caf::atom("tick")>;        ///< a periodic timer (idle, checkpoint, sweep)
 using global_atom = caf::atom_constant<caf::atom("global")>;    ///< the global store
+using note_atom = caf::atom_constant<caf::atom("note")>;        ///< a member tells the census its state
+using probe_atom = caf::atom_constant<caf::atom("probe")>;      ///< the census asks a member for its live figures
+using census_atom = caf::atom_constant<caf::atom("census")>;    ///< census queries
+using scan_atom = caf::atom_constant<caf::atom("scan")>;        ///< frozen users found in the deposit at start
+using drop_atom = caf::atom_constant<caf::atom("drop")>;        ///< an operator drops a user
+using drain_atom = caf::atom_constant<caf::atom("drain")>;      ///< an operator drains a worker
+using log_atom = caf::atom_constant<caf::atom("log")>;          ///< the orchestration log
+using order_atom = caf::atom_constant<caf::atom("order")>;      ///< an operator's order through the bridge
+
+/// What a member of the tree (user, worker, group, commander) tells the
+/// census when it starts and whenever its state or its counts change — never
+/// per request. The census monitors the sender: its going away needs no note.
+struct census_note {
+  std::uint8_t kind = 0;     ///< an actor_kind
+  std::string name;          ///< user name, worker name, group name
+  std::string parent;        ///< a user's worker, a worker's group
+  std::string info;          ///< a group's user type
+  std::uint8_t state = 0;    ///< users: registry::user_state; workers: 0 in service, 1 draining
+  std::uint32_t connections = 0;
+  std::uint32_t pages = 0;
+  std::uint32_t restarts = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, census_note& x) {
+  return f(caf::meta::type_name("troupe.census_note"), x.kind, x.name, x.parent, x.info, x.state, x.connections,
+           x.pages, x.restarts);
+}
+
+/// A member's answer to the census's probe (sent with high priority, so it
+/// overtakes a backlog and reports it): its live figures, and in detail
+/// (when asked) its own description as JSON text.
+struct actor_probe {
+  std::uint64_t query = 0;
+  std::uint64_t mailbox = 0;
+  std::uint64_t handled = 0;     ///< messages handled
+  std::uint64_t service_ns = 0;  ///< time spent handling them
+  std::uint32_t restarts = 0;
+  std::int64_t last_refresh_ms = 0;  ///< clocks in unix milliseconds, 0: never
+  std::int64_t last_user_ms = 0;
+  std::int64_t last_rpc_ms = 0;
+  std::string detail;            ///< a JSON object merged into the actor's description, "" when not asked
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_probe& x) {
+  return f(caf::meta::type_name("troupe.actor_probe"), x.query, x.mailbox, x.handled, x.service_ns, x.restarts,
+           x.last_refresh_ms, x.last_user_ms, x.last_rpc_ms, x.detail);
+}
+
+/// The census as its members see it (its whole interface: actors/census.hpp).
+using census_member_view = caf::typed_actor<
+  caf::reacts_to<note_atom, census_note>,
+  /// A user was dropped: the census forgets him.
+  caf::reacts_to<drop_atom, std::string>>;
+
+/// A member as the census probes it (users and workers answer probes).
+using probe_handle = caf::typed_actor<caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>>;
 
 /// One HTTP header field.
 struct http_header {

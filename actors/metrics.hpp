@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -74,6 +75,30 @@ public:
 
 private:
   std::atomic<std::int64_t>* slot_;
+};
+
+/// Messages an actor handled and the time it spent on them: plain counters
+/// of its state (only the actor touches them; the census reads them by probe).
+struct actor_meter {
+  std::uint64_t handled = 0;
+  std::uint64_t service_ns = 0;
+
+  /// Counts one message and times it for as long as it lives.
+  class scope {
+  public:
+    explicit scope(actor_meter& m) : meter_(m), t0_(std::chrono::steady_clock::now()) {}
+    ~scope() {
+      ++meter_.handled;
+      meter_.service_ns += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count());
+    }
+    scope(const scope&) = delete;
+    scope& operator=(const scope&) = delete;
+
+  private:
+    actor_meter& meter_;
+    std::chrono::steady_clock::time_point t0_;
+  };
 };
 
 }  // namespace troupe

@@ -5,9 +5,11 @@
 /// start-up except the counters (atomics); one per node, never global.
 
 #include "actors/app.hpp"
+#include "actors/messages.hpp"
 #include "actors/metrics.hpp"
 #include "config/recipe.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/duration.hpp>
 
 #include <chrono>
@@ -21,6 +23,8 @@ struct node_context {
   config::recipe recipe;
   app_types apps;
   node_metrics metrics;
+  /// The node's census: members tell it their state. Set before any member starts.
+  census_member_view census;
 
   /// limits.hold_seconds as a CAF timeout.
   caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }

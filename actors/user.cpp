@@ -3,7 +3,9 @@
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
+#include "actors/census.hpp"
 #include "actors/page.hpp"
+#include "registry/census_model.hpp"
 #include "registry/clocks.hpp"
 #include "registry/ids.hpp"
 #include "store/parcel.hpp"
@@ -24,6 +26,7 @@ struct user_access {
   static void bind(user_actor_base& app, user_host* host) { app.host_ = host; }
   static store::bytes save(const user_actor_base& app) { return app.save_state(); }
   static void load(user_actor_base& app, const store::bytes& data) { app.load_state(data); }
+  static nlohmann::json project(const user_actor_base& app) { return app.project_state(); }
 };
 }  // namespace detail
 
@@ -84,6 +87,14 @@ struct user_state : detail::user_host {
   std::uint64_t generation = 0;  // of the store: grows with every parcel written
   bool dirty = false;
   std::unordered_map<std::string, connection_record> connections;
+  std::size_t page_count = 0;
+
+  // The census: told of every change of state or counts (never per request);
+  // the meter counts what he handles, read only by the census's probe.
+  census_member_view census;
+  actor_meter meter;
+  std::uint32_t restarts = 0;
+  registry::user_state shown = registry::user_state::active;
 
   // One request at a time: while a deferred answer (after/login/logout) is
   // pending, later requests wait in `backlog` (bounded by user_queue_length).
@@ -117,6 +128,71 @@ struct user_state : detail::user_host {
       schedule_checkpoint();
   }
   caf::local_actor* actor() override { return self; }
+
+  // -- the census -------------------------------------------------------------------
+
+  void note(std::optional<registry::user_state> now = std::nullopt) {
+    if (now)
+      shown = *now;
+    if (!census)
+      return;
+    census_note n;
+    n.kind = static_cast<std::uint8_t>(actor_kind::user);
+    n.name = user_name;
+    n.parent = worker_name;
+    n.state = static_cast<std::uint8_t>(shown);
+    n.connections = static_cast<std::uint32_t>(connections.size());
+    n.pages = static_cast<std::uint32_t>(page_count);
+    n.restarts = restarts;
+    self->send(census, note_atom::value, std::move(n));
+  }
+
+  static std::int64_t ms_or_zero(registry::wall_clock::time_point t) {
+    return t == registry::wall_clock::time_point{} ? 0 : unix_ms(t);
+  }
+
+  static nlohmann::json seconds_or_null(registry::wall_clock::time_point t) {
+    return t == registry::wall_clock::time_point{} ? nlohmann::json(nullptr) : nlohmann::json(registry::to_seconds(t));
+  }
+
+  actor_probe probe(std::uint64_t query, bool detail) {
+    actor_probe p;
+    p.query = query;
+    p.mailbox = self->mailbox().size();
+    p.handled = meter.handled;
+    p.service_ns = meter.service_ns;
+    p.restarts = restarts;
+    p.last_refresh_ms = ms_or_zero(clocks.last_refresh);
+    p.last_user_ms = ms_or_zero(clocks.last_user);
+    p.last_rpc_ms = ms_or_zero(clocks.last_rpc);
+    if (!detail)
+      return p;
+    nlohmann::json conns = nlohmann::json::array();
+    for (auto& [cid, conn] : connections) {
+      auto ref = connection_ref(cid);
+      nlohmann::json pages = nlohmann::json::array();
+      for (auto& [page_id, page] : conn.pages)
+        pages.push_back({{"id", "page:" + user_name + "/" + ref + "/" + page_id}, {"page", page_id},
+                         {"actor", page.id()}});
+      conns.push_back({{"id", "connection:" + user_name + "/" + ref},
+                       {"ref", ref},
+                       {"actor", conn.actor ? nlohmann::json(conn.actor.id()) : nlohmann::json(nullptr)},
+                       {"clocks",
+                        {{"last_refresh", seconds_or_null(conn.clocks.last_refresh)},
+                         {"last_rpc", seconds_or_null(conn.clocks.last_rpc)}}},
+                       {"pages", std::move(pages)}});
+    }
+    nlohmann::json store;
+    try {
+      store = user_access::project(*app);
+    } catch (const std::exception& e) {
+      store = {{"error", std::string("the projection failed: ") + e.what()}};
+    }
+    p.detail = nlohmann::json{{"connections", std::move(conns)}, {"store", std::move(store)},
+                              {"generation", generation}, {"dirty", dirty}, {"backlog", backlog.size()}}
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return p;
+  }
 
   // -- requests -------------------------------------------------------------------
 
@@ -278,6 +354,8 @@ struct user_state : detail::user_host {
       if (!conn.actor)
         conn.actor = spawn_connection(*self, ctx, cid);
       i = conn.pages.emplace(page_id, spawn_page(*self, ctx, conn.actor, page_id)).first;
+      ++page_count;
+      note();
     }
     self->send(i->second, stamp_atom::value, unix_ms(now));
     return std::nullopt;
@@ -291,7 +369,10 @@ struct user_state : detail::user_host {
       self->send_exit(page, caf::exit_reason::user_shutdown);
     if (i->second.actor)
       self->send_exit(i->second.actor, caf::exit_reason::user_shutdown);
+    page_count -= i->second.pages.size();
     connections.erase(i);
+    if (!stopped)
+      note();
   }
 
   // -- login / logout ----------------------------------------------------------------
@@ -392,6 +473,7 @@ struct user_state : detail::user_host {
             install_carried(carried);
           }
           busy = false;
+          note(registry::user_state::active);
           schedule_idle();
           drain();
         },
@@ -401,6 +483,7 @@ struct user_state : detail::user_host {
             respond(call.to, error_response(503, "the user could not be woken, retry", 1));
           backlog.clear();
           stopped = true;
+          note(registry::user_state::frozen);  // he still is: his parcel stays for the next try
           self->quit(make_error(errc::wake_failed));
         });
   }
@@ -450,6 +533,7 @@ struct user_state : detail::user_host {
     freezing = true;
     busy = true;
     self->send(commander, freezing_atom::value, user_name);
+    note(registry::user_state::departing);
     // A guest's own connection needs no parcel: the cookie alone names guest_<cid>.
     std::vector<const std::string*> named;
     for (auto& [cid, conn] : connections)
@@ -516,6 +600,7 @@ struct user_state : detail::user_host {
       freezing = false;
       busy = false;
       self->send(commander, thaw_atom::value, user_name);
+      note(registry::user_state::active);
       for (auto& w : waiters)
         w.deliver(make_error(errc::deposit_failed, "the parcels could not be written"));
       schedule_idle();
@@ -525,6 +610,7 @@ struct user_state : detail::user_host {
     ctx->metrics.user_freezes.fetch_add(1, std::memory_order_relaxed);
     ctx->metrics.users_frozen.fetch_add(1, std::memory_order_relaxed);
     self->send(commander, frozen_atom::value, user_name);  // before the not_here answers below
+    note(registry::user_state::frozen);
     for (auto& w : waiters)
       w.deliver(true);
     retire();
@@ -603,9 +689,9 @@ struct user_state : detail::user_host {
       respond(call.to, std::move(moved));
     }
     backlog.clear();
+    stopped = true;  // before the detaches: no census note for each
     while (!connections.empty())
       detach(connections.begin()->first);
-    stopped = true;
     self->quit();
   }
 };
@@ -622,6 +708,8 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.commander = caf::actor_cast<commander_handle>(spec.commander);
   st.deposit = caf::actor_cast<deposit_handle>(spec.deposit);
   st.started = registry::wall_clock::now();
+  st.census = st.ctx->census;
+  st.restarts = spec.restarts;
   if (auto* group = st.ctx->recipe.group(spec.group)) {
     st.mode = durability_of(group->durability);
     st.idle_after = millis_of(group->user_idle_freeze_minutes * 60);
@@ -634,36 +722,48 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   user_access::bind(*st.app, &st);
   st.app->routes(st.routes);
   if (spec.wake && st.deposit) {
+    st.note(registry::user_state::unfreezing);
     st.wake(std::move(spec.parcel));
   } else {
+    st.note(registry::user_state::active);
     if (!spec.parcel.empty())
       st.install_carried(spec.parcel);
     st.schedule_idle();
   }
   return {
     [=](http_atom, local_reply& k) {
+      actor_meter::scope metered{self->state.meter};
       std::shared_ptr<const http_request> req(k, &k->request());
       self->state.accept(pending_call{std::move(req), std::move(k)});
     },
     [=](http_atom, http_request& req) -> caf::result<http_response> {
+      actor_meter::scope metered{self->state.meter};
       auto promise = self->make_response_promise<http_response>();
       self->state.accept(pending_call{std::make_shared<const http_request>(std::move(req)), promise});
       return promise;
     },
     [=](adopt_atom, std::string& cid) -> caf::result<placement> {
       auto& st = self->state;
+      actor_meter::scope metered{st.meter};
       bool fresh = st.connections.try_emplace(cid).second;
+      if (fresh)
+        st.note();
       if (!fresh || st.mode == durability::freeze || st.user_name == registry::guest_name(cid))
         return st.where();
       return st.save_connection(cid);
     },
-    [=](resume_atom, std::uint64_t id) { self->state.resume(id); },
+    [=](resume_atom, std::uint64_t id) {
+      actor_meter::scope metered{self->state.meter};
+      self->state.resume(id);
+    },
     [=](freeze_atom, std::uint8_t cause) -> caf::result<bool> {
       auto promise = self->make_response_promise<bool>();
       self->state.freeze(cause, promise);
       return promise;
     },
+    [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
     [=](tick_atom, std::uint8_t which) {
+      actor_meter::scope metered{self->state.meter};
       if (which == idle_tick)
         self->state.check_idle();
       else

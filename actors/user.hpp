@@ -44,6 +44,8 @@ using user_handle = caf::typed_actor<
   caf::replies_to<adopt_atom, std::string>::with<placement>,
   /// Freeze now (cause: freeze or quit); answers once his parcels are durable.
   caf::replies_to<freeze_atom, std::uint8_t>::with<bool>,
+  /// The census's probe (sent with high priority): live figures, in detail when asked.
+  caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
   /// Internal: deferred answer number N is due.
   caf::reacts_to<resume_atom, std::uint64_t>,
   /// Internal: time to check idleness (0) or to checkpoint (1).
@@ -60,6 +62,7 @@ struct user_spec {
   caf::actor deposit;                    ///< the deposit actor
   const app_types::factory* factory = nullptr;
   node_context_ptr ctx;
+  std::uint32_t restarts = 0;            ///< times his worker restarted him in the current window
 };
 
 /// Spawns a user actor monitored by `parent` (his worker), which takes him

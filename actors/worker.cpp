@@ -1,10 +1,12 @@
 #include "actors/worker.hpp"
 
 #include "actors/errors.hpp"
+#include "actors/census.hpp"
 #include "registry/ids.hpp"
 #include "store/parcel.hpp"
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -31,6 +33,10 @@ struct worker_state {
     std::make_shared<std::unordered_map<std::string, user_handle>>();
   std::unordered_map<caf::actor_id, std::string> names;      // child id → name
   std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
+  std::unordered_map<caf::actor_id, caf::typed_response_promise<bool>> dropping;  // answered at their down
+  bool draining = false;
+  std::uint32_t restarts = 0;  // user restarts on this worker
+  actor_meter meter;
 
   user_handle start(const std::string& user, store::bytes parcel, bool wake) {
     user_spec us;
@@ -43,6 +49,8 @@ struct worker_state {
     us.deposit = spec.deposit;
     us.factory = factory;
     us.ctx = spec.ctx;
+    if (auto c = crashes.find(user); c != crashes.end())
+      us.restarts = static_cast<std::uint32_t>(c->second.size());
     auto h = spawn_user(*self, std::move(us));
     names[h.id()] = user;
     (*users)[user] = h;
@@ -54,6 +62,10 @@ struct worker_state {
   // arrived yet) is started afresh once.
   void attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
     auto i = users->find(order.user);
+    if (i == users->end() && draining) {  // the commander places him elsewhere on his next request
+      promise.deliver(make_error(errc::unavailable, "worker " + spec.name + " is being drained"));
+      return;
+    }
     user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
       .then([promise](placement& p) mutable { promise.deliver(std::move(p)); },
@@ -76,6 +88,11 @@ struct worker_state {
       return;
     auto user = std::move(n->second);
     names.erase(n);
+    if (auto d = dropping.find(dm.source.id()); d != dropping.end()) {
+      d->second.deliver(true);
+      dropping.erase(d);
+      return;
+    }
     auto u = users->find(user);
     bool current = u != users->end() && u->second.address() == dm.source;
     if (current)
@@ -88,6 +105,8 @@ struct worker_state {
     while (!history.empty() && now - history.front() > window)
       history.pop_front();
     history.push_back(now);
+    ++restarts;
+    note();
     spec.ctx->metrics.user_restarts.fetch_add(1, std::memory_order_relaxed);
     if (!current)
       return;  // a request found him dead first and started him again
@@ -102,30 +121,94 @@ struct worker_state {
     start(user, {}, true);  // from his last durable parcel, if any
   }
 
+  // Freezes every user (cause quit or freeze); calls done(frozen, failed) once all answered.
+  template <class Done>
+  void freeze_all(store::parcel_cause cause, Done done) {
+    if (users->empty())
+      return done(std::uint64_t{0}, std::uint64_t{0});
+    auto frozen = std::make_shared<std::uint64_t>(0);
+    auto failed = std::make_shared<std::uint64_t>(0);
+    auto pending = std::make_shared<std::size_t>(users->size());
+    for (auto& [name, h] : *users)
+      self->request(h, caf::infinite, freeze_atom::value, static_cast<std::uint8_t>(cause))
+        .then(
+          [done, frozen, failed, pending](bool) mutable {
+            ++*frozen;
+            if (--*pending == 0)
+              done(*frozen, *failed);
+          },
+          [this, done, frozen, failed, pending, user = name](caf::error& err) mutable {
+            spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
+                          self->system().render(err));
+            ++*failed;
+            if (--*pending == 0)
+              done(*frozen, *failed);
+          });
+  }
+
   // Soft quit: every user freezes (cause quit); answers how many did.
   caf::result<std::uint64_t> quit() {
     auto promise = self->make_response_promise<std::uint64_t>();
-    if (users->empty()) {
-      promise.deliver(std::uint64_t{0});
-      return promise;
-    }
-    auto frozen = std::make_shared<std::uint64_t>(0);
-    auto pending = std::make_shared<std::size_t>(users->size());
-    for (auto& [name, h] : *users)
-      self->request(h, caf::infinite, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::quit))
-        .then(
-          [promise, frozen, pending](bool) mutable {
-            ++*frozen;
-            if (--*pending == 0)
-              promise.deliver(*frozen);
-          },
-          [this, promise, frozen, pending, user = name](caf::error& err) mutable {
-            spdlog::error("worker {}: user {} could not be frozen at quit: {}", spec.name,
-                          registry::redact(user), self->system().render(err));
-            if (--*pending == 0)
-              promise.deliver(*frozen);
-          });
+    freeze_all(store::parcel_cause::quit,
+               [promise](std::uint64_t frozen, std::uint64_t) mutable { promise.deliver(frozen); });
     return promise;
+  }
+
+  // An operator drains this worker: it takes no new user, freezes all of its
+  // users, and stops once all are durable (the group does not replace a
+  // worker that stopped normally). A failed freeze keeps it in service.
+  caf::result<std::uint64_t, std::uint64_t> drain() {
+    auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
+    draining = true;
+    note();
+    freeze_all(store::parcel_cause::freeze, [this, promise](std::uint64_t frozen, std::uint64_t failed) mutable {
+      promise.deliver(frozen, failed);
+      if (failed == 0) {  // every user is durable (their exits may still be on the way)
+        spdlog::info("worker {}: drained ({} user(s) frozen); it stops", spec.name, frozen);
+        self->quit();
+        return;
+      }
+      draining = false;
+      note();
+    });
+    return promise;
+  }
+
+  // An operator drops a user: his actor stops at once, without freezing; the
+  // answer comes once he is gone (his down message), so nothing of his runs after it.
+  caf::result<bool> drop(const std::string& user) {
+    auto i = users->find(user);
+    if (i == users->end())
+      return make_error(errc::no_such_user, user);
+    auto promise = self->make_response_promise<bool>();
+    dropping.emplace(i->second.id(), promise);
+    self->send_exit(i->second, make_error(errc::dropped));
+    users->erase(i);
+    return promise;
+  }
+
+  void note() {
+    if (!spec.ctx->census)
+      return;
+    census_note n;
+    n.kind = static_cast<std::uint8_t>(actor_kind::worker);
+    n.name = spec.name;
+    n.parent = spec.group;
+    n.state = draining ? 1 : 0;
+    n.restarts = restarts;
+    self->send(spec.ctx->census, note_atom::value, std::move(n));
+  }
+
+  actor_probe probe(std::uint64_t query, bool detail) {
+    actor_probe p;
+    p.query = query;
+    p.mailbox = self->mailbox().size();
+    p.handled = meter.handled;
+    p.service_ns = meter.service_ns;
+    p.restarts = restarts;
+    if (detail)
+      p.detail = nlohmann::json{{"hosted", users->size()}, {"draining", draining}}.dump();
+    return p;
   }
 };
 
@@ -143,6 +226,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     return worker_handle::behavior_type::make_empty_behavior();
   }
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
+  st.note();
   // Users die with their worker, whatever stops it.
   self->attach_functor([users = st.users] {
     for (auto& [name, h] : *users)
@@ -150,6 +234,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
   });
   return {
     [=](attach_atom, attach_order& order) -> caf::result<placement> {
+      actor_meter::scope metered{self->state.meter};
       auto promise = self->make_response_promise<placement>();
       self->state.attach(std::move(order), promise, true);
       return promise;
@@ -165,6 +250,9 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
       return self->delegate(i->second, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze));
     },
     [=](quit_atom) { return self->state.quit(); },
+    [=](drain_atom) { return self->state.drain(); },
+    [=](drop_atom, const std::string& user) { return self->state.drop(user); },
+    [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
   };
 }
 

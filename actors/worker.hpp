@@ -31,7 +31,14 @@ using worker_handle = caf::typed_actor<
   /// Freeze this user now (an operator's order); answers once his parcels are durable.
   caf::replies_to<freeze_atom, std::string>::with<bool>,
   /// Soft quit: freeze every user; answers how many were frozen.
-  caf::replies_to<quit_atom>::with<std::uint64_t>>;
+  caf::replies_to<quit_atom>::with<std::uint64_t>,
+  /// Drain: take no new user, freeze every user, stop once all are durable;
+  /// answers (frozen, failed). A failed freeze keeps the worker in service.
+  caf::replies_to<drain_atom>::with<std::uint64_t, std::uint64_t>,
+  /// Drop this user: his actor stops without freezing; answers once he is gone (no_such_user: not hosted).
+  caf::replies_to<drop_atom, std::string>::with<bool>,
+  /// The census's probe (sent with high priority).
+  caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>>;
 
 /// How to start one worker.
 struct worker_spec {

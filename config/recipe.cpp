@@ -163,6 +163,9 @@ const std::vector<field<commander_settings>>& commander_fields() {
     {"global_max_value_bytes", &C::global_max_value_bytes, at_least(1)},
     {"global_max_waiters", &C::global_max_waiters, at_least(1)},
     {"global_max_lease_seconds", &C::global_max_lease_seconds, positive(max_seconds)},
+    {"orchestration_log", &C::orchestration_log, {}},
+    {"orchestration_log_max_bytes", &C::orchestration_log_max_bytes, at_least(1024)},
+    {"orchestration_log_files", &C::orchestration_log_files, at_least(1)},
   };
   return f;
 }

@@ -6,7 +6,7 @@
 
 namespace troupe::registry {
 
-placement_index::placement_index(std::size_t workers) : loads_(workers, 0) {
+placement_index::placement_index(std::size_t workers) : loads_(workers, 0), in_service_(workers, true) {
   if (workers == 0)
     throw std::invalid_argument("placement_index needs at least one worker");
 }
@@ -38,7 +38,10 @@ std::optional<std::size_t> placement_index::worker_of(const std::string& user) c
 std::size_t placement_index::place(const std::string& user) {
   if (auto i = users_.find(user); i != users_.end())
     return i->second;
-  auto slot = static_cast<std::size_t>(std::min_element(loads_.begin(), loads_.end()) - loads_.begin());
+  std::size_t slot = loads_.size();
+  for (std::size_t i = 0; i < loads_.size(); ++i)
+    if (in_service_[i] && (slot == loads_.size() || loads_[i] < loads_[slot]))
+      slot = i;
   users_.emplace(user, slot);
   ++loads_[slot];
   return slot;
@@ -49,6 +52,28 @@ void placement_index::remove(const std::string& user) {
     --loads_[i->second];
     users_.erase(i);
   }
+}
+
+bool placement_index::set_in_service(std::size_t slot, bool in_service) {
+  if (slot >= in_service_.size())
+    return false;
+  if (!in_service && in_service_[slot] && std::count(in_service_.begin(), in_service_.end(), true) == 1)
+    return false;
+  in_service_[slot] = in_service;
+  return true;
+}
+
+std::vector<std::string> placement_index::unbind_user(const std::string& user) {
+  std::vector<std::string> cids;
+  for (auto i = connections_.begin(); i != connections_.end();) {
+    if (i->second == user) {
+      cids.push_back(i->first);
+      i = connections_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  return cids;
 }
 
 }  // namespace troupe::registry

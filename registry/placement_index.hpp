@@ -30,9 +30,18 @@ public:
   /// The worker slot a live user is placed on.
   std::optional<std::size_t> worker_of(const std::string& user) const;
 
-  /// Places a user on the least loaded worker slot (ties: the lowest slot)
-  /// unless he is placed already; returns his slot.
+  /// Places a user on the least loaded worker slot in service (ties: the
+  /// lowest slot) unless he is placed already; returns his slot.
   std::size_t place(const std::string& user);
+
+  /// Takes a slot out of service (a drained worker) or puts it back: a slot
+  /// out of service gets no new users. The last slot in service cannot be
+  /// taken out (returns false).
+  bool set_in_service(std::size_t slot, bool in_service);
+  bool in_service(std::size_t slot) const { return slot < in_service_.size() && in_service_[slot]; }
+
+  /// Forgets every connection bound to `user`; returns their ids.
+  std::vector<std::string> unbind_user(const std::string& user);
 
   /// Forgets a user's placement (his connections stay bound to his name).
   void remove(const std::string& user);
@@ -47,6 +56,7 @@ private:
   std::unordered_map<std::string, std::string> connections_;  // cid → user
   std::unordered_map<std::string, std::size_t> users_;        // user → worker slot
   std::vector<std::size_t> loads_;
+  std::vector<bool> in_service_;
 };
 
 }  // namespace troupe::registry

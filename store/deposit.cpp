@@ -291,6 +291,16 @@ public:
     return users_removed;
   }
 
+  void for_each_user(const std::function<void(const std::string&)>& fn) override {
+    walk_kind(users_, [&](const std::string&, const dir_entry& de, const std::string& key_prefix) {
+      if (de.name.empty() || de.name[0] == '.' || !ends_with(de.name, suffix) || is_platform_key(key_prefix + de.name))
+        return;
+      auto escaped = key_prefix + de.name.substr(0, de.name.size() - suffix.size());
+      if (auto key = unescape_key(escaped))
+        fn(*key);
+    });
+  }
+
   std::size_t count_users() override {
     std::size_t n = 0;
     walk_kind(users_, [&](const std::string&, const dir_entry& de, const std::string&) {
@@ -617,6 +627,30 @@ std::string escape_key(std::string_view key) {
       out += hex_digits[c & 0xf];
     }
   }
+  return out;
+}
+
+std::optional<std::string> unescape_key(std::string_view escaped) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] != '%') {
+      out += escaped[i];
+      continue;
+    }
+    if (i + 2 >= escaped.size() || hex(escaped[i + 1]) < 0 || hex(escaped[i + 2]) < 0)
+      return std::nullopt;
+    out += static_cast<char>(hex(escaped[i + 1]) * 16 + hex(escaped[i + 2]));
+    i += 2;
+  }
+  if (out.empty())
+    return std::nullopt;
   return out;
 }
 

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -124,6 +125,10 @@ public:
   /// snapshot): they are not counted here and never expired by sweep.
   virtual std::size_t count_users() = 0;
 
+  /// Calls fn(name) for every user parcel present (platform keys aside), in
+  /// no particular order (scans: the census's start-up listing of frozen users).
+  virtual void for_each_user(const std::function<void(const std::string&)>& fn) = 0;
+
   const deposit_counters& counters() const noexcept { return counters_; }
 
 protected:
@@ -139,6 +144,9 @@ std::unique_ptr<deposit> make_filesystem_deposit(const std::string& dir);
 /// The escaped form of a key (see the file comment). Throws
 /// std::invalid_argument for an empty key or one over 255 bytes.
 std::string escape_key(std::string_view key);
+
+/// The key an escaped form stands for; nullopt when it is not one escape_key makes.
+std::optional<std::string> unescape_key(std::string_view escaped);
 
 enum class parcel_kind { user, connection };
 

@@ -3,6 +3,8 @@
 #include "actors/errors.hpp"
 #include "actors/user.hpp"
 #include "registry/ids.hpp"
+#include "transport/console_session.hpp"
+#include "transport/url.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -10,11 +12,13 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <caf/all.hpp>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 
 namespace troupe {
@@ -56,6 +60,18 @@ std::string_view cookie_cid(const http::request<http::string_body>& req) {
     }
   }
   return {};
+}
+
+// X-Troupe-Operator: at most 64 printable ASCII characters, else "admin".
+std::string operator_name(const http::request<http::string_body>& req) {
+  auto h = req.find("X-Troupe-Operator");
+  if (h == req.end() || h->value().empty() || h->value().size() > 64)
+    return "admin";
+  std::string name(h->value());
+  for (char c : name)
+    if (c < 0x20 || c > 0x7e)
+      return "admin";
+  return name;
 }
 
 bool is_parse_error(const beast::error_code& ec) {
@@ -111,7 +127,9 @@ private:
   void do_read();
   void on_read(beast::error_code ec, std::size_t n);
   void handle();
-  void handle_admin(std::string_view path);
+  void handle_admin(std::string_view path, std::string_view query);
+  void handle_census(std::string_view query);
+  void order(std::string what, std::string target);
   template <class Send>
   void admin_call_to_bridge(Send send);
   void dispatch(bool retry);
@@ -287,7 +305,7 @@ void http_session::handle() {
   auto qmark = target.find('?');
   std::string_view path = target.substr(0, qmark);
   if (path.substr(0, 8) == "/_troupe" && (path.size() == 8 || path[8] == '/'))
-    return handle_admin(path);
+    return handle_admin(path, qmark == std::string_view::npos ? std::string_view{} : target.substr(qmark + 1));
 
   auto& ctx = front_.context();
   std::string cid(cookie_cid(req_));
@@ -322,41 +340,133 @@ void http_session::handle() {
   dispatch(false);
 }
 
-void http_session::handle_admin(std::string_view path) {
+void http_session::handle_admin(std::string_view path, std::string_view query) {
   auto& ctx = front_.context();
   if (path == "/_troupe/health")
     return do_write(200, R"({"status":"ok"})", "application/json");
-  const auto& token = ctx.recipe.node.admin_token;
-  if (token.empty())  // the admin surface is off
+  if (ctx.recipe.node.admin_token.empty())  // the admin surface is off
     return do_write(404, error_body("not found"), "application/json");
+  // The console page holds no data (it asks for the token, then everything it
+  // shows comes through token-checked calls); its live channel checks the token itself.
+  if (path == "/_troupe/console")
+    return do_write(200, std::string(console_page()), "text/html; charset=utf-8");
+  if (path == "/_troupe/console/live") {
+    if (!beast::websocket::is_upgrade(req_))
+      return do_write(426, error_body("a WebSocket upgrade is expected here"), "application/json");
+    return start_console_session(std::move(stream_), std::move(req_), front_);
+  }
   std::string_view auth;
   if (auto h = req_.find(http::field::authorization); h != req_.end())
     auth = sv(h->value());
   constexpr std::string_view bearer = "Bearer ";
-  bool ok = auth.size() == bearer.size() + token.size() && auth.substr(0, bearer.size()) == bearer
-            && CRYPTO_memcmp(auth.data() + bearer.size(), token.data(), token.size()) == 0;
-  if (!ok)
+  if (auth.substr(0, bearer.size()) != bearer || !front_.admin_token_matches(auth.substr(bearer.size())))
     return do_write(401, error_body("missing or wrong admin token"), "application/json", 0, true);
+  auto get_only = [&] { return req_.method() == http::verb::get || req_.method() == http::verb::head; };
   if (path == "/_troupe/metrics")
     return do_write(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
   if (path == "/_troupe/global")
     return admin_call_to_bridge([](front& f, local_admin slot) {
       caf::anon_send(f.bridge(), global_atom::value, std::move(slot));
     });
-  // POST /_troupe/users/{user}/freeze
-  constexpr std::string_view users = "/_troupe/users/", freeze = "/freeze";
-  if (path.size() > users.size() + freeze.size() && path.substr(0, users.size()) == users
-      && path.substr(path.size() - freeze.size()) == freeze) {
-    std::string user(path.substr(users.size(), path.size() - users.size() - freeze.size()));
-    if (req_.method() != http::verb::post)
-      return do_write(405, error_body("use POST"), "application/json");
-    if (!registry::valid_user_name(user) && !(registry::is_guest(user) && registry::valid_cid(user.substr(6))))
-      return do_write(404, error_body("no such user on this node"), "application/json");
-    return admin_call_to_bridge([user = std::move(user)](front& f, local_admin slot) mutable {
-      caf::anon_send(f.bridge(), freeze_atom::value, std::move(user), std::move(slot));
+  if (path == "/_troupe/census") {
+    if (!get_only())
+      return do_write(405, error_body("use GET"), "application/json");
+    return handle_census(query);
+  }
+  if (path == "/_troupe/orchestration/log") {
+    std::uint32_t tail = 100;
+    auto params = parse_query(query);
+    if (!params)
+      return do_write(400, error_body("malformed query string"), "application/json");
+    for (auto& [k, v] : *params)
+      if (k == "tail") {
+        auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), tail);
+        if (ec != std::errc{} || end != v.data() + v.size() || tail < 1 || tail > 1000)
+          return do_write(400, error_body("tail: must be 1-1000"), "application/json");
+      }
+    return admin_call_to_bridge([tail](front& f, local_admin slot) {
+      caf::anon_send(f.bridge(), log_atom::value, tail, std::move(slot));
     });
   }
+  constexpr std::string_view actors = "/_troupe/actors/";
+  if (path.substr(0, actors.size()) == actors && path.size() > actors.size()) {
+    auto id = percent_decode(path.substr(actors.size()));
+    if (!id || id->size() > 512)
+      return do_write(400, error_body("malformed actor id"), "application/json");
+    return admin_call_to_bridge([id = std::move(*id)](front& f, local_admin slot) mutable {
+      caf::anon_send(f.bridge(), census_atom::value, std::move(id), std::move(slot));
+    });
+  }
+  // POST /_troupe/users/{user}/freeze|drop, POST /_troupe/workers/{worker}/drain
+  constexpr std::string_view users = "/_troupe/users/", workers = "/_troupe/workers/";
+  auto split_action = [&](std::string_view base) -> std::optional<std::pair<std::string, std::string>> {
+    if (path.substr(0, base.size()) != base)
+      return std::nullopt;
+    auto rest = path.substr(base.size());
+    auto slash = rest.rfind('/');
+    if (slash == std::string_view::npos || slash == 0)
+      return std::nullopt;
+    auto name = percent_decode(rest.substr(0, slash));
+    if (!name)
+      return std::nullopt;
+    return std::make_pair(std::move(*name), std::string(rest.substr(slash + 1)));
+  };
+  if (auto a = split_action(users); a && (a->second == "freeze" || a->second == "drop")) {
+    if (req_.method() != http::verb::post)
+      return do_write(405, error_body("use POST"), "application/json");
+    auto& user = a->first;
+    if (!registry::valid_user_name(user) && !(registry::is_guest(user) && registry::valid_cid(user.substr(6))))
+      return do_write(404, error_body("no such user on this node"), "application/json");
+    return order(a->second, std::move(user));
+  }
+  if (auto a = split_action(workers); a && a->second == "drain") {
+    if (req_.method() != http::verb::post)
+      return do_write(405, error_body("use POST"), "application/json");
+    return order("drain", std::move(a->first));
+  }
   do_write(404, error_body("not found"), "application/json");
+}
+
+void http_session::order(std::string what, std::string target) {
+  beast::error_code ec;
+  auto remote = stream_.socket().remote_endpoint(ec);
+  operator_order o{std::move(what), std::move(target), operator_name(req_), ec ? "" : remote.address().to_string()};
+  admin_call_to_bridge([o = std::move(o)](front& f, local_admin slot) mutable {
+    caf::anon_send(f.bridge(), order_atom::value, std::move(o), std::move(slot));
+  });
+}
+
+// GET /_troupe/census: its parameters (docs/census.md); a bad one is a 400 naming it.
+void http_session::handle_census(std::string_view query) {
+  auto params = parse_query(query);
+  if (!params)
+    return do_write(400, error_body("malformed query string"), "application/json");
+  census_query q;
+  for (auto& [k, v] : *params) {
+    auto number = [&, &k = k, &v = v](auto& out) {
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+      return ec == std::errc{} && end == v.data() + v.size();
+    };
+    if (k == "kind")
+      q.kind = v;
+    else if (k == "prefix")
+      q.prefix = v;
+    else if (k == "worker")
+      q.worker = v;
+    else if (k == "state")
+      q.state = v;
+    else if (k == "after")
+      q.after = v;
+    else if (k == "probe")
+      q.probe = v != "0";
+    else if (k == "offset" && !number(q.offset))
+      return do_write(400, error_body("offset: must be a non-negative integer"), "application/json");
+    else if (k == "limit" && !number(q.limit))
+      return do_write(400, error_body("limit: must be 1-1000"), "application/json");
+  }
+  admin_call_to_bridge([q = std::move(q)](front& f, local_admin slot) mutable {
+    caf::anon_send(f.bridge(), census_atom::value, std::move(q), std::move(slot));
+  });
 }
 
 // An admin operation answered by the actors: the reply comes back like an
@@ -533,6 +643,12 @@ front::front(node_context_ptr ctx, bridge_handle bridge)
 
 front::~front() {
   stop();
+}
+
+bool front::admin_token_matches(std::string_view presented) const noexcept {
+  const auto& token = ctx_->recipe.node.admin_token;
+  return !token.empty() && presented.size() == token.size()
+         && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0;
 }
 
 void front::listen(const std::string& host, std::uint16_t port) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,8 @@ public:
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
+  /// True when the admin surface is on and `presented` is its token (constant-time compare).
+  bool admin_token_matches(std::string_view presented) const noexcept;
   void session_started(const std::shared_ptr<http_session>& s);
   void session_ended() noexcept;
 

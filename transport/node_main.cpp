@@ -1,9 +1,12 @@
 #include "transport/node_main.hpp"
 
+#include "actors/census.hpp"
 #include "actors/commander.hpp"
+#include "actors/orchestration_log.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "transport/bridge.hpp"
+#include "transport/census_cli.hpp"
 #include "transport/front.hpp"
 
 #include <CLI/CLI.hpp>
@@ -102,6 +105,15 @@ int run_node(const node_flags& flags, const app_types& types) {
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
   }
+  std::shared_ptr<orchestration_log> operations;
+  try {
+    auto& c = recipe.commander;
+    operations = std::make_shared<orchestration_log>(
+      c.orchestration_log.empty() ? recipe.deposit.path + "/orchestration.log" : c.orchestration_log,
+      c.orchestration_log_max_bytes, c.orchestration_log_files);
+  } catch (const std::exception& e) {
+    return usage_error("commander.orchestration_log: " + std::string(e.what()));
+  }
   std::shared_ptr<store::deposit> deposit_store;
   try {
     deposit_store = store::make_filesystem_deposit(recipe.deposit.path);
@@ -128,13 +140,26 @@ int run_node(const node_flags& flags, const app_types& types) {
   cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
   auto sys = std::make_unique<caf::actor_system>(cfg);
   auto deposit = spawn_deposit(*sys, deposit_store);
-  // How many users the deposit holds, counted beside the start (never before it).
-  std::thread census_of_deposit([deposit_store, ctx] {
+  auto census = spawn_census(*sys, ctx, operations);
+  ctx->census = census;
+  // How many users the deposit holds, and who they are (the census lists them
+  // as frozen): counted beside the start, never before it.
+  std::thread census_of_deposit([deposit_store, ctx, census] {
+    constexpr std::size_t batch_size = 4096;
+    std::vector<std::string> batch;
+    std::int64_t found = 0;
     try {
-      ctx->metrics.users_frozen.fetch_add(static_cast<std::int64_t>(deposit_store->count_users()));
+      deposit_store->for_each_user([&](const std::string& name) {
+        batch.push_back(name);
+        ++found;
+        if (batch.size() == batch_size)
+          caf::anon_send(census, scan_atom::value, std::exchange(batch, {}), false);
+      });
     } catch (const std::exception& e) {
-      spdlog::error("counting the deposit's users failed: {}", e.what());
+      spdlog::error("listing the deposit's users failed: {}", e.what());
     }
+    ctx->metrics.users_frozen.fetch_add(found);
+    caf::anon_send(census, scan_atom::value, std::move(batch), true);
   });
   // The global store comes back from its snapshot before anybody is served.
   global_snapshot global;
@@ -165,9 +190,14 @@ int run_node(const node_flags& flags, const app_types& types) {
         return 1;
     }
   }
-  auto bridge = spawn_bridge(*sys, commander, ctx->hold_timeout(), ctx->request_timeout());
+  auto bridge = spawn_bridge(*sys, commander, census, ctx->hold_timeout(), ctx->request_timeout());
+  auto log_node = [&](const char* what, const std::string& outcome, nlohmann::json numbers) {
+    caf::anon_send(census, log_atom::value,
+                   orchestration_entry{"node", "", what, "node", outcome, numbers.dump(), ""});
+  };
   auto stop_actors = [&] {
     caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
@@ -188,6 +218,9 @@ int run_node(const node_flags& flags, const app_types& types) {
   http->start(recipe.node.io_threads);
   std::string shown_host = listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first;
   std::cout << "troupe node listening on http://" << shown_host << ":" << http->port() << std::endl;
+  if (!recipe.node.admin_token.empty())
+    std::cout << "troupe console on http://" << shown_host << ":" << http->port() << "/_troupe/console" << std::endl;
+  log_node("start", "ok", {{"listen", shown_host + ":" + std::to_string(http->port())}, {"groups", recipe.groups.size()}});
   spdlog::info("node {} up: group {} hosts '{}' on {} worker(s); {} io thread(s), {} actor thread(s)",
                ctx->node_name, recipe.groups.front().name, recipe.groups.front().user_type,
                recipe.groups.front().workers, recipe.node.io_threads, recipe.node.actor_threads);
@@ -233,11 +266,14 @@ int run_node(const node_flags& flags, const app_types& types) {
     self->request(commander, caf::infinite, quit_atom::value)
       .receive(
         [&](std::uint64_t n) {
-          spdlog::info("soft quit: {} user(s) frozen in {} ms", n,
-                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-                         .count());
+          auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+          spdlog::info("soft quit: {} user(s) frozen in {} ms", n, ms);
+          log_node("quit", "ok", {{"frozen", n}, {"ms", ms}});
         },
-        [&](caf::error& err) { spdlog::error("soft quit: freezing failed: {}", sys->render(err)); });
+        [&](caf::error& err) {
+          spdlog::error("soft quit: freezing failed: {}", sys->render(err));
+          log_node("quit", "failed", nlohmann::json::object());
+        });
   }
   arm(std::chrono::seconds(15));
   stop_actors();
@@ -261,6 +297,9 @@ int node_main(int argc, char** argv, app_types types) {
   node->add_option("--config", flags.config_file, "TOML recipe")->check(CLI::ExistingFile);
   node->add_option("--set", flags.sets, "KEY=VALUE, overrides any recipe key (repeatable)");
   node->add_option("--app", flags.app, "user actor type of the default group (group.default.user_type)");
+  census_flags cflags;
+  auto* census = app.add_subcommand("census", "show a node's census (docs/census.md)");
+  add_census_options(*census, cflags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -270,6 +309,8 @@ int node_main(int argc, char** argv, app_types types) {
   }
   if (node->parsed())
     return run_node(flags, types);
+  if (census->parsed())
+    return run_census(cflags);
   return usage_error("unknown command");
 }
 

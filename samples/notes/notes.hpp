@@ -15,6 +15,7 @@ struct notes_state {
   std::int64_t count = 0;
   std::vector<std::string> notes;
   MSGPACK_DEFINE_MAP(count, notes);
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(notes_state, count, notes)  // its projection in the census console
 };
 
 class notes_user : public troupe::user_actor<notes_state> {

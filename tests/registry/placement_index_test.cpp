@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using troupe::registry::placement_index;
 
 TEST(placement_index, binds_connections_and_reports_the_previous_user) {
@@ -35,4 +37,31 @@ TEST(placement_index, places_on_the_least_loaded_worker_once) {
 
 TEST(placement_index, needs_a_worker) {
   EXPECT_THROW(placement_index{0}, std::invalid_argument);
+}
+
+TEST(placement_index, a_slot_out_of_service_gets_no_new_users_and_the_last_one_stays) {
+  troupe::registry::placement_index idx(2);
+  EXPECT_EQ(idx.place("a"), 0u);
+  ASSERT_TRUE(idx.set_in_service(0, false));
+  EXPECT_EQ(idx.place("a"), 0u);  // placed before: stays where he is
+  EXPECT_EQ(idx.place("b"), 1u);
+  EXPECT_EQ(idx.place("c"), 1u);  // slot 0 is lighter, but out of service
+  EXPECT_FALSE(idx.set_in_service(1, false));  // the last slot in service
+  EXPECT_TRUE(idx.in_service(1));
+  EXPECT_FALSE(idx.set_in_service(7, true));
+  ASSERT_TRUE(idx.set_in_service(0, true));
+  EXPECT_EQ(idx.place("d"), 0u);
+}
+
+TEST(placement_index, unbinds_every_connection_of_a_user) {
+  troupe::registry::placement_index idx(1);
+  idx.bind("c1", "alice");
+  idx.bind("c2", "bob");
+  idx.bind("c3", "alice");
+  auto cids = idx.unbind_user("alice");
+  std::sort(cids.begin(), cids.end());
+  EXPECT_EQ(cids, (std::vector<std::string>{"c1", "c3"}));
+  EXPECT_EQ(idx.user_of("c1"), nullptr);
+  ASSERT_NE(idx.user_of("c2"), nullptr);
+  EXPECT_EQ(idx.connections(), 1u);
 }

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -499,4 +500,23 @@ TEST_F(deposit_test, concurrent_puts_and_gets_on_distinct_keys) {
     if (k % 3 != 0)
       ++user_keys;
   EXPECT_EQ(dep->count_users(), static_cast<std::size_t>(user_keys));
+}
+
+TEST_F(deposit_test, lists_every_user_by_name_platform_keys_aside) {
+  std::set<std::string> put{"alice", "Bob.Smith", "a@b", std::string(200, 'x'), "guest_AbCdEfGhIjKlMnOpQrStUvWx"};
+  for (auto& name : put)
+    dep->put_user(name, make_parcel(1, "s"));
+  dep->put_user("%global", make_parcel(1, "g"));
+  dep->put_connection("c1", make_parcel(1, "c"));
+  std::set<std::string> listed;
+  dep->for_each_user([&](const std::string& name) { listed.insert(name); });
+  EXPECT_EQ(listed, put);
+}
+
+TEST(deposit_keys, unescape_inverts_escape) {
+  for (std::string key : {"alice", "Bob.Smith", "%global", "über", ".."})
+    EXPECT_EQ(troupe::store::unescape_key(troupe::store::escape_key(key)), key);
+  EXPECT_FALSE(troupe::store::unescape_key("bad%2"));
+  EXPECT_FALSE(troupe::store::unescape_key("bad%zz"));
+  EXPECT_FALSE(troupe::store::unescape_key(""));
 }

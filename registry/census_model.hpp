@@ -1,0 +1,116 @@
+#pragma once
+/// \file
+/// The census model: every user a node knows (live or frozen), ordered by
+/// name, with the node's and each worker's counts kept exact as users come,
+/// change and go. Plain data, owned by one actor (the census), no locks.
+/// Queries are paged and filtered (prefix, worker, state); the counts the
+/// filters need are kept, so only a prefix filter scans (its name range).
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::registry {
+
+/// A user's state in the census.
+enum class user_state : std::uint8_t { active, unfreezing, departing, frozen };
+
+constexpr std::size_t user_state_count = 4;
+
+const char* to_string(user_state s) noexcept;
+
+/// "active" → user_state::active, …; nullopt for anything else.
+std::optional<user_state> user_state_from(std::string_view text) noexcept;
+
+/// Users counted by state.
+struct state_counts {
+  std::array<std::int64_t, user_state_count> by{};
+
+  std::int64_t all() const noexcept;
+  std::int64_t operator[](user_state s) const noexcept { return by[static_cast<std::size_t>(s)]; }
+};
+
+/// What the census knows of one user between probes.
+struct user_entry {
+  user_state state = user_state::active;
+  std::uint16_t worker = no_worker;  ///< worker number (census_model::worker_name); none when frozen
+  std::uint32_t connections = 0;
+  std::uint32_t pages = 0;
+  std::uint32_t restarts = 0;
+  std::uint64_t actor = 0;  ///< the live actor's id, 0 when he has none (frozen)
+
+  static constexpr std::uint16_t no_worker = 0xffff;
+};
+
+/// Aggregates of a set of users (the node, one worker).
+struct user_aggregate {
+  state_counts users;
+  std::int64_t connections = 0;
+  std::int64_t pages = 0;
+};
+
+class census_model {
+public:
+  struct filter {
+    std::string prefix;                ///< names starting with it
+    std::optional<std::uint16_t> worker;
+    std::optional<user_state> state;
+  };
+
+  struct row {
+    const std::string* name;
+    const user_entry* entry;
+  };
+
+  struct page {
+    std::vector<row> rows;
+    std::int64_t matched = 0;          ///< rows the filter selects, in all
+    std::optional<std::string> next;   ///< cursor of the following page
+  };
+
+  /// The number of worker `name`, given on first sight (workers keep their number).
+  std::uint16_t worker_number(const std::string& name);
+  /// The worker's number if it was ever seen.
+  std::optional<std::uint16_t> find_worker(const std::string& name) const;
+  const std::string& worker_name(std::uint16_t number) const { return workers_.at(number); }
+  std::size_t worker_count() const noexcept { return workers_.size(); }
+
+  /// A live user says what he is now (inserted on first sight).
+  void update(const std::string& name, const user_entry& now);
+
+  /// His actor `actor` is gone: a frozen user stays known (without an actor),
+  /// anybody else leaves. A newer actor of the same name is left alone.
+  void actor_down(const std::string& name, std::uint64_t actor);
+
+  /// A user found frozen in the deposit: known as frozen unless already known.
+  void add_frozen(const std::string& name);
+
+  /// Forgets a user whatever his state (he was dropped).
+  void erase(const std::string& name);
+
+  const user_entry* find(const std::string& name) const;
+
+  /// The rows `f` selects, from `after` (exclusive, when given) or else from
+  /// row `offset`, at most `limit` of them.
+  page query(const filter& f, std::size_t offset, std::size_t limit, const std::string& after = {}) const;
+
+  const user_aggregate& totals() const noexcept { return totals_; }
+  /// Aggregates of the live users on worker `number`.
+  const user_aggregate& worker_totals(std::uint16_t number) const;
+
+private:
+  void account(const user_entry& e, int sign);
+  bool matches(const filter& f, const std::string& name, const user_entry& e) const;
+  std::int64_t count_matching(const filter& f) const;
+
+  std::map<std::string, user_entry, std::less<>> users_;
+  std::vector<std::string> workers_;
+  std::vector<user_aggregate> worker_totals_;
+  user_aggregate totals_;
+};
+
+}  // namespace troupe::registry

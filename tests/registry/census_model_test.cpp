@@ -1,0 +1,144 @@
+#include "registry/census_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace troupe::registry;
+
+namespace {
+
+user_entry live(std::uint16_t worker, user_state s = user_state::active, std::uint64_t actor = 1,
+                std::uint32_t connections = 1, std::uint32_t pages = 0) {
+  user_entry e;
+  e.state = s;
+  e.worker = worker;
+  e.actor = actor;
+  e.connections = connections;
+  e.pages = pages;
+  return e;
+}
+
+std::vector<std::string> names(const census_model::page& p) {
+  std::vector<std::string> out;
+  for (auto& r : p.rows)
+    out.push_back(*r.name);
+  return out;
+}
+
+}  // namespace
+
+TEST(census_model, keeps_node_and_worker_totals_exact_through_a_life) {
+  census_model m;
+  auto w1 = m.worker_number("default-w1");
+  auto w2 = m.worker_number("default-w2");
+  EXPECT_EQ(m.worker_number("default-w1"), w1);
+  m.update("alice", live(w1, user_state::unfreezing, 10));
+  m.update("alice", live(w1, user_state::active, 10, 2, 3));
+  m.update("bob", live(w2, user_state::active, 11));
+  EXPECT_EQ(m.totals().users.all(), 2);
+  EXPECT_EQ(m.totals().users[user_state::active], 2);
+  EXPECT_EQ(m.totals().connections, 3);
+  EXPECT_EQ(m.totals().pages, 3);
+  EXPECT_EQ(m.worker_totals(w1).connections, 2);
+  EXPECT_EQ(m.worker_totals(w2).users.all(), 1);
+
+  // alice freezes: departing, then frozen (no worker), then her actor leaves: she stays known.
+  m.update("alice", live(w1, user_state::departing, 10, 2, 3));
+  user_entry frozen = live(user_entry::no_worker, user_state::frozen, 10, 0, 0);
+  m.update("alice", frozen);
+  m.actor_down("alice", 10);
+  ASSERT_NE(m.find("alice"), nullptr);
+  EXPECT_EQ(m.find("alice")->state, user_state::frozen);
+  EXPECT_EQ(m.find("alice")->actor, 0u);
+  EXPECT_EQ(m.totals().users[user_state::frozen], 1);
+  EXPECT_EQ(m.worker_totals(w1).users.all(), 0);
+  EXPECT_EQ(m.worker_totals(w1).connections, 0);
+  EXPECT_EQ(m.totals().connections, 1);
+
+  // bob crashes: a new actor of his name speaks before the old one's down arrives.
+  m.update("bob", live(w2, user_state::unfreezing, 12));
+  m.actor_down("bob", 11);
+  ASSERT_NE(m.find("bob"), nullptr);
+  EXPECT_EQ(m.find("bob")->actor, 12u);
+  m.actor_down("bob", 12);  // a guest retiring, say: not frozen, so he leaves
+  EXPECT_EQ(m.find("bob"), nullptr);
+  EXPECT_EQ(m.totals().users.all(), 1);
+  EXPECT_EQ(m.worker_totals(w2).users.all(), 0);
+
+  m.erase("alice");
+  EXPECT_EQ(m.totals().users.all(), 0);
+  EXPECT_EQ(m.totals().connections, 0);
+}
+
+TEST(census_model, frozen_users_from_the_deposit_never_override_a_live_one) {
+  census_model m;
+  auto w = m.worker_number("w");
+  m.update("carol", live(w));
+  m.add_frozen("carol");
+  m.add_frozen("dave");
+  m.add_frozen("dave");
+  EXPECT_EQ(m.find("carol")->state, user_state::active);
+  EXPECT_EQ(m.totals().users[user_state::frozen], 1);
+  EXPECT_EQ(m.totals().users.all(), 2);
+}
+
+TEST(census_model, pages_by_offset_and_by_cursor_with_exact_match_counts) {
+  census_model m;
+  auto w1 = m.worker_number("w1");
+  auto w2 = m.worker_number("w2");
+  for (int i = 0; i < 100; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "u%03d", i);
+    if (i % 10 == 0)
+      m.add_frozen(name);
+    else
+      m.update(name, live(i % 2 ? w1 : w2, user_state::active, 100 + i));
+  }
+  census_model::filter all;
+  auto p = m.query(all, 0, 5);
+  EXPECT_EQ(p.matched, 100);
+  EXPECT_EQ(names(p), (std::vector<std::string>{"u000", "u001", "u002", "u003", "u004"}));
+  ASSERT_TRUE(p.next);
+  EXPECT_EQ(*p.next, "u004");
+  EXPECT_EQ(names(m.query(all, 0, 2, *p.next)), (std::vector<std::string>{"u005", "u006"}));
+  EXPECT_EQ(names(m.query(all, 98, 5)), (std::vector<std::string>{"u098", "u099"}));
+  EXPECT_FALSE(m.query(all, 98, 5).next);
+  EXPECT_TRUE(m.query(all, 100, 5).rows.empty());
+
+  census_model::filter frozen;
+  frozen.state = user_state::frozen;
+  auto f = m.query(frozen, 2, 3);
+  EXPECT_EQ(f.matched, 10);
+  EXPECT_EQ(names(f), (std::vector<std::string>{"u020", "u030", "u040"}));
+
+  census_model::filter on_w1;
+  on_w1.worker = w1;
+  EXPECT_EQ(m.query(on_w1, 0, 1000).matched, 50);  // the odd ones
+  EXPECT_EQ(m.query(on_w1, 0, 1000).rows.size(), 50u);
+
+  census_model::filter prefix;
+  prefix.prefix = "u05";
+  auto q = m.query(prefix, 0, 4);
+  EXPECT_EQ(q.matched, 10);
+  EXPECT_EQ(names(q), (std::vector<std::string>{"u050", "u051", "u052", "u053"}));
+  EXPECT_EQ(names(m.query(prefix, 8, 4)), (std::vector<std::string>{"u058", "u059"}));
+  EXPECT_EQ(names(m.query(prefix, 0, 3, "u058")), (std::vector<std::string>{"u059"}));
+  EXPECT_EQ(names(m.query(prefix, 0, 2, "a")), (std::vector<std::string>{"u050", "u051"}));
+
+  prefix.state = user_state::frozen;
+  EXPECT_EQ(m.query(prefix, 0, 10).matched, 1);
+  EXPECT_EQ(names(m.query(prefix, 0, 10)), (std::vector<std::string>{"u050"}));
+
+  census_model::filter none;
+  none.prefix = "zz";
+  EXPECT_EQ(m.query(none, 0, 10).matched, 0);
+  EXPECT_TRUE(m.query(none, 0, 10).rows.empty());
+}
+
+TEST(census_model, states_have_their_contract_names) {
+  EXPECT_STREQ(to_string(user_state::unfreezing), "unfreezing");
+  EXPECT_EQ(user_state_from("departing"), user_state::departing);
+  EXPECT_FALSE(user_state_from("asleep"));
+}

@@ -1,0 +1,98 @@
+#include "ws_client.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+
+namespace troupe::test {
+
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct ws_client::impl {
+  net::io_context ioc;
+  websocket::stream<beast::tcp_stream> ws{ioc};
+  beast::flat_buffer buffer;
+  int close_code = 0;
+
+  // Runs the io_context until `done` or the deadline; false on the deadline.
+  bool run(const bool& done, milliseconds timeout) {
+    ioc.restart();
+    auto until = std::chrono::steady_clock::now() + timeout;
+    while (!done && std::chrono::steady_clock::now() < until)
+      ioc.run_one_until(until);
+    return done;
+  }
+};
+
+ws_client::ws_client(uint16_t port, const std::string& target, const headers_t& headers, milliseconds timeout)
+  : p_(std::make_unique<impl>()) {
+  beast::error_code ec;
+  beast::get_lowest_layer(p_->ws).expires_after(timeout);
+  bool done = false;
+  beast::get_lowest_layer(p_->ws).async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port),
+                                                [&](beast::error_code e) {
+                                                  ec = e;
+                                                  done = true;
+                                                });
+  if (!p_->run(done, timeout) || ec)
+    throw transport_error(failure::refused, "ws connect: " + ec.message());
+  p_->ws.set_option(websocket::stream_base::decorator([headers](websocket::request_type& req) {
+    for (auto& [name, value] : headers)
+      req.set(name, value);
+  }));
+  done = false;
+  p_->ws.async_handshake("127.0.0.1:" + std::to_string(port), target, [&](beast::error_code e) {
+    ec = e;
+    done = true;
+  });
+  if (!p_->run(done, timeout) || ec)
+    throw transport_error(failure::other, "ws handshake: " + (done ? ec.message() : std::string("timeout")));
+  beast::get_lowest_layer(p_->ws).expires_never();
+}
+
+ws_client::~ws_client() = default;
+
+void ws_client::send(const std::string& text, milliseconds timeout) {
+  beast::error_code ec;
+  bool done = false;
+  p_->ws.text(true);
+  p_->ws.async_write(net::buffer(text), [&](beast::error_code e, std::size_t) {
+    ec = e;
+    done = true;
+  });
+  if (!p_->run(done, timeout) || ec)
+    throw transport_error(failure::other, "ws write: " + ec.message());
+}
+
+std::optional<std::string> ws_client::read(milliseconds timeout) {
+  beast::error_code ec;
+  bool done = false;
+  p_->ws.async_read(p_->buffer, [&](beast::error_code e, std::size_t) {
+    ec = e;
+    done = true;
+  });
+  if (!p_->run(done, timeout)) {
+    beast::get_lowest_layer(p_->ws).cancel();
+    p_->run(done, milliseconds(1000));
+    return std::nullopt;
+  }
+  if (ec) {
+    if (ec == websocket::error::closed)
+      p_->close_code = p_->ws.reason().code;
+    return std::nullopt;
+  }
+  auto text = beast::buffers_to_string(p_->buffer.data());
+  p_->buffer.consume(p_->buffer.size());
+  return text;
+}
+
+int ws_client::close_code() const {
+  return p_->close_code;
+}
+
+}  // namespace troupe::test

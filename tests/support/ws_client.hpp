@@ -1,0 +1,34 @@
+// ws_client: a blocking WebSocket client for the integration tests (the console's
+// live channel). Every operation has a deadline: asynchronous Beast operations run to
+// completion on the client's own io_context, bounded by run_for.
+#pragma once
+
+#include "http_client.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace troupe::test {
+
+class ws_client {
+public:
+  // Connects to 127.0.0.1:port and upgrades `target` (with extra request headers).
+  // Throws transport_error when the connection or the upgrade fails.
+  ws_client(uint16_t port, const std::string& target, const headers_t& headers = {},
+            milliseconds timeout = default_timeout);
+  ~ws_client();
+
+  void send(const std::string& text, milliseconds timeout = default_timeout);
+  // The next message, or nullopt when the server closed the socket (see close_code)
+  // or nothing came within `timeout`.
+  std::optional<std::string> read(milliseconds timeout = default_timeout);
+  // The close code the server sent (0 when none).
+  int close_code() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace troupe::test

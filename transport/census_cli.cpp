@@ -1,0 +1,245 @@
+#include "transport/census_cli.hpp"
+
+#include "transport/url.hpp"
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+namespace troupe {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+
+namespace {
+
+struct target_url {
+  std::string host;
+  std::string port = "80";
+  std::string base;  // path prefix, without a trailing '/'
+};
+
+std::optional<target_url> parse_url(const std::string& url) {
+  constexpr std::string_view scheme = "http://";
+  if (url.rfind(scheme, 0) != 0)
+    return std::nullopt;
+  std::string rest = url.substr(scheme.size());
+  target_url t;
+  auto slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  t.base = slash == std::string::npos ? "" : rest.substr(slash);
+  while (!t.base.empty() && t.base.back() == '/')
+    t.base.pop_back();
+  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
+    auto close = authority.find(']');
+    if (close == std::string::npos)
+      return std::nullopt;
+    t.host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size() && authority[close + 1] == ':')
+      t.port = authority.substr(close + 2);
+  } else {
+    auto colon = authority.rfind(':');
+    t.host = authority.substr(0, colon);
+    if (colon != std::string::npos)
+      t.port = authority.substr(colon + 1);
+  }
+  if (t.host.empty() || t.port.empty())
+    return std::nullopt;
+  return t;
+}
+
+struct fetched {
+  unsigned status = 0;
+  std::string body;
+  std::string error;  // transport failure, "" when a reply came
+};
+
+// One GET with a 10 s deadline on everything (Beast's timeouts apply to
+// asynchronous operations, so they run to completion on a private io_context).
+fetched http_get(const target_url& t, const std::string& token, const std::string& target) {
+  fetched out;
+  net::io_context ioc;
+  tcp::resolver resolver(ioc);
+  beast::tcp_stream stream(ioc);
+  beast::flat_buffer buffer;
+  http::request<http::empty_body> req{http::verb::get, t.base + target, 11};
+  req.set(http::field::host, t.host);
+  req.set(http::field::authorization, "Bearer " + token);
+  req.set(http::field::user_agent, "troupe-census");
+  http::response<http::string_body> res;
+  auto fail = [&](const char* what, beast::error_code ec) { out.error = std::string(what) + ": " + ec.message(); };
+  resolver.async_resolve(t.host, t.port, [&](beast::error_code ec, tcp::resolver::results_type results) {
+    if (ec)
+      return fail("resolve", ec);
+    stream.expires_after(std::chrono::seconds(10));
+    stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
+      if (ec)
+        return fail("connect", ec);
+      http::async_write(stream, req, [&](beast::error_code ec, std::size_t) {
+        if (ec)
+          return fail("write", ec);
+        http::async_read(stream, buffer, res, [&](beast::error_code ec, std::size_t) {
+          if (ec)
+            return fail("read", ec);
+          out.status = res.result_int();
+          out.body = std::move(res.body());
+        });
+      });
+    });
+  });
+  ioc.run();
+  return out;
+}
+
+std::string counts(const json& users) {
+  std::ostringstream o;
+  o << users.value("all", 0) << " users (" << users.value("active", 0) << " active, " << users.value("frozen", 0)
+    << " frozen, " << users.value("unfreezing", 0) << " unfreezing, " << users.value("departing", 0)
+    << " departing)";
+  return o.str();
+}
+
+std::string cell(const json& row, const char* key) {
+  if (!row.contains(key) || row[key].is_null())
+    return "-";
+  auto& v = row[key];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+void print_header(std::ostream& o, const json& c) {
+  auto& n = c["node"];
+  char line[256];
+  std::snprintf(line, sizeof line, "node %s  up %.0f s  rss %.1f MiB  cpu %.1f s  health %s",
+                n.value("name", "?").c_str(), n.value("uptime_seconds", 0.0),
+                static_cast<double>(n.value("rss_bytes", std::uint64_t{0})) / 1048576.0, n.value("cpu_seconds", 0.0),
+                c["health"].value("status", "?").c_str());
+  o << line << "\n";
+  auto& t = c["totals"];
+  o << counts(t["users"]) << ", " << t.value("connections", 0) << " connections, " << t.value("pages", 0)
+    << " pages, " << t.value("workers", 0) << " workers, " << t.value("groups", 0) << " groups\n";
+}
+
+void print_table(std::ostream& o, const json& c) {
+  print_header(o, c);
+  o << "matched " << c.value("matched", 0) << "\n\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-32s %-10s %-16s %5s %5s %7s %9s %10s", "NAME", "STATE", "PARENT", "CONNS",
+                "PAGES", "MAILBOX", "HANDLED", "SERVICE_MS");
+  o << line << "\n";
+  for (auto& row : c["actors"]) {
+    std::string service = row.contains("service_us") ? std::to_string(row["service_us"].get<std::uint64_t>() / 1000)
+                                                     : "-";
+    auto conns = row.contains("connections") && row["connections"].is_number() ? row["connections"].dump()
+                                                                               : cell(row, "connections");
+    std::snprintf(line, sizeof line, "%-32s %-10s %-16s %5s %5s %7s %9s %10s", cell(row, "name").c_str(),
+                  cell(row, "state").c_str(), cell(row, "parent").c_str(), conns.c_str(),
+                  row.contains("pages") && row["pages"].is_number() ? row["pages"].dump().c_str() : "-",
+                  cell(row, "mailbox").c_str(), cell(row, "handled").c_str(), service.c_str());
+    o << line << "\n";
+  }
+}
+
+void print_tree(std::ostream& o, const json& c) {
+  print_header(o, c);
+  o << "node " << c["node"].value("name", "?") << "\n";
+  for (auto& g : c["groups"]) {
+    o << "└─ group " << g.value("name", "?") << " (" << g.value("user_type", "?") << "): " << counts(g["users"])
+      << ", " << g.value("connections", 0) << " connections, " << g.value("pages", 0) << " pages\n";
+    for (auto& w : c["workers"]) {
+      if (w.value("group", "") != g.value("name", ""))
+        continue;
+      o << "   └─ worker " << w.value("name", "?") << " [" << w.value("state", "?") << "]: " << counts(w["users"])
+        << ", " << w.value("connections", 0) << " connections, " << w.value("pages", 0) << " pages, "
+        << w.value("restarts", 0) << " restarts\n";
+    }
+  }
+  o << "frozen users (no worker): " << c["totals"]["users"].value("frozen", 0) << "\n";
+}
+
+}  // namespace
+
+void add_census_options(CLI::App& cmd, census_flags& f) {
+  cmd.add_option("--url", f.url, "the node, e.g. http://127.0.0.1:8080")->required();
+  cmd.add_option("--token", f.token, "its admin token (node.admin_token)")->required();
+  auto* as_json = cmd.add_flag("--json", f.json, "print the census JSON");
+  auto* as_tree = cmd.add_flag("--tree", f.tree, "print node → groups → workers with their counts");
+  auto* as_top = cmd.add_flag("--top", f.top, "redraw the table every second, like top (Ctrl-C leaves)");
+  as_json->excludes(as_tree)->excludes(as_top);
+  as_tree->excludes(as_top);
+  cmd.add_option("--filter", f.filters, "KEY=VALUE with KEY kind, prefix, worker or state (repeatable)");
+  cmd.add_option("--limit", f.limit, "rows to show, 1-1000")->check(CLI::Range(1, 1000));
+  cmd.add_option("--iterations", f.iterations, "--top: stop after N refreshes (0: never)")->check(CLI::NonNegativeNumber);
+}
+
+int run_census(const census_flags& f) {
+  auto url = parse_url(f.url);
+  if (!url) {
+    std::cerr << "troupe census: --url must look like http://HOST:PORT" << std::endl;
+    return 2;
+  }
+  std::string query = "/_troupe/census?limit=" + std::to_string(f.limit);
+  for (auto& filter : f.filters) {
+    auto eq = filter.find('=');
+    std::string key = filter.substr(0, eq);
+    if (eq == std::string::npos || (key != "kind" && key != "prefix" && key != "worker" && key != "state")) {
+      std::cerr << "troupe census: --filter must be kind=, prefix=, worker= or state= (got \"" << filter << "\")"
+                << std::endl;
+      return 2;
+    }
+    std::string value;
+    for (unsigned char ch : filter.substr(eq + 1)) {  // percent-encode the value
+      if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+        value += static_cast<char>(ch);
+      } else {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%%%02X", ch);
+        value += buf;
+      }
+    }
+    query += "&" + key + "=" + value;
+  }
+  for (int round = 0;; ++round) {
+    auto r = http_get(*url, f.token, query);
+    if (!r.error.empty()) {
+      std::cerr << "troupe census: " << f.url << ": " << r.error << std::endl;
+      return 1;
+    }
+    if (r.status != 200) {
+      auto body = json::parse(r.body, nullptr, false);
+      std::cerr << "troupe census: HTTP " << r.status << ": "
+                << (body.is_object() ? body.value("error", r.body) : r.body) << std::endl;
+      return 1;
+    }
+    if (f.json) {
+      std::cout << r.body << std::endl;
+      return 0;
+    }
+    auto c = json::parse(r.body, nullptr, false);
+    if (c.is_discarded()) {
+      std::cerr << "troupe census: the node's answer is not JSON" << std::endl;
+      return 1;
+    }
+    std::ostringstream out;
+    if (f.top)
+      out << "\x1b[H\x1b[2J";  // home + clear: redraw in place
+    f.tree ? print_tree(out, c) : print_table(out, c);
+    std::cout << out.str() << std::flush;
+    if (!f.top || (f.iterations > 0 && round + 1 >= f.iterations))
+      return 0;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+}  // namespace troupe

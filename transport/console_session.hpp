@@ -1,0 +1,27 @@
+#pragma once
+/// \file
+/// The console's live channel, `/_troupe/console/live`: a WebSocket on which
+/// the node sends the census of the console's view, in full once and then
+/// every second as an RFC 6902 patch of what changed (docs/census.md). One
+/// census query in flight per console, at most 4 messages queued: a slow
+/// console skips ticks instead of growing the node's memory.
+
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <string_view>
+
+namespace troupe {
+
+class front;
+
+/// The console's page (transport/console/console.html, built into the binary).
+std::string_view console_page();
+
+/// Accepts the upgrade request `upgrade` on `stream` and serves the console
+/// until it leaves (or the front closes).
+void start_console_session(boost::beast::tcp_stream&& stream,
+                           boost::beast::http::request<boost::beast::http::string_body>&& upgrade, front& owner);
+
+}  // namespace troupe

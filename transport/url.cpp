@@ -1,0 +1,57 @@
+#include "transport/url.hpp"
+
+namespace troupe {
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '%') {
+      if (i + 2 >= s.size())
+        return std::nullopt;
+      int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
+      if (hi < 0 || lo < 0)
+        return std::nullopt;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else {
+      out.push_back(plus_is_space && c == '+' ? ' ' : c);
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> parse_query(std::string_view query) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto piece = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (piece.empty())
+      continue;
+    auto eq = piece.find('=');
+    auto name = percent_decode(piece.substr(0, eq), true);
+    auto value = percent_decode(eq == std::string_view::npos ? std::string_view{} : piece.substr(eq + 1), true);
+    if (!name || !value)
+      return std::nullopt;
+    out.emplace_back(std::move(*name), std::move(*value));
+  }
+  return out;
+}
+
+}  // namespace troupe
