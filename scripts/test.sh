@@ -3,5 +3,5 @@
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --tests
 ctest --test-dir build --output-on-failure -j 2 --timeout 300

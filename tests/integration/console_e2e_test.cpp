@@ -1,0 +1,109 @@
+// The console end to end, in Debian's headless Chromium (installed by the test command):
+// a node with 1,000 users; the counts the page shows match GET /_troupe/census; an
+// operator finds a user, opens him, freezes him from the page (with confirmation) and
+// sees him frozen, live. A screenshot is saved (build/artifacts/console.png; the README
+// shows a copy of it, docs/console.png).
+#include "../support/cdp_client.hpp"
+#include "../support/test_support.hpp"
+
+#include <filesystem>
+
+using namespace troupe::test;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string token = "console-e2e-" + random_token(12);
+const headers_t auth{{"Authorization", "Bearer " + token}};
+
+std::string testid_value(chromium& browser, const std::string& testid) {
+  return browser.evaluate("document.querySelector('[data-testid=\"" + testid + "\"]')?.dataset.value ?? null")
+    .dump();
+}
+
+}  // namespace
+
+class ConsoleInChromium : public node_test {};
+
+TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
+  ASSERT_TRUE(chromium::available()) << "/usr/bin/chromium is missing: scripts/test.sh installs Debian's chromium";
+  start({"--admin-token", token, "--set", "group.default.workers=2"});
+  // 1,000 users: 999 guests and alice.
+  {
+    http_client alice(port());
+    ASSERT_STATUS(alice.post_json("/api/login", {{"user", "alice"}}), 200);
+    for (int i = 0; i < 3; ++i)
+      ASSERT_STATUS(alice.post("/api/counter/incr"), 200);
+    for (int i = 0; i < 999; ++i) {
+      http_client guest(port());
+      ASSERT_STATUS(guest.get("/api/counter"), 200);
+    }
+  }
+  http_client api(port());
+  auto census = api.get("/_troupe/census?limit=1", auth).json();
+  ASSERT_EQ(census["totals"]["users"]["all"], 1000) << census.dump();
+
+  chromium browser;
+  auto base = "http://127.0.0.1:" + std::to_string(port());
+  browser.navigate(base + "/_troupe/console#token=" + token);
+  browser.wait_for("document.querySelector('[data-testid=\"live-status\"]')?.dataset.value === 'live' && "
+                   "document.querySelector('[data-testid=\"total-users\"]')?.dataset.value === '1000'",
+                   15s, "the console to go live with 1,000 users");
+  // The token left the address bar.
+  EXPECT_EQ(browser.evaluate("location.hash").get<std::string>(), "");
+
+  // The counts shown are the census's.
+  auto& totals = census["totals"];
+  EXPECT_EQ(testid_value(browser, "total-users"), "\"" + totals["users"]["all"].dump() + "\"");
+  EXPECT_EQ(testid_value(browser, "total-active"), "\"" + totals["users"]["active"].dump() + "\"");
+  EXPECT_EQ(testid_value(browser, "total-frozen"), "\"" + totals["users"]["frozen"].dump() + "\"");
+  EXPECT_EQ(testid_value(browser, "total-connections"), "\"" + totals["connections"].dump() + "\"");
+  EXPECT_EQ(testid_value(browser, "total-workers"), "\"2\"");
+  EXPECT_EQ(testid_value(browser, "health-status"), "\"ok\"");
+  // A virtualised list: 1,000 users, a screenful of rows in the page.
+  auto rows = browser.evaluate("document.querySelectorAll('[data-testid=\"user-row\"]').length").get<int>();
+  EXPECT_GT(rows, 5);
+  EXPECT_LT(rows, 200);
+
+  // Search, open, freeze with confirmation, see him frozen.
+  browser.type("#filter-prefix", "alice");
+  browser.wait_for("(() => { const r = document.querySelectorAll('[data-testid=\"user-row\"]');"
+                   " return r.length === 1 && r[0].dataset.id === 'user:alice'; })()",
+                   10s, "the search to find alice alone");
+  browser.click("[data-testid=\"user-row\"][data-id=\"user:alice\"]");
+  browser.wait_for("document.querySelector('[data-testid=\"detail-state\"]')?.dataset.value === 'active' && "
+                   "document.querySelector('[data-testid=\"detail-store\"]')?.textContent.includes('\"count\": 3')",
+                   10s, "alice's detail with her store");
+  browser.click("[data-testid=\"action-freeze\"]");
+  browser.wait_for("!!document.querySelector('[data-testid=\"confirm-yes\"]')?.offsetParent", 5s,
+                   "the confirmation");
+  browser.click("[data-testid=\"confirm-yes\"]");
+  browser.wait_for("document.querySelector('[data-testid=\"detail-state\"]')?.dataset.value === 'frozen' && "
+                   "document.querySelector('[data-testid=\"user-state\"]')?.dataset.value === 'frozen'",
+                   10s, "alice frozen in the detail panel and the list");
+  browser.wait_for("document.querySelector('[data-testid=\"total-frozen\"]')?.dataset.value === '1' && "
+                   "document.querySelector('[data-testid=\"total-active\"]')?.dataset.value === '999'",
+                   10s, "the totals to count her frozen (and the browser itself as nobody)");
+  browser.wait_for("[...document.querySelectorAll('[data-testid=\"log-line\"]')].some(l => "
+                   "l.textContent.includes('freeze') && l.textContent.includes('user:alice'))",
+                   10s, "the freeze in the log's tail");
+
+  // The node agrees, and logged who did it.
+  auto frozen = api.get("/_troupe/census?state=frozen", auth).json();
+  ASSERT_EQ(frozen["actors"].size(), 1u);
+  EXPECT_EQ(frozen["actors"][0]["id"], "user:alice");
+  auto lines = api.get("/_troupe/orchestration/log", auth).json()["lines"];
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back()["what"], "freeze");
+  EXPECT_EQ(lines.back()["who"], "console");
+
+  // The picture for the README: the whole list, alice's detail open.
+  browser.type("#filter-prefix", "");
+  browser.wait_for("document.querySelectorAll('[data-testid=\"user-row\"]').length > 5", 10s, "the full list");
+  std::filesystem::create_directories(TROUPE_ARTIFACTS_DIR);
+  auto shot = std::string(TROUPE_ARTIFACTS_DIR) + "/console.png";
+  browser.screenshot_png(shot);
+  EXPECT_GT(std::filesystem::file_size(shot), 10000u);
+  EXPECT_TRUE(browser.console_errors().empty()) << browser.console_errors().front();
+}
