@@ -179,6 +179,7 @@ struct user_state : detail::user_host {
                        {"actor", conn.actor ? nlohmann::json(conn.actor.id()) : nlohmann::json(nullptr)},
                        {"clocks",
                         {{"last_refresh", seconds_or_null(conn.clocks.last_refresh)},
+                         {"last_user", seconds_or_null(conn.clocks.last_user)},
                          {"last_rpc", seconds_or_null(conn.clocks.last_rpc)}}},
                        {"pages", std::move(pages)}});
     }

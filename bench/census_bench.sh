@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 users=${1:-100000}; rounds=${2:-5}; secs=${3:-5}
+((users >= 1000)) || { echo "census_bench: at least 1,000 users" >&2; exit 2; }
 bin=build/bin
 tmp=$(mktemp -d)
 token=bench-$RANDOM$RANDOM
@@ -23,14 +24,16 @@ port=${url##*:}
 echo "minting $users users..."
 t0=$(date +%s.%N)
 per=10000
-for ((done_ = 0; done_ < users; done_ += per)); do
+minters=()
+for ((done_ = 0; done_ < users; done_ += per)); do  # two curl processes at a time
   n=$(( users - done_ < per ? users - done_ : per ))
   bench/cookies.sh "$url" "$n" "$tmp/c$done_.txt" &
-  (( (done_ / per) % 2 == 1 )) && wait
+  minters+=($!)
+  if ((${#minters[@]} == 2)); then wait "${minters[@]}"; minters=(); fi
 done
-wait
-cat "$tmp"/c*.txt | head -1000 > "$tmp/cookies.txt"
-echo "  $(cat "$tmp"/c*.txt | wc -l) users in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s;" \
+((${#minters[@]} == 0)) || wait "${minters[@]}"
+head -n 1000 "$tmp/c0.txt" > "$tmp/cookies.txt"
+echo "  $(cat "$tmp"/c[0-9]*.txt | wc -l) users in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s;" \
      "node RSS $(awk '/VmRSS/ {print $2 / 1024 " MiB"}' /proc/$node_pid/status)"
 
 auth="Authorization: Bearer $token"
@@ -60,15 +63,33 @@ run() { COOKIES="$tmp/cookies.txt" wrk -t2 -c64 -d"${secs}s" --latency -s bench/
 echo
 echo "sticky GET /api/counter, 1,000 of the $users users, wrk -t2 -c64 ${secs}s"
 ratios=()
-for ((r = 1; r <= rounds; r++)); do
-  read -r a ap99 _ < <(run)
+with_console() {
   "$bin/console_watch" "$port" "$token" > "$tmp/watch.out" 2>&1 &
-  watch_pid=$!
+  local watch_pid=$!
   sleep 1.5  # its full snapshot is out; from here on, a patch a second
   read -r b bp99 bbad < <(run)
   kill "$watch_pid"; wait "$watch_pid" 2>/dev/null || true
+}
+for ((r = 1; r <= rounds; r++)); do
+  # Alternate which goes first (ABBA), so a drift of the machine cancels out.
+  if ((r % 2)); then read -r a ap99 _ < <(run); with_console; else with_console; read -r a ap99 _ < <(run); fi
   ratio=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", b / a}')
   ratios+=("$ratio")
   echo "round $r: no console $a req/s (p99 $ap99) | console open $b req/s (p99 $bp99, non-2xx $bbad) | ratio $ratio | $(cat "$tmp/watch.out")"
 done
 printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print "median ratio console-open/none:", a[int((NR+1)/2)]}'
+
+# 3. The console's own cost, without wrk's noise: the node's CPU time (utime +
+#    stime, /proc) over 20 s idle, without and with a console open.
+cpu_ms() { awk '{print ($14 + $15) * 1000 / '"$(getconf CLK_TCK)"'}' "/proc/$node_pid/stat"; }
+idle_cost() {  # prints CPU ms per second over 20 s
+  local c0; c0=$(cpu_ms); sleep 20; awk -v a="$c0" -v b="$(cpu_ms)" 'BEGIN {printf "%.2f", (b - a) / 20}'
+}
+echo
+quiet=$(idle_cost)
+"$bin/console_watch" "$port" "$token" > "$tmp/watch.out" 2>&1 &
+watch_pid=$!
+sleep 1.5
+watched=$(idle_cost)
+kill "$watch_pid"; wait "$watch_pid" 2>/dev/null || true
+echo "node CPU at rest, $users users: ${quiet} ms/s without a console, ${watched} ms/s with one open ($(cat "$tmp/watch.out"))"

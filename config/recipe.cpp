@@ -143,6 +143,7 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"read_timeout_seconds", &L::read_timeout_seconds, positive(max_seconds)},
     {"user_queue_length", &L::user_queue_length, at_least(1)},
     {"max_pages_per_connection", &L::max_pages_per_connection, at_least(1)},
+    {"max_consoles", &L::max_consoles, at_least(1)},
   };
   return f;
 }

@@ -54,6 +54,7 @@ struct limits_settings {
   double read_timeout_seconds = 30;            ///< a started request must be read within this
   std::uint64_t user_queue_length = 1024;      ///< requests waiting on one busy user; 503 past it
   std::uint64_t max_pages_per_connection = 32; ///< live pages per connection; 429 past it
+  std::uint64_t max_consoles = 16;             ///< open console live channels; 503 past it
 };
 
 /// `[deposit]`

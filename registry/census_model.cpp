@@ -65,7 +65,7 @@ void census_model::account(const user_entry& e, int sign) {
 }
 
 void census_model::update(const std::string& name, const user_entry& now) {
-  auto [i, fresh] = users_.try_emplace(name, now);
+  auto [i, fresh] = users_.insert({name, now});
   if (!fresh) {
     account(i->second, -1);
     i->second = now;
@@ -87,7 +87,7 @@ void census_model::actor_down(const std::string& name, std::uint64_t actor) {
 }
 
 void census_model::add_frozen(const std::string& name) {
-  auto [i, fresh] = users_.try_emplace(name, user_entry{user_state::frozen});
+  auto [i, fresh] = users_.insert({name, user_entry{user_state::frozen}});
   if (fresh)
     account(i->second, +1);
 }
@@ -109,7 +109,19 @@ bool census_model::matches(const filter& f, const std::string& name, const user_
          && (!f.worker || e.worker == *f.worker) && (!f.state || e.state == *f.state);
 }
 
-// Exact, and without a scan unless a prefix is given (then: its name range only).
+std::pair<std::size_t, std::size_t> census_model::prefix_ranks(const std::string& prefix) const {
+  auto first = users_.order_of_key(prefix);
+  // The first name past every name starting with `prefix`: its last byte below 0xff bumped.
+  std::string past = prefix;
+  while (!past.empty() && static_cast<unsigned char>(past.back()) == 0xff)
+    past.pop_back();
+  if (past.empty())
+    return {first, users_.size()};
+  past.back() = static_cast<char>(static_cast<unsigned char>(past.back()) + 1);
+  return {first, users_.order_of_key(past)};
+}
+
+// Exact, and without a scan unless a prefix comes with a worker or state filter.
 std::int64_t census_model::count_matching(const filter& f) const {
   if (f.prefix.empty()) {
     if (!f.worker)
@@ -119,8 +131,11 @@ std::int64_t census_model::count_matching(const filter& f) const {
     auto& w = worker_totals_[*f.worker].users;
     return f.state ? w[*f.state] : w.all();
   }
+  auto [first, last] = prefix_ranks(f.prefix);
+  if (!f.worker && !f.state)
+    return static_cast<std::int64_t>(last - first);
   std::int64_t n = 0;
-  for (auto i = users_.lower_bound(f.prefix); i != users_.end() && i->first.compare(0, f.prefix.size(), f.prefix) == 0;
+  for (auto i = users_.find_by_order(first); i != users_.end() && i->first.compare(0, f.prefix.size(), f.prefix) == 0;
        ++i)
     n += matches(f, i->first, i->second) ? 1 : 0;
   return n;
@@ -130,27 +145,23 @@ census_model::page census_model::query(const filter& f, std::size_t offset, std:
                                        const std::string& after) const {
   page out;
   out.matched = count_matching(f);
-  auto i = after.empty() ? users_.lower_bound(f.prefix) : users_.upper_bound(after);
-  if (!after.empty() && !f.prefix.empty() && i != users_.end() && i->first < f.prefix)
-    i = users_.lower_bound(f.prefix);
-  bool has_filter = f.worker || f.state;
-  bool unfiltered = f.prefix.empty() && !has_filter && after.empty();
-  if (unfiltered && offset >= users_.size())
-    return out;
-  if (unfiltered && offset > 0)
-    std::advance(i, static_cast<std::ptrdiff_t>(offset));  // no test per row to make
-  else if (after.empty())
-    for (std::size_t skipped = 0; skipped < offset && i != users_.end(); ++i) {
-      if (!f.prefix.empty() && i->first.compare(0, f.prefix.size(), f.prefix) != 0) {
-        i = users_.end();
-        break;
-      }
-      if (matches(f, i->first, i->second))
-        ++skipped;
-    }
-  for (; i != users_.end(); ++i) {
-    if (!f.prefix.empty() && i->first.compare(0, f.prefix.size(), f.prefix) != 0)
-      break;
+  auto in_prefix = [&](tree::const_iterator i) {
+    return f.prefix.empty() || i->first.compare(0, f.prefix.size(), f.prefix) == 0;
+  };
+  tree::const_iterator i;
+  if (!after.empty()) {
+    i = users_.upper_bound(after);
+    if (!f.prefix.empty() && i != users_.end() && i->first < f.prefix)
+      i = users_.lower_bound(f.prefix);
+  } else if (!f.worker && !f.state) {  // every row in the range matches: jump to the offset
+    auto first = f.prefix.empty() ? std::size_t{0} : prefix_ranks(f.prefix).first;
+    i = users_.find_by_order(first + offset);
+  } else {
+    i = f.prefix.empty() ? users_.begin() : users_.lower_bound(f.prefix);
+    for (std::size_t skipped = 0; skipped < offset && i != users_.end() && in_prefix(i); ++i)
+      skipped += matches(f, i->first, i->second) ? 1 : 0;
+  }
+  for (; i != users_.end() && in_prefix(i); ++i) {
     if (!matches(f, i->first, i->second))
       continue;
     if (out.rows.size() == limit) {

@@ -3,12 +3,16 @@
 /// The census model: every user a node knows (live or frozen), ordered by
 /// name, with the node's and each worker's counts kept exact as users come,
 /// change and go. Plain data, owned by one actor (the census), no locks.
-/// Queries are paged and filtered (prefix, worker, state); the counts the
-/// filters need are kept, so only a prefix filter scans (its name range).
+/// Queries are paged and filtered (prefix, worker, state). The users are an
+/// order-statistics tree (libstdc++'s policy-based red-black tree), so a page
+/// at any offset, and the count of a prefix, cost O(log n); only a page that
+/// filters by worker or state walks the rows it skips.
+
+#include <ext/pb_ds/assoc_container.hpp>
+#include <ext/pb_ds/tree_policy.hpp>
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -107,7 +111,12 @@ private:
   bool matches(const filter& f, const std::string& name, const user_entry& e) const;
   std::int64_t count_matching(const filter& f) const;
 
-  std::map<std::string, user_entry, std::less<>> users_;
+  using tree = __gnu_pbds::tree<std::string, user_entry, std::less<std::string>, __gnu_pbds::rb_tree_tag,
+                                __gnu_pbds::tree_order_statistics_node_update>;
+  /// Rows whose name starts with `prefix`: [first, last) as ranks.
+  std::pair<std::size_t, std::size_t> prefix_ranks(const std::string& prefix) const;
+
+  tree users_;
   std::vector<std::string> workers_;
   std::vector<user_aggregate> worker_totals_;
   user_aggregate totals_;

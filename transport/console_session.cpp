@@ -30,8 +30,10 @@ constexpr std::uint32_t max_rows = 200;
 
 class console_session : public std::enable_shared_from_this<console_session> {
 public:
+  // Counted in front::console_opened() before it is made.
   console_session(beast::tcp_stream&& stream, front& owner)
     : ws_(std::move(stream)), front_(owner), timer_(ws_.get_executor()) {}
+  ~console_session() { front_.console_closed(); }
 
   void run(http::request<http::string_body>&& upgrade) {
     if (auto h = upgrade.find(http::field::authorization); h != upgrade.end()) {

@@ -353,6 +353,8 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   if (path == "/_troupe/console/live") {
     if (!beast::websocket::is_upgrade(req_))
       return do_write(426, error_body("a WebSocket upgrade is expected here"), "application/json");
+    if (!front_.console_opened())
+      return do_write(503, error_body("too many consoles are open (limits.max_consoles)"), "application/json", 5);
     return start_console_session(std::move(stream_), std::move(req_), front_);
   }
   std::string_view auth;
@@ -690,6 +692,15 @@ void front::session_started(const std::shared_ptr<http_session>& s) {
     sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [](auto& w) { return w.expired(); }),
                     sessions_.end());
   sessions_.push_back(s);
+}
+
+bool front::console_opened() noexcept {
+  auto max = static_cast<std::int64_t>(ctx_->recipe.limits.max_consoles);
+  if (consoles_.fetch_add(1, std::memory_order_relaxed) >= max) {
+    consoles_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
 }
 
 void front::session_ended() noexcept {

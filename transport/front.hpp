@@ -72,6 +72,9 @@ public:
   /// True when the admin surface is on and `presented` is its token (constant-time compare).
   bool admin_token_matches(std::string_view presented) const noexcept;
   void session_started(const std::shared_ptr<http_session>& s);
+  /// Counts a console's live channel; false when limits.max_consoles are open already.
+  bool console_opened() noexcept;
+  void console_closed() noexcept { consoles_.fetch_sub(1, std::memory_order_relaxed); }
   void session_ended() noexcept;
 
 private:
@@ -85,6 +88,7 @@ private:
   // destroyed report their end to these.
   std::atomic<bool> closing_{false};
   std::atomic<std::int64_t> live_sessions_{0};
+  std::atomic<std::int64_t> consoles_{0};
   std::mutex sessions_mutex_;
   std::vector<std::weak_ptr<http_session>> sessions_;  // for shutdown; pruned as they end
   boost::asio::io_context ioc_;

@@ -1,6 +1,7 @@
 // Every message type that crosses actors round-trips through CAF's binary
 // serializer, alone and inside a caf::message (which needs its registration):
 // the same messages can later cross nodes.
+#include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
 #include "actors/deposit.hpp"
@@ -179,4 +180,50 @@ TEST_F(messages, parcels_round_trip) {
   }
   auto many = through_message(std::vector<store::parcel>{p, p});
   EXPECT_EQ(many.size(), 2u);
+}
+
+TEST_F(messages, census_messages_round_trip) {
+  census_note n{static_cast<std::uint8_t>(actor_kind::user), "alice", "default-w1", "", 2, 3, 4, 5};
+  for (auto back : {round_trip(n), through_message(n)}) {
+    EXPECT_EQ(back.kind, n.kind);
+    EXPECT_EQ(back.name, "alice");
+    EXPECT_EQ(back.parent, "default-w1");
+    EXPECT_EQ(back.state, 2);
+    EXPECT_EQ(back.connections, 3u);
+    EXPECT_EQ(back.pages, 4u);
+    EXPECT_EQ(back.restarts, 5u);
+  }
+  actor_probe p{7, 8, 9, 10, 11, 12, 13, 14, R"({"store":{"count":1}})"};
+  for (auto back : {round_trip(p), through_message(p)}) {
+    EXPECT_EQ(back.query, 7u);
+    EXPECT_EQ(back.mailbox, 8u);
+    EXPECT_EQ(back.service_ns, 10u);
+    EXPECT_EQ(back.last_rpc_ms, 14);
+    EXPECT_EQ(back.detail, p.detail);
+  }
+  census_query q;
+  q.kind = "worker";
+  q.prefix = "u";
+  q.state = "frozen";
+  q.offset = 40;
+  q.limit = 20;
+  q.after = "u9";
+  q.probe = false;
+  q.console = true;
+  q.open = "user:u1";
+  for (auto back : {round_trip(q), through_message(q)}) {
+    EXPECT_EQ(back.kind, "worker");
+    EXPECT_EQ(back.offset, 40u);
+    EXPECT_EQ(back.limit, 20u);
+    EXPECT_EQ(back.after, "u9");
+    EXPECT_FALSE(back.probe);
+    EXPECT_TRUE(back.console);
+    EXPECT_EQ(back.open, "user:u1");
+  }
+  orchestration_entry e{"ops", "127.0.0.1", "drain", "worker:w1", "ok", R"({"frozen":3})", ""};
+  for (auto back : {round_trip(e), through_message(e)}) {
+    EXPECT_EQ(back.who, "ops");
+    EXPECT_EQ(back.on, "worker:w1");
+    EXPECT_EQ(back.numbers, e.numbers);
+  }
 }

@@ -346,6 +346,33 @@ TEST_F(Census, EverySurfaceNeedsTheToken) {
   EXPECT_EQ(ws.close_code(), 1008);
 }
 
+TEST_F(Census, ConsolesAreBoundedByMaxConsoles) {
+  start({"--admin-token", token, "--set", "limits.max_consoles=1"});
+  {
+    ws_client first(port(), "/_troupe/console/live");
+    first.send(json{{"token", token}}.dump());
+    EXPECT_THROW(ws_client(port(), "/_troupe/console/live"), transport_error);  // 503, no upgrade
+    http_client c(port());
+    auto r = c.get("/_troupe/console/live", {{"Connection", "Upgrade"}, {"Upgrade", "websocket"},
+                                             {"Sec-WebSocket-Version", "13"},
+                                             {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}});
+    EXPECT_TRUE(is_json_error(r, 503)) << r.describe();
+    EXPECT_FALSE(r.get("Retry-After").empty());
+    EXPECT_TRUE(first.read(std::chrono::seconds(3)));  // the first one is served all along
+  }
+  // Its place is free once it closed.
+  bool opened = false;
+  for (int i = 0; i < 50 && !opened; ++i) {
+    try {
+      ws_client again(port(), "/_troupe/console/live");
+      opened = true;
+    } catch (const transport_error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  EXPECT_TRUE(opened);
+}
+
 TEST_F(Census, TheAdminSurfaceOffMeansNoConsole) {
   start();
   http_client c(port());

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -141,4 +143,47 @@ TEST(census_model, states_have_their_contract_names) {
   EXPECT_STREQ(to_string(user_state::unfreezing), "unfreezing");
   EXPECT_EQ(user_state_from("departing"), user_state::departing);
   EXPECT_FALSE(user_state_from("asleep"));
+}
+
+// The jumps (order statistics, prefix ranks) give what a plain scan of the rows gives.
+TEST(census_model, pages_agree_with_a_scan_for_any_filter) {
+  census_model m;
+  std::uint16_t workers[] = {m.worker_number("w1"), m.worker_number("w2")};
+  std::mt19937 rng(42);
+  std::vector<std::pair<std::string, user_entry>> all;
+  const std::string alphabet = "ab\xff";
+  for (int i = 0; i < 2000; ++i) {
+    std::string name;
+    for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n)
+      name += alphabet[rng() % alphabet.size()];
+    name += std::to_string(i);
+    auto s = static_cast<user_state>(rng() % user_state_count);
+    user_entry e = s == user_state::frozen ? user_entry{user_state::frozen}
+                                           : live(workers[rng() % 2], s, 1 + static_cast<std::uint64_t>(i));
+    m.update(name, e);
+    all.emplace_back(name, e);
+  }
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (int round = 0; round < 300; ++round) {
+    census_model::filter f;
+    if (rng() % 2)
+      for (int n = 1 + static_cast<int>(rng() % 2); n > 0; --n)
+        f.prefix += alphabet[rng() % alphabet.size()];
+    if (rng() % 3 == 0)
+      f.worker = workers[rng() % 2];
+    if (rng() % 3 == 0)
+      f.state = static_cast<user_state>(rng() % user_state_count);
+    std::vector<std::string> expected;
+    for (auto& [name, e] : all)
+      if (name.compare(0, f.prefix.size(), f.prefix) == 0 && (!f.worker || e.worker == *f.worker)
+          && (!f.state || e.state == *f.state))
+        expected.push_back(name);
+    std::size_t offset = rng() % (expected.size() + 5), limit = 1 + rng() % 50;
+    auto p = m.query(f, offset, limit);
+    ASSERT_EQ(p.matched, static_cast<std::int64_t>(expected.size())) << "prefix " << f.prefix;
+    std::vector<std::string> want(expected.begin() + std::min(offset, expected.size()),
+                                  expected.begin() + std::min(offset + limit, expected.size()));
+    ASSERT_EQ(names(p), want) << "prefix " << f.prefix << " offset " << offset;
+    EXPECT_EQ(p.next.has_value(), offset + limit < expected.size());
+  }
 }
