@@ -40,6 +40,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -71,6 +72,7 @@ struct options {
   unsigned gen_threads = 2;
   double gen_budget_s = 420;         // scenario 3: cap on generating the parcels
   bool keep = false;
+  std::string json;                  // write the key figures here
 };
 
 [[noreturn]] void usage(const std::string& err = {}) {
@@ -90,6 +92,7 @@ struct options {
                "  --gen-budget S    scenario 3: if the first 100k parcels project past S seconds,\n"
                "                    M is cut to what fits (said in the output; default 420)\n"
                "  --keep            keep scenario 3's deposit directory (prints its path)\n"
+               "  --json PATH       also write the key figures as one JSON object to PATH\n"
                "The node binary is TROUPE_BIN (build), or $TROUPE_TEST_BIN.\n";
   std::exit(2);
 }
@@ -121,6 +124,7 @@ options parse(int argc, char** argv) {
     else if (a == "--gen-threads") o.gen_threads = static_cast<unsigned>(std::max<std::size_t>(1, to_count(a, value())));
     else if (a == "--gen-budget") o.gen_budget_s = static_cast<double>(to_count(a, value()));
     else if (a == "--keep") o.keep = true;
+    else if (a == "--json") o.json = value();
     else if (a == "-h" || a == "--help") usage();
     else usage("unknown argument " + a);
   }
@@ -135,6 +139,7 @@ struct row {
   std::string scenario, figure, value, goal;
 };
 std::vector<row> results;
+std::map<std::string, double> figures;  // --json: the key figures as numbers (bench/harness.cpp reads them)
 std::mutex log_mu;
 
 void add(const std::string& scenario, const std::string& figure, const std::string& value,
@@ -489,6 +494,8 @@ void wake_latency(const options& o) {
     add(s, "active latency p50 / p90 / p99 / max (us)",
         fmt(a.p50) + " / " + fmt(a.p90) + " / " + fmt(a.p99) + " / " + fmt(a.max));
     add(s, "p99 wake / p99 active", fmt(a.p99 > 0 ? w.p99 / a.p99 : 0, 2));
+    figures["wake_p99_us"] = w.p99;
+    figures["active_p99_us"] = a.p99;
     add(s, "p50 wake - p50 active (us): the wake's own cost", fmt(w.p50 - a.p50));
     add(s, "node: troupe_user_wake_seconds sum/count (us), histogram p99",
         fmt(wcount > 0 ? wsum / wcount * 1e6 : 0, 1) + " (n=" + num(wcount) + "), p99 " + hist_p99);
@@ -632,6 +639,7 @@ void soft_quit(const options& o) {
     add(s, "node RSS with them active", num(rss_before) + " KiB = " + num(rss_before * 1024.0 / N) + " B/user");
     if (have_line) {
       add(s, "soft quit (node log): users frozen in ms", num(frozen) + " in " + num(ms) + " ms");
+      figures["quit_users_per_s"] = ms > 0 ? frozen / (ms / 1000.0) : 0;
       add(s, "soft quit rate", num(ms > 0 ? frozen / (ms / 1000.0) : 0) + " users/s",
           std::string(">= 10,000 users/s: ") + (ms > 0 && frozen / (ms / 1000.0) >= 10000 ? "met" : "NOT met"));
     } else {
@@ -869,6 +877,10 @@ void startup(const options& o) {
     add(s, "RSS when the census reached M", mib(fm.rss_census));
     const double per_user_10s = (fm.rss_10s - fe.rss_10s) * 1024.0 / M;
     const double per_user_ready = (fm.rss_ready - fe.rss_ready) * 1024.0 / M;
+    figures["startup_ms_empty"] = fe.ready_ms;
+    figures["startup_ms_frozen"] = fm.ready_ms;
+    figures["bytes_per_frozen_user"] = per_user_10s;
+    figures["frozen_users"] = static_cast<double>(M);
     add(s, "memory per frozen user (RSS_M - RSS_empty) / M, 10 s after ready",
         fmt(per_user_10s, 2) + " B (at ready: " + fmt(per_user_ready, 2) + " B)",
         std::string("<= 200 B: ") + (per_user_10s <= 200 ? "met" : "NOT met"));
@@ -927,5 +939,9 @@ int main(int argc, char** argv) {
     t << "| " << r.scenario << " | " << r.figure << " | " << v << " | " << r.goal << " |\n";
   }
   say(t.str());
+  if (!o.json.empty()) {
+    nlohmann::json j(figures);
+    std::ofstream(o.json) << j.dump(2) << "\n";
+  }
   return failures ? 1 : 0;
 }

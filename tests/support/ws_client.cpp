@@ -18,6 +18,10 @@ struct ws_client::impl {
   websocket::stream<beast::tcp_stream> ws{ioc};
   beast::flat_buffer buffer;
   int close_code = 0;
+  // A read that timed out stays pending: the next read() waits for it.
+  bool reading = false;
+  bool read_done = false;
+  beast::error_code read_ec;
 
   // Runs the io_context until `done` or the deadline; false on the deadline.
   bool run(const bool& done, milliseconds timeout) {
@@ -70,24 +74,25 @@ void ws_client::send(const std::string& text, milliseconds timeout) {
 }
 
 std::optional<std::string> ws_client::read(milliseconds timeout) {
-  beast::error_code ec;
-  bool done = false;
-  p_->ws.async_read(p_->buffer, [&](beast::error_code e, std::size_t) {
-    ec = e;
-    done = true;
-  });
-  if (!p_->run(done, timeout)) {
-    beast::get_lowest_layer(p_->ws).cancel();
-    p_->run(done, milliseconds(1000));
+  auto& p = *p_;
+  if (!p.reading) {
+    p.reading = true;
+    p.read_done = false;
+    p.ws.async_read(p.buffer, [&p](beast::error_code e, std::size_t) {
+      p.read_ec = e;
+      p.read_done = true;
+    });
+  }
+  if (!p.run(p.read_done, timeout))
+    return std::nullopt;  // still pending
+  p.reading = false;
+  if (p.read_ec) {
+    if (p.read_ec == websocket::error::closed)
+      p.close_code = p.ws.reason().code;
     return std::nullopt;
   }
-  if (ec) {
-    if (ec == websocket::error::closed)
-      p_->close_code = p_->ws.reason().code;
-    return std::nullopt;
-  }
-  auto text = beast::buffers_to_string(p_->buffer.data());
-  p_->buffer.consume(p_->buffer.size());
+  auto text = beast::buffers_to_string(p.buffer.data());
+  p.buffer.consume(p.buffer.size());
   return text;
 }
 

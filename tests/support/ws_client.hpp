@@ -21,7 +21,8 @@ public:
 
   void send(const std::string& text, milliseconds timeout = default_timeout);
   // The next message, or nullopt when the server closed the socket (see close_code)
-  // or nothing came within `timeout`.
+  // or nothing came within `timeout` (the read stays pending: the next call goes on
+  // waiting for the same message).
   std::optional<std::string> read(milliseconds timeout = default_timeout);
   // The close code the server sent (0 when none).
   int close_code() const;
