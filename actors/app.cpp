@@ -151,12 +151,26 @@ response response::text(std::string body, std::uint16_t status) {
 
 // -- router --------------------------------------------------------------------
 
+router::router(const router* shapes) : shapes_(shapes) {
+  if (shapes_)
+    routes_.reserve(shapes_->routes_.size());
+}
+
 router& router::on(std::string_view method, std::string_view pattern, handler h) {
-  route r;
-  r.method = std::string(method);
-  split_path(pattern, [&](std::string_view s) { r.segments.emplace_back(s); });
-  r.fn = std::move(h);
-  routes_.push_back(std::move(r));
+  const shape* s = nullptr;
+  auto i = routes_.size();
+  if (shapes_ && i < shapes_->routes_.size() && shapes_->routes_[i].s->method == method
+      && shapes_->routes_[i].s->pattern == pattern) {
+    s = shapes_->routes_[i].s;
+  } else {
+    auto own = std::make_unique<shape>();
+    own->method = std::string(method);
+    own->pattern = std::string(pattern);
+    split_path(pattern, [&](std::string_view seg) { own->segments.emplace_back(seg); });
+    s = own.get();
+    owned_.push_back(std::move(own));
+  }
+  routes_.push_back({s, std::move(h)});
   return *this;
 }
 
@@ -166,23 +180,24 @@ router::match router::find(std::string_view method, std::string_view path) const
   parts.reserve(8);
   split_path(path, [&](std::string_view s) { parts.push_back(s); });
   for (auto& r : routes_) {
-    if (r.segments.size() != parts.size())
+    const auto& segments = r.s->segments;
+    if (segments.size() != parts.size())
       continue;
     request::params_type params;
     bool ok = true;
     for (std::size_t i = 0; i < parts.size() && ok; ++i) {
-      if (is_param(r.segments[i])) {
+      if (is_param(segments[i])) {
         if (parts[i].empty())
           ok = false;
         else
-          params.emplace_back(std::string_view(r.segments[i]).substr(1, r.segments[i].size() - 2), parts[i]);
+          params.emplace_back(std::string_view(segments[i]).substr(1, segments[i].size() - 2), parts[i]);
       } else {
-        ok = r.segments[i] == parts[i];
+        ok = segments[i] == parts[i];
       }
     }
     if (!ok)
       continue;
-    if (r.method != method) {
+    if (r.s->method != method) {
       result.other_method = true;
       continue;
     }
@@ -366,7 +381,12 @@ response user_actor_base::with_lease(
 
 const app_types::factory* app_types::find(const std::string& name) const {
   auto i = types_.find(name);
-  return i == types_.end() ? nullptr : &i->second;
+  return i == types_.end() ? nullptr : &i->second.make;
+}
+
+const router* app_types::route_shapes(const std::string& name) const {
+  auto i = types_.find(name);
+  return i == types_.end() ? nullptr : i->second.shapes.get();
 }
 
 std::vector<std::string> app_types::names() const {

@@ -146,6 +146,15 @@ class router {
 public:
   using handler = std::function<response(request&)>;
 
+  router() = default;
+  /// A router that takes its routes' parsed shapes (method, pattern) from
+  /// `shapes` — the same type's routes, built once — when they match, so each
+  /// user actor keeps only its handlers (the platform does this; `shapes`
+  /// must outlive the router).
+  explicit router(const router* shapes);
+  router(router&&) noexcept = default;
+  router& operator=(router&&) noexcept = default;
+
   router& get(std::string_view pattern, handler h) { return on("GET", pattern, std::move(h)); }
   router& post(std::string_view pattern, handler h) { return on("POST", pattern, std::move(h)); }
   router& put(std::string_view pattern, handler h) { return on("PUT", pattern, std::move(h)); }
@@ -162,13 +171,21 @@ public:
   match find(std::string_view method, std::string_view path) const;
 
   std::size_t size() const noexcept { return routes_.size(); }
+  /// Routes whose shape this router parsed and keeps itself (not shared).
+  std::size_t own_shapes() const noexcept { return owned_.size(); }
 
 private:
-  struct route {
+  struct shape {
     std::string method;
+    std::string pattern;
     std::vector<std::string> segments;  // "{name}" marks a parameter
+  };
+  struct route {
+    const shape* s;
     handler fn;
   };
+  const router* shapes_ = nullptr;
+  std::vector<std::unique_ptr<shape>> owned_;
   std::vector<route> routes_;
 };
 
@@ -327,15 +344,27 @@ public:
   template <class T>
   app_types& add(std::string name) {
     static_assert(std::is_base_of_v<user_actor_base, T>, "T must derive from troupe::user_actor<State>");
-    types_[std::move(name)] = [] { return std::make_unique<T>(); };
+    entry e;
+    e.make = [] { return std::make_unique<T>(); };
+    // The type's routes, parsed once from a prototype: user actors share their shapes.
+    e.shapes = std::make_shared<router>();
+    T prototype;
+    prototype.routes(*e.shapes);
+    types_[std::move(name)] = std::move(e);
     return *this;
   }
   /// The factory registered as `name`, or nullptr.
   const factory* find(const std::string& name) const;
+  /// The routes of type `name` parsed once (for router(const router*)), or nullptr.
+  const router* route_shapes(const std::string& name) const;
   std::vector<std::string> names() const;
 
 private:
-  std::map<std::string, factory> types_;
+  struct entry {
+    factory make;
+    std::shared_ptr<router> shapes;
+  };
+  std::map<std::string, entry> types_;
 };
 
 /// app_types holding `T` under `name`; chain .add<U>("other") for more.

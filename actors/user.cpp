@@ -13,7 +13,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include <deque>
+#include <list>
 #include <optional>
 #include <unordered_map>
 #include <variant>
@@ -100,13 +100,14 @@ struct user_state : detail::user_host {
   // pending, later requests wait in `backlog` (bounded by user_queue_length).
   bool busy = false;
   bool stopped = false;  // quit() was called: serve nothing more
-  std::deque<pending_call> backlog;
+  std::list<pending_call> backlog;  // a list: an empty deque allocates ~600 bytes, per user
   std::optional<pending_call> deferred_call;
   std::function<response()> deferred_then;
   std::uint64_t deferral_id = 0;
 
   // Freezing: his parcels are being written; he serves nothing meanwhile.
   bool freezing = false;
+  bool quitting = false;  // the freeze is the soft quit's
   std::optional<std::uint8_t> freeze_wanted;  // asked while busy: starts when the deferred answer is out
   std::vector<caf::typed_response_promise<bool>> freeze_waiters;
   bool idle_check_pending = false;
@@ -534,7 +535,9 @@ struct user_state : detail::user_host {
     freezing = true;
     busy = true;
     self->send(commander, freezing_atom::value, user_name);
-    note(registry::user_state::departing);
+    quitting = cause == static_cast<std::uint8_t>(store::parcel_cause::quit);
+    if (!quitting)  // at soft quit the census is going away too: no notes for 100,000 users
+      note(registry::user_state::departing);
     // A guest's own connection needs no parcel: the cookie alone names guest_<cid>.
     std::vector<const std::string*> named;
     for (auto& [cid, conn] : connections)
@@ -611,7 +614,8 @@ struct user_state : detail::user_host {
     ctx->metrics.user_freezes.fetch_add(1, std::memory_order_relaxed);
     ctx->metrics.users_frozen.fetch_add(1, std::memory_order_relaxed);
     self->send(commander, frozen_atom::value, user_name);  // before the not_here answers below
-    note(registry::user_state::frozen);
+    if (!quitting)
+      note(registry::user_state::frozen);
     for (auto& w : waiters)
       w.deliver(true);
     retire();
@@ -720,6 +724,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     st.checkpoint_every = millis_of(5);
   }
   st.app = (*spec.factory)();
+  st.routes = router(spec.route_shapes);
   user_access::bind(*st.app, &st);
   st.app->routes(st.routes);
   if (spec.wake && st.deposit) {

@@ -61,6 +61,7 @@ struct user_spec {
   caf::actor commander;                  ///< for login/logout and freezing
   caf::actor deposit;                    ///< the deposit actor
   const app_types::factory* factory = nullptr;
+  const router* route_shapes = nullptr;  ///< his type's routes parsed once (shared)
   node_context_ptr ctx;
   std::uint32_t restarts = 0;            ///< times his worker restarted him in the current window
 };

@@ -35,6 +35,32 @@ TEST(router, matches_method_path_and_parameters) {
   EXPECT_EQ(q2.param("absent"), "");
 }
 
+TEST(router, shares_parsed_shapes_with_its_types_routes_and_keeps_its_own_handlers) {
+  router shapes;
+  shapes.get("/a/{x}", [](request&) { return named("prototype"); });
+  shapes.post("/b", [](request&) { return named("prototype"); });
+  EXPECT_EQ(shapes.own_shapes(), 2u);
+
+  router mine(&shapes);
+  mine.get("/a/{x}", [](request&) { return named("mine-a"); });
+  mine.post("/b", [](request&) { return named("mine-b"); });
+  mine.get("/c", [](request&) { return named("mine-c"); });  // not in the shapes: parsed here
+  EXPECT_EQ(mine.own_shapes(), 1u);
+  http_request raw;
+  auto m = mine.find("GET", "/a/7");
+  ASSERT_NE(m.target, nullptr);
+  request q(raw, m.params);
+  EXPECT_EQ((*m.target)(q).body, "mine-a");
+  EXPECT_EQ(q.param("x"), "7");
+  EXPECT_EQ((*mine.find("GET", "/c").target)(q).body, "mine-c");
+  EXPECT_TRUE(mine.find("GET", "/b").other_method);
+
+  router other_order(&shapes);  // a different route at a position: its own shape
+  other_order.post("/b", [](request&) { return named("x"); });
+  EXPECT_EQ(other_order.own_shapes(), 1u);
+  EXPECT_NE(other_order.find("POST", "/b").target, nullptr);
+}
+
 TEST(router, tells_unknown_paths_from_other_methods) {
   router r;
   r.get("/api/counter", [](request&) { return named("x"); });
