@@ -85,6 +85,19 @@ using census_handle = caf::typed_actor<
 /// operator actions to `log`.
 census_handle spawn_census(caf::actor_system& sys, node_context_ptr ctx, std::shared_ptr<orchestration_log> log);
 
+/// A member's answer to a probe: its mailbox, its meter, its restarts (the
+/// clocks and the detail are the member's to add).
+inline actor_probe probe_answer(std::uint64_t query, std::uint64_t mailbox, const actor_meter& meter,
+                                std::uint32_t restarts) {
+  actor_probe p;
+  p.query = query;
+  p.mailbox = mailbox;
+  p.handled = meter.handled;
+  p.service_ns = meter.service_ns;
+  p.restarts = restarts;
+  return p;
+}
+
 /// A connection id as the census shows it: its first 8 characters.
 std::string connection_ref(const std::string& cid);
 

@@ -157,12 +157,7 @@ struct user_state : detail::user_host {
   }
 
   actor_probe probe(std::uint64_t query, bool detail) {
-    actor_probe p;
-    p.query = query;
-    p.mailbox = self->mailbox().size();
-    p.handled = meter.handled;
-    p.service_ns = meter.service_ns;
-    p.restarts = restarts;
+    auto p = probe_answer(query, self->mailbox().size(), meter, restarts);
     p.last_refresh_ms = ms_or_zero(clocks.last_refresh);
     p.last_user_ms = ms_or_zero(clocks.last_user);
     p.last_rpc_ms = ms_or_zero(clocks.last_rpc);

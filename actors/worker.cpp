@@ -202,12 +202,7 @@ struct worker_state {
   }
 
   actor_probe probe(std::uint64_t query, bool detail) {
-    actor_probe p;
-    p.query = query;
-    p.mailbox = self->mailbox().size();
-    p.handled = meter.handled;
-    p.service_ns = meter.service_ns;
-    p.restarts = restarts;
+    auto p = probe_answer(query, self->mailbox().size(), meter, restarts);
     if (detail)
       p.detail = nlohmann::json{{"hosted", users->size()}, {"draining", draining}}.dump();
     return p;
