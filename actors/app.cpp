@@ -2,6 +2,7 @@
 
 #include "actors/messages.hpp"
 #include "registry/ids.hpp"
+#include "registry/url.hpp"
 
 #include <cctype>
 
@@ -18,24 +19,14 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 std::string percent_decode(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (in[i] == '+') {
       out += ' ';
-    } else if (in[i] == '%' && i + 2 < in.size() && hex_value(in[i + 1]) >= 0 && hex_value(in[i + 2]) >= 0) {
-      out += static_cast<char>(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
+    } else if (in[i] == '%' && i + 2 < in.size() && registry::hex_digit(in[i + 1]) >= 0 && registry::hex_digit(in[i + 2]) >= 0) {
+      out += static_cast<char>(registry::hex_digit(in[i + 1]) * 16 + registry::hex_digit(in[i + 2]));
       i += 2;
     } else {
       out += in[i];

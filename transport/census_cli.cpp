@@ -1,6 +1,5 @@
 #include "transport/census_cli.hpp"
 
-#include "transport/url.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/connect.hpp>
@@ -12,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 

@@ -4,7 +4,7 @@
 #include "actors/user.hpp"
 #include "registry/ids.hpp"
 #include "transport/console_session.hpp"
-#include "transport/url.hpp"
+#include "registry/url.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -377,7 +377,7 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   }
   if (path == "/_troupe/orchestration/log") {
     std::uint32_t tail = 100;
-    auto params = parse_query(query);
+    auto params = registry::parse_query(query);
     if (!params)
       return do_write(400, error_body("malformed query string"), "application/json");
     for (auto& [k, v] : *params)
@@ -392,7 +392,7 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   }
   constexpr std::string_view actors = "/_troupe/actors/";
   if (path.substr(0, actors.size()) == actors && path.size() > actors.size()) {
-    auto id = percent_decode(path.substr(actors.size()));
+    auto id = registry::percent_decode(path.substr(actors.size()));
     if (!id || id->size() > 512)
       return do_write(400, error_body("malformed actor id"), "application/json");
     return admin_call_to_bridge([id = std::move(*id)](front& f, local_admin slot) mutable {
@@ -408,7 +408,7 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
     auto slash = rest.rfind('/');
     if (slash == std::string_view::npos || slash == 0)
       return std::nullopt;
-    auto name = percent_decode(rest.substr(0, slash));
+    auto name = registry::percent_decode(rest.substr(0, slash));
     if (!name)
       return std::nullopt;
     return std::make_pair(std::move(*name), std::string(rest.substr(slash + 1)));
@@ -440,7 +440,7 @@ void http_session::order(std::string what, std::string target) {
 
 // GET /_troupe/census: its parameters (docs/census.md); a bad one is a 400 naming it.
 void http_session::handle_census(std::string_view query) {
-  auto params = parse_query(query);
+  auto params = registry::parse_query(query);
   if (!params)
     return do_write(400, error_body("malformed query string"), "application/json");
   census_query q;

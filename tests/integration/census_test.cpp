@@ -306,8 +306,7 @@ TEST_F(Census, FrozenUsersOfAnEarlierLifeAreListedAfterARestart) {
   node().terminate();
   ASSERT_EQ(node().wait_exit(std::chrono::seconds(20)), 0);
   clients_.clear();
-  node_ = std::make_unique<node_process>(std::vector<std::string>{"--admin-token", token, "--deposit", deposit},
-                                         node_options{std::chrono::milliseconds(15000), false, true});
+  start_on(deposit, {"--admin-token", token});
   json c;
   for (int i = 0; i < 100; ++i) {
     c = census("?state=frozen");

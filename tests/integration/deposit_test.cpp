@@ -161,28 +161,13 @@ std::vector<std::string> with_token(std::vector<std::string> args) {
 // diagnostics printed when the test fails.
 class Deposit : public node_test {
 protected:
-  // Starts a node with the admin token and `--deposit dir` (a dir the test owns).
-  node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
-    if (node_)
-      previous_.push_back(std::move(node_));
-    args = with_token(std::move(args));
-    args.push_back("--deposit");
-    args.push_back(dir);
-    node_options o;
-    o.with_deposit = false;
-    node_ = std::make_unique<node_process>(std::move(args), o);
-    return *node_;
-  }
   node_process& start_tok(std::vector<std::string> args = {}) {
     return start(with_token(std::move(args)));
   }
-  void TearDown() override {
-    if (HasFailure())
-      for (auto& n : previous_)
-        print_node_diagnostics(*n);
-    node_test::TearDown();
+  // With the admin token, on `dir` (node_test::start_on).
+  node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
+    return node_test::start_on(dir, with_token(std::move(args)));
   }
-  std::vector<std::unique_ptr<node_process>> previous_;
 };
 
 }  // namespace

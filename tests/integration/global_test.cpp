@@ -216,25 +216,10 @@ protected:
   node_process& start_tok(std::vector<std::string> args = {}) {
     return start(with_token(std::move(args)));
   }
-  // A node with the admin token on `dir`, a deposit the test owns (restarts).
+  // With the admin token, on `dir` (node_test::start_on).
   node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
-    if (node_)
-      previous_.push_back(std::move(node_));
-    args = with_token(std::move(args));
-    args.push_back("--deposit");
-    args.push_back(dir);
-    node_options o;
-    o.with_deposit = false;
-    node_ = std::make_unique<node_process>(std::move(args), o);
-    return *node_;
+    return node_test::start_on(dir, with_token(std::move(args)));
   }
-  void TearDown() override {
-    if (HasFailure())
-      for (auto& n : previous_)
-        print_node_diagnostics(*n);
-    node_test::TearDown();
-  }
-  std::vector<std::unique_ptr<node_process>> previous_;
 };
 
 struct scratch_dir {
@@ -739,8 +724,9 @@ void full_wait_queue_scenario(uint16_t port, bool check_retry_after) {
     if (t.r.status == 503) {
       ++n503;
       EXPECT_TRUE(is_json_error(t.r, 503));
-      if (check_retry_after)
+      if (check_retry_after) {
         EXPECT_TRUE(t.r.has("Retry-After")) << t.r.describe();
+      }
       EXPECT_LT(t.ms(), 1000) << "a refused waiter was answered only after " << t.ms() << " ms";
     } else if (t.r.status == 200) {
       ++n200;

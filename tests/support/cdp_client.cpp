@@ -1,4 +1,5 @@
 #include "cdp_client.hpp"
+#include "pipe_reader.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -346,28 +347,14 @@ struct chromium::impl {
     drain = std::thread([this] {
       std::string pending;
       bool found = false;
-      for (;;) {
-        pollfd p{out_fd, POLLIN, 0};
-        int n = ::poll(&p, 1, 100);
-        if (n < 0 && errno == EINTR)
-          continue;
-        if (n < 0 || (n == 0 && stop_drain))
-          break;
-        if (n == 0)
-          continue;
-        char buf[8192];
-        ssize_t r = ::read(out_fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-          continue;
-        if (r <= 0)
-          break;
+      read_pipe(out_fd, stop_drain, [&](const char* buf, size_t r) {
         std::lock_guard<std::mutex> lk(mu);
-        tail.append(buf, static_cast<size_t>(r));
+        tail.append(buf, r);
         if (tail.size() > tail_limit)
           tail.erase(0, tail.size() - tail_limit / 2);
         if (found)
-          continue;
-        pending.append(buf, static_cast<size_t>(r));
+          return;
+        pending.append(buf, r);
         size_t nl;
         while (!found && (nl = pending.find('\n')) != std::string::npos) {
           std::string line = pending.substr(0, nl);
@@ -385,7 +372,7 @@ struct chromium::impl {
         }
         if (pending.size() > 65536)
           pending.erase(0, pending.size() - 4096);
-      }
+      });
       std::lock_guard<std::mutex> lk(mu);
       out_eof = true;
       cv.notify_all();
@@ -866,6 +853,13 @@ json chromium::wait_for(const std::string& js, milliseconds timeout, const std::
                            " [" + shorten(js, 300) + "]; last: " + last);
 }
 
+// Runs `js`, a DOM action that answers "ok" or why it could not act.
+void chromium::dom_action(const std::string& what, const std::string& js, milliseconds timeout) {
+  json r = evaluate(js, timeout);
+  if (r != "ok")
+    throw std::runtime_error(what + ": " + (r.is_string() ? r.get<std::string>() : r.dump()));
+}
+
 void chromium::click(const std::string& css_selector, milliseconds timeout) {
   std::string sel = js_string(css_selector);
   std::string js = "(() => {\n"
@@ -878,10 +872,7 @@ void chromium::click(const std::string& css_selector, milliseconds timeout) {
                    "      {bubbles: true, cancelable: true, view: window}));\n"
                    "  return 'ok';\n"
                    "})()";
-  json r = evaluate(js, timeout);
-  if (r != "ok")
-    throw std::runtime_error("click " + css_selector + ": " +
-                             (r.is_string() ? r.get<std::string>() : r.dump()));
+  dom_action("click " + css_selector, js, timeout);
 }
 
 void chromium::type(const std::string& css_selector, const std::string& text,
@@ -905,10 +896,7 @@ void chromium::type(const std::string& css_selector, const std::string& text,
                    "  el.dispatchEvent(new Event('change', {bubbles: true}));\n"
                    "  return 'ok';\n"
                    "})()";
-  json r = evaluate(js, timeout);
-  if (r != "ok")
-    throw std::runtime_error("type " + css_selector + ": " +
-                             (r.is_string() ? r.get<std::string>() : r.dump()));
+  dom_action("type " + css_selector, js, timeout);
 }
 
 void chromium::screenshot_png(const std::string& path, milliseconds timeout) {

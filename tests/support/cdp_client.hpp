@@ -124,6 +124,7 @@ public:
   std::string stderr_tail(size_t max_bytes = 8192) const;
 
 private:
+  void dom_action(const std::string& what, const std::string& js, std::chrono::milliseconds timeout);
   struct impl;
   std::unique_ptr<impl> p_;
 };

@@ -1,4 +1,5 @@
 #include "node_process.hpp"
+#include "pipe_reader.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -246,26 +247,12 @@ void node_process::start_drain() {
   // Keep reading stdout so the node never blocks on a full pipe (its log may go there).
   // The loop ends on EOF (the node, the only writer, is gone) or when told to stop.
   drain_ = std::thread([this] {
-    for (;;) {
-      pollfd p{out_fd_, POLLIN, 0};
-      int n = ::poll(&p, 1, 100);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0 || (n == 0 && stop_drain_))
-        return;
-      if (n == 0)
-        continue;
-      char buf[4096];
-      ssize_t r = ::read(out_fd_, buf, sizeof buf);
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0)
-        return;
+    read_pipe(out_fd_, stop_drain_, [this](const char* data, std::size_t n) {
       std::lock_guard<std::mutex> lk(out_mu_);
-      out_.append(buf, static_cast<size_t>(r));
+      out_.append(data, n);
       if (out_.size() > (8u << 20))
         out_.erase(0, out_.size() - (4u << 20));
-    }
+    });
   });
 }
 

@@ -32,13 +32,30 @@ protected:
     node_ = std::make_unique<node_process>(std::move(args));
     return *node_;
   }
+  // Starts a node on `dir`, a deposit the test owns (restart scenarios). The earlier
+  // node is kept (its temp dir too) until the test ends, for its diagnostics.
+  node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
+    if (node_)
+      previous_.push_back(std::move(node_));
+    args.push_back("--deposit");
+    args.push_back(dir);
+    node_options o;
+    o.with_deposit = false;
+    node_ = std::make_unique<node_process>(std::move(args), o);
+    return *node_;
+  }
   node_process& node() { return *node_; }
   uint16_t port() const { return node_->port(); }
   void TearDown() override {
-    if (node_ && HasFailure())
+    if (!HasFailure())
+      return;
+    for (auto& n : previous_)
+      print_node_diagnostics(*n);
+    if (node_)
       print_node_diagnostics(*node_);
   }
   std::unique_ptr<node_process> node_;
+  std::vector<std::unique_ptr<node_process>> previous_;
 };
 
 // One node shared by every test of a suite (default configuration unless the suite

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// URL pieces for the admin surface: percent-decoding and query strings.
+/// URL pieces: percent-decoding and query strings (the admin surface, the
+/// application's requests).
 
 #include <optional>
 #include <string>
@@ -8,7 +9,10 @@
 #include <utility>
 #include <vector>
 
-namespace troupe {
+namespace troupe::registry {
+
+/// The value of a hexadecimal digit (either case), -1 for anything else.
+int hex_digit(char c) noexcept;
 
 /// Decodes %XX escapes (and '+' as a space when `plus_is_space`); nullopt
 /// when an escape is malformed.
@@ -18,4 +22,4 @@ std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space
 /// nullopt when a piece does not decode.
 std::optional<std::vector<std::pair<std::string, std::string>>> parse_query(std::string_view query);
 
-}  // namespace troupe
+}  // namespace troupe::registry

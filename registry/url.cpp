@@ -1,10 +1,8 @@
-#include "transport/url.hpp"
+#include "registry/url.hpp"
 
-namespace troupe {
+namespace troupe::registry {
 
-namespace {
-
-int hex_value(char c) {
+int hex_digit(char c) noexcept {
   if (c >= '0' && c <= '9')
     return c - '0';
   if (c >= 'a' && c <= 'f')
@@ -14,8 +12,6 @@ int hex_value(char c) {
   return -1;
 }
 
-}  // namespace
-
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
@@ -24,7 +20,7 @@ std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space
     if (c == '%') {
       if (i + 2 >= s.size())
         return std::nullopt;
-      int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
+      int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
       if (hi < 0 || lo < 0)
         return std::nullopt;
       out.push_back(static_cast<char>(hi * 16 + lo));
@@ -54,4 +50,4 @@ std::optional<std::vector<std::pair<std::string, std::string>>> parse_query(std:
   return out;
 }
 
-}  // namespace troupe
+}  // namespace troupe::registry
