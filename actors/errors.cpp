@@ -23,6 +23,9 @@ const char* to_string(errc code) noexcept {
     case errc::wake_failed: return "wake_failed";
     case errc::dropped: return "dropped";
     case errc::refused: return "refused";
+    case errc::too_many_users: return "too_many_users";
+    case errc::bad_state: return "bad_state";
+    case errc::stale_owner: return "stale_owner";
   }
   return "unknown";
 }

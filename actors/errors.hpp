@@ -27,6 +27,9 @@ enum class errc : std::uint8_t {
   wake_failed,      ///< a user could not be woken from his parcel
   dropped,          ///< an operator dropped the user (his actor's exit reason)
   refused,          ///< an operator's order cannot be carried out as asked (nothing was done)
+  too_many_users,   ///< limits.max_live_users reached: no newcomer is placed
+  bad_state,        ///< a user's parcel does not decode as his state (quarantined; he is refused)
+  stale_owner,      ///< a write from an owner the deposit no longer recognises (fencing)
 };
 
 /// "not_here", "handler_failed", …

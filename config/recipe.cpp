@@ -126,6 +126,8 @@ const std::vector<field<node_settings>>& node_fields() {
     {"actor_scheduler", &node_settings::actor_scheduler, one_of("sharing|stealing")},
     {"actor_threads", &node_settings::actor_threads, between(1, 256)},
     {"shutdown_grace_seconds", &node_settings::shutdown_grace_seconds, between(0, max_seconds)},
+    {"shutdown_freeze_seconds", &node_settings::shutdown_freeze_seconds, positive(max_seconds)},
+    {"cookie_secret", &node_settings::cookie_secret, {}},
   };
   return f;
 }
@@ -144,6 +146,10 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"user_queue_length", &L::user_queue_length, at_least(1)},
     {"max_pages_per_connection", &L::max_pages_per_connection, at_least(1)},
     {"max_consoles", &L::max_consoles, at_least(1)},
+    {"max_connections", &L::max_connections, at_least(1)},
+    {"max_buffered_body_bytes", &L::max_buffered_body_bytes, at_least(1)},
+    {"max_live_users", &L::max_live_users, at_least(1)},
+    {"max_pages_per_user", &L::max_pages_per_user, at_least(1)},
   };
   return f;
 }
@@ -151,6 +157,7 @@ const std::vector<field<limits_settings>>& limits_fields() {
 const std::vector<field<deposit_settings>>& deposit_fields() {
   static const std::vector<field<deposit_settings>> f{
     {"path", &deposit_settings::path, nonempty()},
+    {"fallback_path", &deposit_settings::fallback_path, {}},
   };
   return f;
 }
@@ -182,6 +189,7 @@ const std::vector<field<group_settings>>& group_fields() {
     {"checkpoint_seconds", &G::checkpoint_seconds, positive(max_seconds)},
     {"max_restarts", &G::max_restarts, at_least(0)},
     {"restart_window_seconds", &G::restart_window_seconds, positive(max_seconds)},
+    {"guest_idle_seconds", &G::guest_idle_seconds, positive(max_seconds)},
   };
   return f;
 }

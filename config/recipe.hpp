@@ -41,6 +41,8 @@ struct node_settings {
   int actor_threads = 1;                   ///< CAF scheduler threads (1 io + 1 actor thread fit 2 cores)
   std::string actor_scheduler = "sharing"; ///< CAF scheduler policy: sharing | stealing
   double shutdown_grace_seconds = 10;      ///< in-flight requests get this long on SIGTERM
+  double shutdown_freeze_seconds = 60;     ///< then the soft quit gets this long to make every user durable
+  std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit
 };
 
 /// `[limits]`
@@ -55,11 +57,16 @@ struct limits_settings {
   std::uint64_t user_queue_length = 1024;      ///< requests waiting on one busy user; 503 past it
   std::uint64_t max_pages_per_connection = 32; ///< live pages per connection; 429 past it
   std::uint64_t max_consoles = 16;             ///< open console live channels; 503 past it
+  std::uint64_t max_connections = 10000;       ///< open TCP connections; the excess is answered 503 and closed
+  std::uint64_t max_buffered_body_bytes = 268435456; ///< request bodies buffered across the node; 503 past it
+  std::uint64_t max_live_users = 100000;       ///< live user actors on the node; newcomers get 503 past it
+  std::uint64_t max_pages_per_user = 64;       ///< live pages of one user over all his connections; 429 past it
 };
 
 /// `[deposit]`
 struct deposit_settings {
   std::string path = "./deposit";
+  std::string fallback_path;  ///< where a soft quit writes what the deposit refused; "": $TMPDIR/troupe-rescue
 };
 
 /// `[commander]`
@@ -85,6 +92,7 @@ struct group_settings {
   double checkpoint_seconds = 5;
   int max_restarts = 5;                     ///< per user, within restart_window_seconds
   double restart_window_seconds = 10;
+  double guest_idle_seconds = 10;           ///< a guest who never changed his state is retired after this long idle
 };
 
 /// The effective settings of one node.
