@@ -205,6 +205,29 @@ public:
 struct user_access;
 }  // namespace detail
 
+/// A user's state as an earlier version of his actor type stored it: the
+/// version it was written with and its msgpack bytes. user_actor::migrate()
+/// reads it as the State type that version had.
+class stored_state {
+public:
+  stored_state(std::uint32_t version, const store::bytes& data) : version_(version), data_(data) {}
+  /// The state version the parcel was written with (1 for parcels from before versions).
+  std::uint32_t version() const noexcept { return version_; }
+  /// Decodes the bytes as `Old` (that version's State); throws store::codec_error.
+  template <class Old>
+  Old as() const {
+    Old out{};
+    store::unpack(data_, out);
+    return out;
+  }
+  /// The raw msgpack bytes, for a migration that reads fields by hand.
+  const store::bytes& bytes() const noexcept { return data_; }
+
+private:
+  std::uint32_t version_;
+  const store::bytes& data_;
+};
+
 /// The base of every user actor type; derive from user_actor<State>.
 /// One instance serves exactly one user, one request at a time: its state
 /// needs no locks.
@@ -301,7 +324,13 @@ private:
   /// something else (or less: the console shows what this returns to operators).
   virtual nlohmann::json project_state() const { return nullptr; }
   virtual store::bytes save_state() const = 0;
-  virtual void load_state(const store::bytes& data) = 0;
+  /// Installs a state stored with `version`; throws (store::codec_error or any
+  /// exception of a migration) leaving the current state untouched.
+  virtual void load_state(const store::bytes& data, std::uint32_t version) = 0;
+  /// Back to a default-constructed State (a user who never had one).
+  virtual void reset_state() = 0;
+  /// The version of the state this type stores (user_actor<State>::state_version).
+  virtual std::uint32_t stored_version() const noexcept = 0;
   detail::user_host* host_ = nullptr;
 };
 
@@ -309,10 +338,30 @@ private:
 /// msgpack-serializable: MSGPACK_DEFINE / MSGPACK_DEFINE_MAP). A State with an
 /// nlohmann `to_json` (e.g. NLOHMANN_DEFINE_TYPE_INTRUSIVE) is shown as JSON
 /// in the census console.
+///
+/// State versions: a parcel records the version of the State it holds. When
+/// State changes shape in a way msgpack cannot read back (a field changes type,
+/// MSGPACK_DEFINE's positional array changes), raise `state_version()` and
+/// implement `migrate()`, which turns what an older version stored into today's
+/// State. A parcel that does not decode (or that no migration takes, or that a
+/// newer version wrote) is never loaded half or silently emptied: it is
+/// quarantined and the user is refused (503) until an operator acts.
 template <class State>
 class user_actor : public user_actor_base {
 public:
   using state_type = State;
+
+  /// The version of State this type writes (default 1; parcels written before
+  /// versions existed count as 1). Override to raise it.
+  virtual std::uint32_t state_version() const noexcept { return 1; }
+
+  /// Today's State from one stored by an older version (old.version() <
+  /// state_version()); e.g. `auto v1 = old.as<cart_v1>(); return cart{...};`.
+  /// The default refuses: an older parcel with no migration is quarantined.
+  virtual State migrate(const stored_state& old) {
+    throw store::codec_error("no migration from state version " + std::to_string(old.version()) + " to "
+                             + std::to_string(state_version()));
+  }
 
 protected:
   /// The user's store, read-only.
@@ -332,7 +381,19 @@ protected:
 
 private:
   store::bytes save_state() const override { return store::pack(state_); }
-  void load_state(const store::bytes& data) override { store::unpack(data, state_); }
+  void load_state(const store::bytes& data, std::uint32_t version) override {
+    auto current = state_version();
+    if (version == 0)
+      version = 1;  // written before state versions
+    if (version == current)
+      return store::unpack(data, state_);
+    if (version > current)
+      throw store::codec_error("state version " + std::to_string(version) + " is newer than this application's "
+                               + std::to_string(current));
+    state_ = migrate(stored_state(version, data));
+  }
+  void reset_state() override { state_ = State{}; }
+  std::uint32_t stored_version() const noexcept override { return state_version(); }
   State state_{};
 };
 

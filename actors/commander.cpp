@@ -245,6 +245,13 @@ struct commander_state {
       d->second.push_back({cid, std::move(promise)});
       return;
     }
+    // A newcomer (created or woken) past limits.max_live_users is refused;
+    // users already live keep being served.
+    if (!index->worker_of(user) && index->users() >= ctx->recipe.limits.max_live_users) {
+      ctx->metrics.live_user_refusals.fetch_add(1, std::memory_order_relaxed);
+      promise.deliver(make_error(errc::too_many_users, "the node is at its limit of live users"));
+      return;
+    }
     auto slot = index->place(user);
     promise.delegate(workers[slot], attach_atom::value, attach_order{user, cid, std::move(parcel), wake});
   }
@@ -573,6 +580,14 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     },
     [=](freezing_atom, const std::string& user) { self->state.departing.try_emplace(user); },
     [=](frozen_atom, const std::string& user) { self->state.end_departure(user, true); },
+    [=](release_atom, const std::string& user) {
+      // A guest who never had a state retired: his connection needs no entry
+      // here (the cookie alone names him), so the index does not grow with
+      // every visitor.
+      auto& st = self->state;
+      if (st.index && registry::is_guest(user) && !st.index->worker_of(user) && !st.departing.count(user))
+        st.index->unbind_user(user);
+    },
     [=](thaw_atom, const std::string& user) { self->state.end_departure(user, false); },
     [=](quit_atom) { return self->state.quit(); },
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },

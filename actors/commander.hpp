@@ -67,6 +67,9 @@ using commander_handle = caf::typed_actor<
   caf::reacts_to<frozen_atom, std::string>,
   /// From a user actor: his freeze failed; he stays where he was.
   caf::reacts_to<thaw_atom, std::string>,
+  /// From a user actor, after `frozen`: a guest who never had a state left
+  /// without a parcel; his connection is forgotten too (the index stays bounded).
+  caf::reacts_to<release_atom, std::string>,
   /// An operator drops user `name` (not woken if frozen): answers what he was
   /// (active | frozen | inactive) and how many connections he had here.
   caf::replies_to<drop_atom, std::string>::with<std::string, std::uint64_t>,

@@ -94,6 +94,13 @@ deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<depo
         return true;
       });
     },
+    [=](quarantine_atom, parcel_kind kind, const std::string& key, const std::string& why) {
+      self->state.flush();
+      return guarded([&] {
+        self->state.backend->quarantine_copy(kind == parcel_kind::connection, key, why);
+        return true;
+      });
+    },
     [=](sweep_atom, double user_hours, double guest_hours) {
       self->state.flush();
       return guarded([&] {

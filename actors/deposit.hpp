@@ -32,6 +32,7 @@ using get_atom = caf::atom_constant<caf::atom("get")>;
 using remove_atom = caf::atom_constant<caf::atom("remove")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using quarantine_atom = caf::atom_constant<caf::atom("quarantine")>;
 
 using store::parcel_kind;
 
@@ -48,6 +49,8 @@ using deposit_handle = caf::typed_actor<
   caf::replies_to<get_atom, parcel_kind, std::string>::with<std::vector<store::parcel>>,
   /// Removes a parcel (absent is fine).
   caf::replies_to<remove_atom, parcel_kind, std::string>::with<bool>,
+  /// Copies a parcel that cannot be used (with why) to quarantine, leaving it in place.
+  caf::replies_to<quarantine_atom, parcel_kind, std::string, std::string>::with<bool>,
   /// Forgets users idle past the given hours (users, guests); answers how many.
   caf::replies_to<sweep_atom, double, double>::with<std::uint64_t>,
   /// Internal: writes what was staged (group commit).

@@ -48,6 +48,7 @@ using drop_atom = caf::atom_constant<caf::atom("drop")>;        ///< an operator
 using drain_atom = caf::atom_constant<caf::atom("drain")>;      ///< an operator drains a worker
 using log_atom = caf::atom_constant<caf::atom("log")>;          ///< the orchestration log
 using order_atom = caf::atom_constant<caf::atom("order")>;      ///< an operator's order through the bridge
+using restart_atom = caf::atom_constant<caf::atom("restart")>;  ///< a failing user leaves his last good state to his worker
 
 /// What a member of the tree (user, worker, group, commander) tells the
 /// census when it starts and whenever its state or its counts change — never
@@ -120,12 +121,13 @@ struct http_request {
   std::string cid;      ///< the connection (cookie) id
   std::string page;     ///< X-Troupe-Page, empty when none
   std::vector<http_header> headers;
+  std::int64_t deadline_ms = 0;  ///< unix ms after which nobody waits for the answer: never run then (0: none)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_request& x) {
   return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
-           x.page, x.headers);
+           x.page, x.headers, x.deadline_ms);
 }
 
 /// What the front must do with its routing cache after a reply.

@@ -84,6 +84,16 @@ std::string node_metrics::prometheus_text() const {
   counter("troupe_user_wakes_total", "Users woken from their parcel.", user_wakes.load(std::memory_order_relaxed));
   counter("troupe_users_expired_total", "Frozen users forgotten after their expiry.",
           users_expired.load(std::memory_order_relaxed));
+  counter("troupe_requests_expired_total", "Requests dropped from a user's queue past their deadline, never run.",
+          requests_expired.load(std::memory_order_relaxed));
+  counter("troupe_changes_rolled_back_total", "Changes the deposit refused (durability reply): state put back, 503.",
+          changes_rolled_back.load(std::memory_order_relaxed));
+  counter("troupe_users_refused_total", "Users whose stored state does not load: parcel quarantined, user refused.",
+          users_refused.load(std::memory_order_relaxed));
+  counter("troupe_live_user_refusals_total", "Newcomers refused because limits.max_live_users users are live.",
+          live_user_refusals.load(std::memory_order_relaxed));
+  counter("troupe_guests_retired_total", "Guests who never had a state, retired without writing a parcel.",
+          guests_retired.load(std::memory_order_relaxed));
   if (deposit) {
     counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());
     counter("troupe_deposit_writes_total", "Parcels written durably to the deposit.", deposit->writes.load());

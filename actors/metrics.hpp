@@ -38,6 +38,11 @@ struct node_metrics {
   std::array<std::atomic<std::uint64_t>, 600> http_requests{};  ///< by status code
   std::atomic<std::uint64_t> user_restarts{0};
   std::atomic<std::uint64_t> handler_failures{0};
+  std::atomic<std::uint64_t> requests_expired{0};    ///< dropped from a user's queue past their deadline (never run)
+  std::atomic<std::uint64_t> changes_rolled_back{0}; ///< changes refused by the deposit, the state put back
+  std::atomic<std::uint64_t> users_refused{0};       ///< users whose stored state does not load (quarantined)
+  std::atomic<std::uint64_t> live_user_refusals{0};  ///< newcomers refused at limits.max_live_users
+  std::atomic<std::uint64_t> guests_retired{0};      ///< guests with no state retired without a parcel
   std::atomic<std::int64_t> inflight{0};
   std::atomic<std::uint64_t> user_freezes{0};
   std::atomic<std::uint64_t> user_wakes{0};

@@ -5,6 +5,8 @@
 #include "actors/errors.hpp"
 #include "actors/census.hpp"
 #include "actors/page.hpp"
+#include "actors/user_access.hpp"
+#include "actors/user_store.hpp"
 #include "registry/census_model.hpp"
 #include "registry/clocks.hpp"
 #include "registry/ids.hpp"
@@ -20,15 +22,6 @@
 
 namespace troupe {
 
-namespace detail {
-/// The platform's access to the private side of a user actor type.
-struct user_access {
-  static void bind(user_actor_base& app, user_host* host) { app.host_ = host; }
-  static store::bytes save(const user_actor_base& app) { return app.save_state(); }
-  static void load(user_actor_base& app, const store::bytes& data) { app.load_state(data); }
-  static nlohmann::json project(const user_actor_base& app) { return app.project_state(); }
-};
-}  // namespace detail
 
 namespace {
 
@@ -65,6 +58,7 @@ std::chrono::milliseconds millis_of(double seconds) {
 
 constexpr std::uint8_t idle_tick = 0;
 constexpr std::uint8_t checkpoint_tick = 1;
+constexpr std::uint8_t resume_tick = 2;
 constexpr auto deposit_timeout = std::chrono::seconds(30);
 
 struct user_state : detail::user_host {
@@ -81,11 +75,17 @@ struct user_state : detail::user_host {
   std::chrono::milliseconds idle_after{0};
   std::chrono::milliseconds checkpoint_every{0};
   registry::wall_clock::time_point started{};
-  std::unique_ptr<user_actor_base> app;
+  std::optional<user_store> keeper;  // his type's instance, his state's generation and last good state
+  user_supervisor supervisor;        // his worker: his timers go through it, his restarts start from it
   router routes;
   registry::clocks clocks;
-  std::uint64_t generation = 0;  // of the store: grows with every parcel written
-  bool dirty = false;
+  bool dirty = false;          // changed since his last durable parcel
+  bool changed_now = false;    // changed by the request being served
+  std::chrono::milliseconds guest_idle_after{0};
+  // A parcel that does not load as his state: he answers 503 to everything,
+  // writes nothing (the parcel stays where it is, a copy in quarantine), until
+  // an operator drops him or the application can read it.
+  std::optional<std::string> refused;
   std::unordered_map<std::string, connection_record> connections;
   std::size_t page_count = 0;
 
@@ -125,6 +125,7 @@ struct user_state : detail::user_host {
   const std::string& worker() const override { return worker_name; }
   void changed() override {
     dirty = true;
+    changed_now = true;
     if (mode == durability::interval)
       schedule_checkpoint();
   }
@@ -181,19 +182,39 @@ struct user_state : detail::user_host {
     }
     nlohmann::json store;
     try {
-      store = user_access::project(*app);
+      store = user_access::project(keeper->app());
     } catch (const std::exception& e) {
       store = {{"error", std::string("the projection failed: ") + e.what()}};
     }
     p.detail = nlohmann::json{{"connections", std::move(conns)}, {"store", std::move(store)},
-                              {"generation", generation}, {"dirty", dirty}, {"backlog", backlog.size()}}
+                              {"generation", keeper->generation()}, {"dirty", dirty}, {"backlog", backlog.size()}}
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return p;
   }
 
   // -- requests -------------------------------------------------------------------
 
+  // His timers go through his worker, which forwards them only while he
+  // lives: a delayed message to himself would keep a dead actor's memory for
+  // as long as it is pending (30 minutes for the idle check: 2 KB per crash).
+  void schedule(std::chrono::milliseconds delay, std::uint8_t which, std::uint64_t arg = 0) {
+    caf::delayed_anon_send(supervisor, delay, tick_atom::value, self->id(), which, arg);
+  }
+
+  // Past its deadline the front answered 504 already: it is never run.
+  bool expired(pending_call& call, std::int64_t now_ms) {
+    if (call.req->deadline_ms == 0 || now_ms < call.req->deadline_ms)
+      return false;
+    ctx->metrics.requests_expired.fetch_add(1, std::memory_order_relaxed);
+    respond(call.to, error_response(504, "the request was not answered in time"));
+    return true;
+  }
+
   void accept(pending_call&& call) {
+    if (refused) {
+      respond(call.to, error_response(503, "this user's stored state cannot be read; an operator has been told", 30));
+      return;
+    }
     if (!busy && !stopped)
       return serve(std::move(call));
     if (backlog.size() >= ctx->recipe.limits.user_queue_length) {
@@ -204,6 +225,8 @@ struct user_state : detail::user_host {
   }
 
   void serve(pending_call&& call) {
+    if (expired(call, unix_ms(registry::wall_clock::now())))
+      return;
     auto conn = connections.find(call.req->cid);
     if (conn == connections.end()) {
       http_response moved;
@@ -256,6 +279,9 @@ struct user_state : detail::user_host {
                   registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
     respond(call.to, error_response(502, "the request handler failed"));
     stopped = true;
+    // What the handler half-changed is thrown away: his restart starts from
+    // the last good state, which only his worker outlives him to hand over.
+    self->send(supervisor, restart_atom::value, user_name, keeper->last_good_encoded(ctx->node_name, worker_name));
     self->quit(make_error(errc::handler_failed));
   }
 
@@ -268,6 +294,8 @@ struct user_state : detail::user_host {
       r.retry_after = out.retry_after;
       if (mode == durability::reply && dirty)
         return reply_when_durable(std::move(call), std::move(r));
+      if (std::exchange(changed_now, false))
+        keeper->keep_as_good();  // one encoding per changing request: what a restart starts from
       respond(call.to, std::move(r));
       return;
     }
@@ -277,7 +305,7 @@ struct user_state : detail::user_host {
       case detail::continuation::kind::after:
         deferred_call = std::move(call);
         deferred_then = std::move(next->then);
-        self->delayed_send(self, next->delay, resume_atom::value, ++deferral_id);
+        schedule(next->delay, resume_tick, ++deferral_id);
         return;
       case detail::continuation::kind::login:
         return move_connection(std::move(call), next->user);
@@ -308,6 +336,15 @@ struct user_state : detail::user_host {
           respond(waiting->to, error_response(503, "the global store did not answer, retry", 1));
           drain();
         });
+  }
+
+  void on_tick(std::uint8_t which, std::uint64_t arg) {
+    if (which == idle_tick)
+      check_idle();
+    else if (which == checkpoint_tick)
+      checkpoint();
+    else if (which == resume_tick)
+      resume(arg);
   }
 
   void resume(std::uint64_t id) {
@@ -348,6 +385,8 @@ struct user_state : detail::user_host {
     if (i == conn.pages.end()) {
       if (conn.pages.size() >= ctx->recipe.limits.max_pages_per_connection)
         return error_response(429, "too many pages on this connection");
+      if (page_count >= ctx->recipe.limits.max_pages_per_user)
+        return error_response(429, "too many pages for this user");
       if (!conn.actor)
         conn.actor = spawn_connection(*self, ctx, cid);
       i = conn.pages.emplace(page_id, spawn_page(*self, ctx, conn.actor, page_id)).first;
@@ -386,14 +425,8 @@ struct user_state : detail::user_host {
   }
 
   // The guest's store, as the parcel a login carries to a user who is not live.
-  store::bytes carried_store() const {
-    store::parcel p;
-    p.generation = generation + 1;
-    p.writer_node = ctx->node_name;
-    p.writer_worker = worker_name;
-    p.cause = store::parcel_cause::login;
-    p.payload = user_access::save(*app);
-    return store::encode(p);
+  store::bytes carried_store() {
+    return store::encode(keeper->next_parcel(store::parcel_cause::login, ctx->node_name, worker_name));
   }
 
   // Login (target set) or logout (none): the commander moves the connection;
@@ -438,13 +471,7 @@ struct user_state : detail::user_host {
   // -- the deposit: wake, freeze, checkpoints ----------------------------------------
 
   store::parcel make_parcel(store::parcel_cause cause) {
-    store::parcel p;
-    p.generation = ++generation;
-    p.writer_node = ctx->node_name;
-    p.writer_worker = worker_name;
-    p.cause = cause;
-    p.payload = user_access::save(*app);
-    return p;
+    return keeper->next_parcel(cause, ctx->node_name, worker_name);
   }
 
   // Reads his parcel before serving anything: requests that arrive meanwhile
@@ -458,14 +485,17 @@ struct user_state : detail::user_host {
       .then(
         [this, carried, t0](std::vector<store::parcel>& found) {
           if (!found.empty()) {
-            install(found.front().payload, found.front().generation, "his parcel");
+            // His parcel stays where it is until a newer one replaces it (a
+            // crash of the node then brings him back as he last froze).
+            try {
+              keeper->install(found.front());
+            } catch (const std::exception& e) {
+              return refuse(found.front(), e.what());
+            }
             ctx->metrics.user_wakes.fetch_add(1, std::memory_order_relaxed);
             ctx->metrics.users_frozen.fetch_sub(1, std::memory_order_relaxed);
             ctx->metrics.user_wake_seconds.observe(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-            if (mode == durability::freeze)  // removed only once installed; other modes keep it as the durable copy
-              self->request(deposit, deposit_timeout, remove_atom::value, parcel_kind::user, user_name)
-                .then([](bool) {}, [this](caf::error& err) { log_deposit_error("removing his parcel", err); });
           } else if (!carried.empty()) {
             install_carried(carried);
           }
@@ -485,20 +515,28 @@ struct user_state : detail::user_host {
         });
   }
 
-  void install(const store::bytes& payload, std::uint64_t gen, const char* what) {
-    try {
-      user_access::load(*app, payload);
-      generation = gen;
-    } catch (const std::exception& e) {
-      spdlog::error("user {}: {} does not load as his state ({}); he starts empty", registry::redact(user_name),
-                    what, e.what());
-    }
+  // His parcel does not load as his state (it does not decode, was written
+  // by a newer version, or no migration takes it): never start him empty. A
+  // copy goes to quarantine, the parcel stays, and he is refused until an
+  // operator drops him or a version that reads it is deployed.
+  void refuse(const store::parcel& p, const std::string& why) {
+    ctx->metrics.users_refused.fetch_add(1, std::memory_order_relaxed);
+    spdlog::error("user {} on {}: his parcel (state version {}, generation {}) does not load: {}; a copy is "
+                  "quarantined and he is refused until it can be read",
+                  registry::redact(user_name), worker_name, p.state_version, p.generation, why);
+    self->request(deposit, deposit_timeout, quarantine_atom::value, parcel_kind::user, user_name, why)
+      .then([](bool) {}, [this](caf::error& err) { log_deposit_error("quarantining his parcel", err); });
+    refused = why;
+    busy = false;
+    note(registry::user_state::active);
+    for (auto& call : backlog)
+      accept(std::move(call));
+    backlog.clear();
   }
 
   void install_carried(const store::bytes& encoded) {
     try {
-      auto p = store::decode(encoded);
-      install(p.payload, p.generation, "the store carried by login");
+      keeper->install(store::decode(encoded));
     } catch (const std::exception& e) {
       spdlog::error("user {}: the store carried by login does not verify ({}); he starts empty",
                     registry::redact(user_name), e.what());
@@ -515,11 +553,29 @@ struct user_state : detail::user_host {
       freeze_waiters.push_back(std::move(*waiter));
     if (freezing || stopped)
       return;
+    if (busy && deferred_call && cause == static_cast<std::uint8_t>(store::parcel_cause::quit))
+      interrupt_deferred();  // the soft quit does not wait for a sleeping handler
     if (busy) {  // a deferred answer is pending: freeze right after it
       freeze_wanted = cause;
       return;
     }
     start_freeze(cause);
+  }
+
+  // The node is leaving: a deferred answer that is not due yet is answered
+  // now. Never "retry" for a request whose first step changed the state (it
+  // is kept, and frozen with him): retrying would apply it twice.
+  void interrupt_deferred() {
+    auto call = std::move(*deferred_call);
+    deferred_call.reset();
+    deferred_then = nullptr;
+    ++deferral_id;
+    busy = false;
+    if (std::exchange(changed_now, false))
+      respond(call.to, error_response(503, "the node is shutting down: the request was interrupted after it "
+                                           "changed the state, which is kept; do not simply retry it"));
+    else
+      respond(call.to, error_response(503, "the node is shutting down: the request was not completed, retry", 1));
   }
 
   // The commander holds his routing first; then his parcels are written; only
@@ -530,6 +586,8 @@ struct user_state : detail::user_host {
     freezing = true;
     busy = true;
     self->send(commander, freezing_atom::value, user_name);
+    if (empty_guest() || refused)  // nothing to write: no state, or a parcel that stays as it is
+      return finish_freeze(true);
     quitting = cause == static_cast<std::uint8_t>(store::parcel_cause::quit);
     if (!quitting)  // at soft quit the census is going away too: no notes for 100,000 users
       note(registry::user_state::departing);
@@ -563,7 +621,7 @@ struct user_state : detail::user_host {
     for (auto& [page_id, page] : conn.pages)
       rec.pages.push_back(page_id);
     store::parcel p;
-    p.generation = generation;
+    p.generation = keeper->generation();
     p.writer_node = ctx->node_name;
     p.writer_worker = worker_name;
     p.cause = why;
@@ -605,12 +663,19 @@ struct user_state : detail::user_host {
       schedule_idle();
       return drain();
     }
-    dirty = false;
-    ctx->metrics.user_freezes.fetch_add(1, std::memory_order_relaxed);
-    ctx->metrics.users_frozen.fetch_add(1, std::memory_order_relaxed);
     self->send(commander, frozen_atom::value, user_name);  // before the not_here answers below
-    if (!quitting)
-      note(registry::user_state::frozen);
+    if (empty_guest()) {  // he leaves no trace: the census forgets him too
+      ctx->metrics.guests_retired.fetch_add(1, std::memory_order_relaxed);
+      self->send(commander, release_atom::value, user_name);
+      if (census && !quitting)
+        self->send(census, drop_atom::value, user_name);
+    } else {
+      ctx->metrics.user_freezes.fetch_add(1, std::memory_order_relaxed);
+      ctx->metrics.users_frozen.fetch_add(1, std::memory_order_relaxed);
+      if (!quitting)
+        note(registry::user_state::frozen);
+    }
+    dirty = false;
     for (auto& w : waiters)
       w.deliver(true);
     retire();
@@ -620,7 +685,7 @@ struct user_state : detail::user_host {
     if (idle_check_pending || freezing || stopped)
       return;
     idle_check_pending = true;
-    self->delayed_send(self, after.count() > 0 ? after : idle_after, tick_atom::value, idle_tick);
+    schedule(after.count() > 0 ? after : idle_threshold(), idle_tick);
   }
 
   // Idleness is judged on the real clocks (last_user, last_rpc), never on last_refresh.
@@ -629,16 +694,25 @@ struct user_state : detail::user_host {
     auto now = registry::wall_clock::now();
     auto last = std::max(clocks.last_activity(), started);
     auto idle_for = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
-    if (idle_for >= idle_after && !busy)
+    auto threshold = idle_threshold();
+    if (idle_for >= threshold && !busy)
       return freeze(static_cast<std::uint8_t>(store::parcel_cause::freeze), std::nullopt);
-    schedule_idle(busy ? idle_after : idle_after - idle_for);
+    schedule_idle(busy ? threshold : threshold - idle_for);
+  }
+
+  // A guest who never had a state has nothing to lose: he is cheap and
+  // short-lived (group.guest_idle_seconds), and is never written anywhere.
+  bool empty_guest() const { return registry::is_guest(user_name) && keeper->pristine() && !dirty; }
+
+  std::chrono::milliseconds idle_threshold() const {
+    return empty_guest() ? std::min(guest_idle_after, idle_after) : idle_after;
   }
 
   void schedule_checkpoint() {
     if (checkpoint_pending || stopped)
       return;
     checkpoint_pending = true;
-    self->delayed_send(self, checkpoint_every, tick_atom::value, checkpoint_tick);
+    schedule(checkpoint_every, checkpoint_tick);
   }
 
   // durability = "interval": a changed store is written every checkpoint_seconds.
@@ -659,22 +733,37 @@ struct user_state : detail::user_host {
 
   // durability = "reply": the answer to a request that changed the store goes
   // out only once the new parcel is durable.
+  // A write the deposit refused leaves his previous parcel intact: the change
+  // is rolled back in memory too, so "retry" is the truth. A write with no
+  // answer (timeout) may have landed: the change is kept and the client told
+  // the outcome is unknown — never "retry" for a change that may be applied.
   void reply_when_durable(pending_call&& call, http_response&& r) {
     busy = true;
     dirty = false;
+    changed_now = false;
+    auto parcel = make_parcel(store::parcel_cause::checkpoint);
     auto waiting = std::make_shared<std::pair<pending_call, http_response>>(std::move(call), std::move(r));
-    self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name,
-                  make_parcel(store::parcel_cause::checkpoint))
+    auto payload = std::make_shared<store::bytes>(parcel.payload);
+    self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name, std::move(parcel))
       .then(
-        [this, waiting](std::uint64_t) {
+        [this, waiting, payload](std::uint64_t) {
+          keeper->keep_as_good(*payload);
           respond(waiting->first.to, std::move(waiting->second));
           busy = false;
           drain();
         },
         [this, waiting](caf::error& err) {
           log_deposit_error("making a change durable", err);
-          dirty = true;
-          respond(waiting->first.to, error_response(503, "the change could not be made durable, retry", 1));
+          if (is(err, errc::deposit_failed)) {
+            keeper->roll_back();
+            ctx->metrics.changes_rolled_back.fetch_add(1, std::memory_order_relaxed);
+            respond(waiting->first.to,
+                    error_response(503, "the change could not be made durable and was not applied, retry", 1));
+          } else {
+            dirty = true;
+            respond(waiting->first.to, error_response(503, "the change may or may not have been made durable "
+                                                           "(the deposit did not answer); check before retrying"));
+          }
           busy = false;
           drain();
         });
@@ -709,19 +798,22 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.deposit = caf::actor_cast<deposit_handle>(spec.deposit);
   st.started = registry::wall_clock::now();
   st.census = st.ctx->census;
+  st.supervisor = std::move(spec.supervisor);
   st.restarts = spec.restarts;
   if (auto* group = st.ctx->recipe.group(spec.group)) {
     st.mode = durability_of(group->durability);
     st.idle_after = millis_of(group->user_idle_freeze_minutes * 60);
     st.checkpoint_every = millis_of(group->checkpoint_seconds);
+    st.guest_idle_after = millis_of(group->guest_idle_seconds);
   } else {
     st.idle_after = millis_of(30 * 60);
     st.checkpoint_every = millis_of(5);
+    st.guest_idle_after = millis_of(10);
   }
-  st.app = (*spec.factory)();
+  st.keeper.emplace((*spec.factory)());
   st.routes = router(spec.route_shapes);
-  user_access::bind(*st.app, &st);
-  st.app->routes(st.routes);
+  user_access::bind(st.keeper->app(), &st);
+  st.keeper->app().routes(st.routes);
   if (spec.wake && st.deposit) {
     st.note(registry::user_state::unfreezing);
     st.wake(std::move(spec.parcel));
@@ -753,22 +845,16 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
         return st.where();
       return st.save_connection(cid);
     },
-    [=](resume_atom, std::uint64_t id) {
-      actor_meter::scope metered{self->state.meter};
-      self->state.resume(id);
-    },
+
     [=](freeze_atom, std::uint8_t cause) -> caf::result<bool> {
       auto promise = self->make_response_promise<bool>();
       self->state.freeze(cause, promise);
       return promise;
     },
     [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
-    [=](tick_atom, std::uint8_t which) {
+    [=](tick_atom, std::uint8_t which, std::uint64_t arg) {
       actor_meter::scope metered{self->state.meter};
-      if (which == idle_tick)
-        self->state.check_idle();
-      else
-        self->state.checkpoint();
+      self->state.on_tick(which, arg);
     },
   };
 }

@@ -46,10 +46,19 @@ using user_handle = caf::typed_actor<
   caf::replies_to<freeze_atom, std::uint8_t>::with<bool>,
   /// The census's probe (sent with high priority): live figures, in detail when asked.
   caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
-  /// Internal: deferred answer number N is due.
-  caf::reacts_to<resume_atom, std::uint64_t>,
-  /// Internal: time to check idleness (0) or to checkpoint (1).
-  caf::reacts_to<tick_atom, std::uint8_t>>;
+  /// Internal: a timer is due — check idleness (0), checkpoint (1), or
+  /// deferred answer number `arg` (2). Forwarded by his worker (user_supervisor).
+  caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>>;
+
+/// What a user actor needs of his worker (a part of the worker's interface).
+using user_supervisor = caf::typed_actor<
+  /// A timer of user actor `id` is due: forwarded to him as (tick, which, arg)
+  /// while he lives. Timers go through the worker because a delayed message to
+  /// an actor keeps that actor's memory alive until it is due, dead or not.
+  caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
+  /// A user failing in a handler leaves his last good state (an encoded
+  /// parcel; empty: he had none) for the restart that follows his exit.
+  caf::reacts_to<restart_atom, std::string, store::bytes>>;
 
 /// How to start one user actor.
 struct user_spec {
@@ -59,6 +68,7 @@ struct user_spec {
   bool wake = true;                      ///< read his parcel from the deposit before serving
   std::string group;                     ///< his group's name (its policies: idleness, durability)
   caf::actor commander;                  ///< for login/logout and freezing
+  user_supervisor supervisor;            ///< his worker
   caf::actor deposit;                    ///< the deposit actor
   const app_types::factory* factory = nullptr;
   const router* route_shapes = nullptr;  ///< his type's routes parsed once (shared)

@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/census.hpp"
+#include "actors/deposit.hpp"
 #include "registry/ids.hpp"
 #include "store/parcel.hpp"
 
@@ -35,11 +36,21 @@ struct worker_state {
   std::unordered_map<caf::actor_id, std::string> names;      // child id → name
   std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
   std::unordered_map<caf::actor_id, caf::typed_response_promise<bool>> dropping;  // answered at their down
+  // The last good state a failing user left (an encoded parcel): what his
+  // restart starts from; kept until he is started again (or written at quit).
+  std::unordered_map<std::string, store::bytes> restart_from;
   bool draining = false;
   std::uint32_t restarts = 0;  // user restarts on this worker
   actor_meter meter;
 
   user_handle start(const std::string& user, store::bytes parcel, bool wake) {
+    if (auto r = restart_from.find(user); r != restart_from.end()) {
+      if (!r->second.empty()) {  // his last good state wins over his parcel, which is as old or older
+        parcel = std::move(r->second);
+        wake = false;
+      }
+      restart_from.erase(r);
+    }
     user_spec us;
     us.user = user;
     us.worker = spec.name;
@@ -47,6 +58,7 @@ struct worker_state {
     us.wake = wake;
     us.group = spec.group;
     us.commander = spec.commander;
+    us.supervisor = caf::actor_cast<user_supervisor>(self);
     us.deposit = spec.deposit;
     us.factory = factory;
     us.route_shapes = route_shapes;
@@ -93,6 +105,7 @@ struct worker_state {
     if (auto d = dropping.find(dm.source.id()); d != dropping.end()) {
       d->second.deliver(true);
       dropping.erase(d);
+      restart_from.erase(user);
       return;
     }
     auto u = users->find(user);
@@ -120,7 +133,7 @@ struct worker_state {
     }
     spdlog::warn("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
                  self->system().render(dm.reason));
-    start(user, {}, true);  // from his last durable parcel, if any
+    start(user, {}, true);  // from the last good state he left, else his last durable parcel
   }
 
   // Freezes every user (cause quit or freeze); calls done(frozen, failed) once all answered.
@@ -151,9 +164,55 @@ struct worker_state {
   // Soft quit: every user freezes (cause quit); answers how many did.
   caf::result<std::uint64_t> quit() {
     auto promise = self->make_response_promise<std::uint64_t>();
-    freeze_all(store::parcel_cause::quit,
-               [promise](std::uint64_t frozen, std::uint64_t) mutable { promise.deliver(frozen); });
+    auto saved = std::make_shared<std::uint64_t>(0);
+    auto pending = std::make_shared<int>(2);
+    auto frozen_total = std::make_shared<std::uint64_t>(0);
+    auto one_done = [promise, pending, saved, frozen_total]() mutable {
+      if (--*pending == 0)
+        promise.deliver(*frozen_total + *saved);
+    };
+    save_restart_states(saved, one_done);
+    freeze_all(store::parcel_cause::quit, [one_done, frozen_total](std::uint64_t frozen, std::uint64_t) mutable {
+      *frozen_total = frozen;
+      one_done();
+    });
     return promise;
+  }
+
+  // A user left down (over his restart limit) still has his last good state
+  // here, and only here: the soft quit writes it, as his freeze would have.
+  template <class Done>
+  void save_restart_states(std::shared_ptr<std::uint64_t> saved, Done done) {
+    auto deposit = caf::actor_cast<deposit_handle>(spec.deposit);
+    std::vector<std::pair<std::string, store::parcel>> left;
+    for (auto& [user, encoded] : restart_from)
+      if (!encoded.empty() && !users->count(user)) {
+        try {
+          left.emplace_back(user, store::decode(encoded));
+        } catch (const std::exception& e) {
+          spdlog::error("worker {}: the last good state of user {} does not decode: {}", spec.name,
+                        registry::redact(user), e.what());
+        }
+      }
+    if (left.empty() || !deposit)
+      return done();
+    auto pending = std::make_shared<std::size_t>(left.size());
+    for (auto& [user, parcel] : left) {
+      parcel.cause = store::parcel_cause::quit;
+      self->request(deposit, spec.ctx->request_timeout(), put_atom::value, parcel_kind::user, user, std::move(parcel))
+        .then(
+          [saved, pending, done](std::uint64_t) mutable {
+            ++*saved;
+            if (--*pending == 0)
+              done();
+          },
+          [this, pending, done, user = user](caf::error& err) mutable {
+            spdlog::error("worker {}: the last good state of user {} could not be written: {}", spec.name,
+                          registry::redact(user), self->system().render(err));
+            if (--*pending == 0)
+              done();
+          });
+    }
   }
 
   // An operator drains this worker: it takes no new user, freezes all of its
@@ -251,6 +310,17 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](drain_atom) { return self->state.drain(); },
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },
     [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
+    [=](tick_atom, std::uint64_t id, std::uint8_t which, std::uint64_t arg) {
+      auto& st = self->state;
+      auto n = st.names.find(id);
+      if (n == st.names.end())
+        return;  // he is gone: his timer goes with him
+      if (auto u = st.users->find(n->second); u != st.users->end() && u->second.id() == id)
+        self->send(u->second, tick_atom::value, which, arg);
+    },
+    [=](restart_atom, std::string& user, store::bytes& last_good) {
+      self->state.restart_from[std::move(user)] = std::move(last_good);
+    },
   };
 }
 

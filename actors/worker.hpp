@@ -38,7 +38,10 @@ using worker_handle = caf::typed_actor<
   /// Drop this user: his actor stops without freezing; answers once he is gone (no_such_user: not hosted).
   caf::replies_to<drop_atom, std::string>::with<bool>,
   /// The census's probe (sent with high priority).
-  caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>>;
+  caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
+  /// What his users need of him (user_supervisor): their timers, their restart state.
+  caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
+  caf::reacts_to<restart_atom, std::string, store::bytes>>;
 
 /// How to start one worker.
 struct worker_spec {

@@ -481,6 +481,64 @@ private:
     }
   }
 
+  void quarantine_copy(bool connection, const std::string& key, const std::string& reason) override {
+    location loc = locate(connection ? connections_ : users_, key);
+    int in = ::open(loc.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (in < 0)
+      fail("cannot open", loc.path, errno);
+    std::string qpath;
+    int out = -1;
+    for (int attempt = 0; attempt < 1000 && out < 0; ++attempt) {
+      qpath = quarantine_ + "/" + quarantine_name(loc) + "." + std::to_string(static_cast<long long>(std::time(nullptr)))
+              + "." + std::to_string(quarantine_counter_.fetch_add(1, std::memory_order_relaxed));
+      out = ::open(qpath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (out < 0 && errno != EEXIST)
+        break;
+    }
+    if (out < 0) {
+      int e = errno;
+      ::close(in);
+      fail("cannot create", qpath, e);
+    }
+    char buf[16384];
+    int e = 0;
+    while (true) {
+      ssize_t n = ::read(in, buf, sizeof buf);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        e = n < 0 ? errno : 0;
+        break;
+      }
+      if ((e = write_all(out, buf, static_cast<std::size_t>(n))))
+        break;
+    }
+    if (!e && ::fsync(out) != 0)
+      e = errno;
+    ::close(in);
+    ::close(out);
+    if (e) {
+      ::unlink(qpath.c_str());
+      fail("cannot copy to quarantine", qpath, e);
+    }
+    fsync_dir(quarantine_);
+    counters_.quarantined.fetch_add(1, std::memory_order_relaxed);
+    spdlog::error("deposit: parcel {} cannot be used ({}); a copy is quarantined as {}", loc.path, reason, qpath);
+  }
+
+  // The quarantine file name of a parcel (before ".<unix time>.<counter>").
+  static std::string quarantine_name(const location& loc) {
+    std::string qname = loc.escaped;
+    if (qname.size() > max_piece - 40) {  // keep room for ".parcel.<time>.<counter>"
+      std::uint64_t h = checksum(loc.escaped.data(), loc.escaped.size());
+      std::string hex;
+      for (int i = 15; i >= 0; --i)
+        hex += hex_digits[(h >> (i * 4)) & 0xf];
+      qname = qname.substr(0, max_piece - 60) + "~" + hex;
+    }
+    return qname + std::string(suffix);
+  }
+
   void quarantine(const location& loc, const std::string& reason) {
     std::string qname = loc.escaped;
     if (qname.size() > max_piece - 40) {  // keep room for ".parcel.<time>.<counter>"

@@ -120,6 +120,12 @@ public:
   /// kept.
   virtual std::size_t sweep(std::chrono::seconds user_max_age, std::chrono::seconds guest_max_age) = 0;
 
+  /// Puts a COPY of a parcel that verifies but cannot be used (its payload
+  /// does not load as its user's state) in quarantine, leaving it in place:
+  /// its user is refused rather than started empty, and the copy is what an
+  /// operator examines. Counted in quarantined; throws deposit_error on I/O errors.
+  virtual void quarantine_copy(bool connection, const std::string& key, const std::string& reason) = 0;
+
   /// Number of user parcels present (scans; start-up metrics and tests, not the hot path).
   /// Keys starting with '%' are the platform's own (e.g. the global store's
   /// snapshot): they are not counted here and never expired by sweep.

@@ -27,6 +27,7 @@ struct parcel {
   std::string writer_worker;
   parcel_cause cause = parcel_cause::freeze;
   bytes payload;                 ///< the application's msgpack-encoded state
+  std::uint32_t state_version = 0;  ///< the State version of the payload (0: from before versions)
 };
 
 /// Encodes header + payload + checksum.

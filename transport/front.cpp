@@ -325,6 +325,9 @@ void http_session::handle() {
     call->query.assign(target.substr(qmark + 1));
   call->body = std::move(req_.body());
   call->cid = std::move(cid);
+  call->deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch() + limits_.request_timeout)
+                        .count();
   if (auto page = req_.find("X-Troupe-Page"); page != req_.end())
     call->page.assign(page->value().data(), page->value().size());
   call->headers.reserve(8);
@@ -514,6 +517,9 @@ void http_session::on_resolve_failed(std::uint64_t id, const caf::error& err) {
     return;
   if (is(err, errc::bad_request))
     return finish(error_response(400, "bad request"));
+  auto hold_s = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
+  if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload
+    return finish(error_response(503, "the node is at its limit of live users, retry", hold_s));
   spdlog::warn("front: no placement for a request: {}", to_string(err));
   auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
   finish(error_response(503, "the user cannot be served right now, retry", hold));

@@ -33,6 +33,11 @@ public:
     r.post("/login", [this](request& q) { return login(q.json_string("user")); });
     r.post("/logout", [this](request&) { return logout(); });
     r.post("/boom", [](request&) -> response { throw std::logic_error("boom"); });
+    // Changes the state, then fails: the change must not survive the restart.
+    r.post("/half", [this](request&) -> response {
+      mutate().n += 100;
+      throw std::runtime_error("half done");
+    });
     r.post("/teapot", [](request&) -> response { throw http_error(418, "short and stout"); });
     r.post("/wait", [](request&) { return after(300ms, [] { return response::json({{"waited", true}}); }); });
   }
@@ -201,7 +206,7 @@ TEST_F(tree, invalid_login_names_are_bad_requests) {
   EXPECT_EQ(serve(cid, "POST", "/login", R"({"user":"a b"})").status, 400);
 }
 
-TEST_F(tree, a_crashing_handler_answers_502_and_only_that_user_restarts) {
+TEST_F(tree, a_crashing_handler_answers_502_and_only_that_user_restarts_from_his_last_good_state) {
   auto a = registry::mint_cid(), b = registry::mint_cid();
   serve(a, "POST", "/n");
   serve(b, "POST", "/n");
@@ -210,11 +215,13 @@ TEST_F(tree, a_crashing_handler_answers_502_and_only_that_user_restarts) {
   auto r = serve(a, "POST", "/boom");
   EXPECT_EQ(r.status, 502);
   EXPECT_EQ(r.body.find("boom"), std::string::npos);  // the real text goes to the log only
-  EXPECT_EQ(n_of(serve(a, "GET", "/n")), 0);           // restarted (no deposit yet: a fresh store)
+  EXPECT_EQ(n_of(serve(a, "GET", "/n")), 1);           // restarted from his last good state, not empty
   EXPECT_NE(resolve(a).actor, before);
+  EXPECT_EQ(serve(a, "POST", "/half").status, 502);
+  EXPECT_EQ(n_of(serve(a, "GET", "/n")), 1);           // what the failing handler half-changed is gone
   EXPECT_EQ(n_of(serve(b, "GET", "/n")), 2);
-  EXPECT_EQ(ctx->metrics.user_restarts.load(), 1u);
-  EXPECT_EQ(ctx->metrics.handler_failures.load(), 1u);
+  EXPECT_EQ(ctx->metrics.user_restarts.load(), 2u);
+  EXPECT_EQ(ctx->metrics.handler_failures.load(), 2u);
 }
 
 namespace {
