@@ -27,6 +27,7 @@ constexpr std::size_t max_client_message = 4096;
 constexpr std::size_t max_queued = 4;
 constexpr auto tick_period = std::chrono::seconds(1);
 constexpr auto auth_deadline = std::chrono::seconds(10);
+constexpr const char* evicted_reason = "too many consoles are waiting for their token";
 
 class console_session : public std::enable_shared_from_this<console_session> {
 public:
@@ -47,7 +48,9 @@ public:
         net::post(ex, [weak] {
           if (auto self = weak.lock()) {
             self->waiting_ = 0;
-            self->refuse("too many consoles are waiting for their token");
+            self->evicted_ = true;
+            if (self->accepted_)  // else on_accept closes it, once the handshake is done
+              self->refuse(evicted_reason);
           }
         });
       });
@@ -84,6 +87,9 @@ private:
   void on_accept(beast::error_code ec) {
     if (ec)
       return;
+    accepted_ = true;
+    if (evicted_)
+      return refuse(evicted_reason);
     started_ = std::chrono::steady_clock::now();
     do_read();
     do_tick();
@@ -220,6 +226,8 @@ private:
   std::uint64_t seq_ = 0;
   bool authed_ = false;
   std::uint64_t waiting_ = 0;  // the ticket of front::console_waiting while unauthenticated
+  bool accepted_ = false;      // the WebSocket handshake is done
+  bool evicted_ = false;       // pushed out by newer token-less channels
   bool inflight_ = false;
   bool want_full_ = true;
   bool closed_ = false;

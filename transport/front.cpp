@@ -751,12 +751,24 @@ void front::listen(const std::string& host, std::uint16_t port) {
   acceptor_.bind(ep);
   acceptor_.listen(net::socket_base::max_listen_connections);
   port_ = acceptor_.local_endpoint().port();
+  // limits.max_connections refuses cleanly only below the descriptor limit:
+  // raise the soft limit towards the hard one when it needs it (no privilege
+  // needed), and say so when even that is not enough.
+  constexpr rlim_t spare_fds = 256;  // deposit files, the log, the actor system
   rlimit fds{};
-  if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY && fds.rlim_cur <= limits_.max_connections)
-    spdlog::warn("front: limits.max_connections ({}) is not below the file-descriptor limit ({}): past the "
-                 "limit, connections wait unaccepted instead of being refused with 503 (raise ulimit -n or lower "
-                 "limits.max_connections)",
-                 limits_.max_connections, fds.rlim_cur);
+  if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY
+      && fds.rlim_cur < limits_.max_connections + spare_fds) {
+    auto want = static_cast<rlim_t>(limits_.max_connections + spare_fds);
+    rlimit raised = fds;
+    raised.rlim_cur = fds.rlim_max == RLIM_INFINITY ? want : std::min(want, fds.rlim_max);
+    if (raised.rlim_cur > fds.rlim_cur && setrlimit(RLIMIT_NOFILE, &raised) == 0)
+      fds = raised;
+    if (fds.rlim_cur < want)
+      spdlog::warn("front: limits.max_connections ({}) needs about {} file descriptors, the process may open {}: "
+                   "past that, connections wait unaccepted instead of being refused with 503 (raise ulimit -n or "
+                   "lower limits.max_connections)",
+                   limits_.max_connections, want, fds.rlim_cur);
+  }
   do_accept();
 }
 
@@ -782,10 +794,12 @@ void front::on_accept(const beast::error_code& ec, tcp::socket socket) {
     }
     return do_accept();
   }
-  // Out of descriptors or memory, accepting again at once fails again at once:
-  // pause (50 ms, doubling up to 1 s) while the connections already open are served.
-  bool exhausted = ec == net::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system
-                   || ec == net::error::no_buffer_space || ec == net::error::no_memory;
+  // Out of descriptors or memory (or any error but a client's abort), accepting
+  // again at once fails again at once: pause (50 ms, doubling up to 1 s) while
+  // the connections already open are served.
+  bool transient = ec == net::error::connection_aborted || ec == net::error::connection_reset
+                   || ec == net::error::interrupted || ec == net::error::try_again;
+  bool exhausted = !transient;
   if (exhausted)
     accept_backoff_ = std::min<millis>(std::max<millis>(accept_backoff_ * 2, millis(50)), millis(1000));
   auto now = std::chrono::steady_clock::now();
