@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <atomic>
 #include <thread>
 
 using namespace troupe::test;
@@ -377,4 +378,28 @@ TEST_F(HttpHardening, ErrorBodiesSayWhatIsWrongInWords) {
   EXPECT_EQ(text.find("invalid_key"), std::string::npos) << text;
   EXPECT_EQ(text.find("global store:"), std::string::npos) << text;
   EXPECT_NE(text.find("key"), std::string::npos) << text;
+}
+
+// The house rule: nothing logs a line per request on the io thread under overload.
+TEST_F(HttpHardening, TimeoutsAreLoggedAtMostOnceASecond) {
+  start({"--set", "limits.request_timeout_seconds=0.3"});
+  constexpr int clients = 20;
+  std::vector<std::thread> threads;
+  std::atomic<int> timed_out{0};
+  for (int i = 0; i < clients; ++i)
+    threads.emplace_back([&] {
+      try {
+        http_client c(port());  // a user of its own each
+        if (c.post_json("/api/sleep", json{{"ms", 2000}}).status == 504)
+          ++timed_out;
+      } catch (const std::exception&) {
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  ASSERT_EQ(timed_out.load(), clients);
+  auto log = node().stderr_log();
+  auto lines = count_of_text(log, "not answered within");
+  EXPECT_GE(lines, 1u) << log;
+  EXPECT_LE(lines, 3u) << log;  // 20 timeouts within a second or so
 }
