@@ -255,15 +255,24 @@ response global_call(global_op op, std::function<response(const global_reply&)> 
   return r;
 }
 
-// A refusal by the store as the request's answer.
+// A refusal by the store as the request's answer, in words a client
+// understands (the store's codes stay in the log and the tests of the store).
 [[noreturn]] void refuse(const std::string& why) {
-  if (why == "invalid_key" || why == "invalid_ttl")
-    throw http_error(400, "global store: " + why);
+  if (why == "invalid_key")
+    throw http_error(400, "the key must be 1-256 bytes of UTF-8 without NUL");
+  if (why == "invalid_ttl")
+    throw http_error(400, "the lease duration must be above 0 and at most commander.global_max_lease_seconds");
   if (why == "value_too_big")
-    throw http_error(413, "global store: value too big");
-  if (why == "lease_expired" || why == "key_leased")
-    throw http_error(409, "global store: " + why);
-  throw http_error(503, "global store: " + why, 1);
+    throw http_error(413, "the value is larger than commander.global_max_value_bytes");
+  if (why == "lease_expired")
+    throw http_error(409, "the lease on this key expired before the update was committed; start it again");
+  if (why == "key_leased")
+    throw http_error(409, "the key is being updated by someone else right now");
+  if (why == "queue_full")
+    throw http_error(503, "too many requests are waiting for this key, retry", 1);
+  if (why == "wait_expired")
+    throw http_error(503, "the key stayed busy too long, retry", 1);
+  throw http_error(503, "the global store cannot answer right now, retry", 1);
 }
 
 }  // namespace

@@ -146,6 +146,7 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"user_queue_length", &L::user_queue_length, at_least(1)},
     {"max_pages_per_connection", &L::max_pages_per_connection, at_least(1)},
     {"max_consoles", &L::max_consoles, at_least(1)},
+    {"max_unauthenticated_consoles", &L::max_unauthenticated_consoles, at_least(1)},
     {"max_connections", &L::max_connections, at_least(1)},
     {"max_buffered_body_bytes", &L::max_buffered_body_bytes, at_least(1)},
     {"max_live_users", &L::max_live_users, at_least(1)},

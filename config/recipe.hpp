@@ -57,6 +57,7 @@ struct limits_settings {
   std::uint64_t user_queue_length = 1024;      ///< requests waiting on one busy user; 503 past it
   std::uint64_t max_pages_per_connection = 32; ///< live pages per connection; 429 past it
   std::uint64_t max_consoles = 16;             ///< open console live channels; 503 past it
+  std::uint64_t max_unauthenticated_consoles = 64; ///< live channels still waiting for their token; the oldest is closed past it
   std::uint64_t max_connections = 10000;       ///< open TCP connections; the excess is answered 503 and closed
   std::uint64_t max_buffered_body_bytes = 268435456; ///< request bodies buffered across the node; 503 past it
   std::uint64_t max_live_users = 100000;       ///< live user actors on the node; newcomers get 503 past it

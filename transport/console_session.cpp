@@ -1,5 +1,6 @@
 #include "transport/console_session.hpp"
 
+#include "transport/console_protocol.hpp"
 #include "transport/front.hpp"
 
 #include <boost/asio/post.hpp>
@@ -26,20 +27,33 @@ constexpr std::size_t max_client_message = 4096;
 constexpr std::size_t max_queued = 4;
 constexpr auto tick_period = std::chrono::seconds(1);
 constexpr auto auth_deadline = std::chrono::seconds(10);
-constexpr std::uint32_t max_rows = 200;
+constexpr const char* evicted_reason = "too many consoles are waiting for their token";
 
 class console_session : public std::enable_shared_from_this<console_session> {
 public:
-  // Counted in front::console_opened() before it is made.
-  console_session(beast::tcp_stream&& stream, front& owner)
-    : ws_(std::move(stream)), front_(owner), timer_(ws_.get_executor()) {}
-  ~console_session() { front_.console_closed(); }
+  // `counted`: authenticated by the upgrade's header, and counted in
+  // front::console_opened() already; else it waits for its token, costing no slot.
+  console_session(beast::tcp_stream&& stream, front& owner, bool counted)
+    : ws_(std::move(stream)), front_(owner), timer_(ws_.get_executor()), authed_(counted) {}
+  ~console_session() {
+    if (authed_)
+      front_.console_closed();
+    else if (waiting_)
+      front_.console_authenticated_or_gone(waiting_);
+  }
 
   void run(http::request<http::string_body>&& upgrade) {
-    if (auto h = upgrade.find(http::field::authorization); h != upgrade.end()) {
-      std::string_view v(h->value().data(), h->value().size());
-      authed_ = v.substr(0, 7) == "Bearer " && front_.admin_token_matches(v.substr(7));
-    }
+    if (!authed_)  // too many waiting: the oldest one goes (front::console_waiting)
+      waiting_ = front_.console_waiting([weak = weak_from_this(), ex = ws_.get_executor()] {
+        net::post(ex, [weak] {
+          if (auto self = weak.lock()) {
+            self->waiting_ = 0;
+            self->evicted_ = true;
+            if (self->accepted_)  // else on_accept closes it, once the handshake is done
+              self->refuse(evicted_reason);
+          }
+        });
+      });
     beast::get_lowest_layer(ws_).expires_never();
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.read_message_max(max_client_message);
@@ -73,6 +87,9 @@ private:
   void on_accept(beast::error_code ec) {
     if (ec)
       return;
+    accepted_ = true;
+    if (evicted_)
+      return refuse(evicted_reason);
     started_ = std::chrono::steady_clock::now();
     do_read();
     do_tick();
@@ -85,35 +102,25 @@ private:
   void on_read(beast::error_code ec) {
     if (ec)
       return finish();
-    auto msg = json::parse(beast::buffers_to_string(in_.data()), nullptr, false);
+    auto msg = parse_console_message(beast::buffers_to_string(in_.data()));
     in_.consume(in_.size());
     if (!authed_) {
-      if (!msg.is_object() || !msg.contains("token") || !msg["token"].is_string()
-          || !front_.admin_token_matches(msg["token"].get<std::string>()))
+      if (msg.what != console_message::kind::token || !front_.admin_token_matches(msg.token))
         return refuse("missing or wrong admin token");
+      if (waiting_) {
+        front_.console_authenticated_or_gone(waiting_);
+        waiting_ = 0;
+      }
+      if (!front_.console_opened())
+        return close(websocket::close_reason(websocket::close_code::try_again_later,
+                                             "too many consoles are open (limits.max_consoles)"));
       authed_ = true;
-    } else if (msg.is_object() && msg.contains("view") && msg["view"].is_object()) {
-      set_view(msg["view"]);
+    } else if (msg.what == console_message::kind::view) {
+      view_ = std::move(msg.view);
       want_full_ = true;
       query();  // answer a new view at once, not at the next tick
     }
     do_read();
-  }
-
-  void set_view(const json& v) {
-    auto text = [&](const char* k) { return v.contains(k) && v[k].is_string() ? v[k].get<std::string>() : ""; };
-    auto number = [&](const char* k, std::int64_t dflt) {
-      return v.contains(k) && v[k].is_number_integer() ? v[k].get<std::int64_t>() : dflt;
-    };
-    view_ = census_query{};
-    view_.kind = text("kind").empty() ? "user" : text("kind");
-    view_.prefix = text("prefix");
-    view_.worker = text("worker");
-    view_.state = text("state");
-    view_.offset = static_cast<std::uint64_t>(std::max<std::int64_t>(0, number("offset", 0)));
-    view_.limit = static_cast<std::uint32_t>(std::clamp<std::int64_t>(number("limit", 50), 1, max_rows));
-    view_.open = text("open");
-    view_.console = true;
   }
 
   void do_tick() {
@@ -218,6 +225,9 @@ private:
   json last_;
   std::uint64_t seq_ = 0;
   bool authed_ = false;
+  std::uint64_t waiting_ = 0;  // the ticket of front::console_waiting while unauthenticated
+  bool accepted_ = false;      // the WebSocket handshake is done
+  bool evicted_ = false;       // pushed out by newer token-less channels
   bool inflight_ = false;
   bool want_full_ = true;
   bool closed_ = false;
@@ -226,8 +236,9 @@ private:
 
 }  // namespace
 
-void start_console_session(beast::tcp_stream&& stream, http::request<http::string_body>&& upgrade, front& owner) {
-  std::make_shared<console_session>(std::move(stream), owner)->run(std::move(upgrade));
+void start_console_session(beast::tcp_stream&& stream, http::request<http::string_body>&& upgrade, front& owner,
+                           bool counted) {
+  std::make_shared<console_session>(std::move(stream), owner, counted)->run(std::move(upgrade));
 }
 
 }  // namespace troupe

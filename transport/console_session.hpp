@@ -20,8 +20,12 @@ class front;
 std::string_view console_page();
 
 /// Accepts the upgrade request `upgrade` on `stream` and serves the console
-/// until it leaves (or the front closes).
+/// until it leaves (or the front closes). `counted`: the upgrade carried the
+/// admin token and took a console slot (front::console_opened); otherwise the
+/// channel waits (at most 10 s) for the token as its first message and takes
+/// a slot only then.
 void start_console_session(boost::beast::tcp_stream&& stream,
-                           boost::beast::http::request<boost::beast::http::string_body>&& upgrade, front& owner);
+                           boost::beast::http::request<boost::beast::http::string_body>&& upgrade, front& owner,
+                           bool counted);
 
 }  // namespace troupe

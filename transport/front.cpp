@@ -4,6 +4,7 @@
 #include "actors/user.hpp"
 #include "registry/ids.hpp"
 #include "transport/console_session.hpp"
+#include "transport/http_framing.hpp"
 #include "registry/url.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -17,8 +18,12 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <limits>
 #include <optional>
 
 namespace troupe {
@@ -44,23 +49,40 @@ constexpr std::string_view cookie_name = "troupe_cid";
 
 // The troupe_cid value of the Cookie header(s), "" when absent.
 std::string_view cookie_cid(const http::request<http::string_body>& req) {
-  for (auto it = req.find(http::field::cookie); it != req.end() && it->name() == http::field::cookie; ++it) {
-    std::string_view all = sv(it->value());
-    while (!all.empty()) {
-      auto semi = all.find(';');
-      auto pair = all.substr(0, semi);
-      while (!pair.empty() && pair.front() == ' ')
-        pair.remove_prefix(1);
-      if (pair.substr(0, cookie_name.size()) == cookie_name && pair.size() > cookie_name.size()
-          && pair[cookie_name.size()] == '=')
-        return pair.substr(cookie_name.size() + 1);
-      if (semi == std::string_view::npos)
-        break;
-      all.remove_prefix(semi + 1);
-    }
-  }
+  for (auto it = req.find(http::field::cookie); it != req.end() && it->name() == http::field::cookie; ++it)
+    if (auto v = http_framing::cookie_value(sv(it->value()), cookie_name); !v.empty())
+      return v;
   return {};
 }
+
+// A warning about one request, from an io thread: at most one line a second
+// (under overload it would come for every request), with the count of the
+// ones left out since the last line.
+class rate_limited_warning {
+public:
+  template <class... Args>
+  void operator()(const char* format, const Args&... args) {
+    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    auto last = last_.load(std::memory_order_relaxed);
+    if (now - last < std::chrono::steady_clock::duration(std::chrono::seconds(1)).count()
+        || !last_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+      suppressed_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    auto left_out = suppressed_.exchange(0, std::memory_order_relaxed);
+    auto line = fmt::format(format, args...);
+    if (left_out)
+      spdlog::warn("{} (and {} more like it since the last such line)", line, left_out);
+    else
+      spdlog::warn("{}", line);
+  }
+
+private:
+  std::atomic<std::chrono::steady_clock::rep> last_{std::numeric_limits<std::chrono::steady_clock::rep>::min() / 2};
+  std::atomic<std::uint64_t> suppressed_{0};
+};
+
+rate_limited_warning no_placement_warning, timeout_warning;
 
 // X-Troupe-Operator: at most 64 printable ASCII characters, else "admin".
 std::string operator_name(const http::request<http::string_body>& req) {
@@ -74,10 +96,6 @@ std::string operator_name(const http::request<http::string_body>& req) {
   return name;
 }
 
-bool is_parse_error(const beast::error_code& ec) {
-  return ec.category() == beast::error_code(http::error::bad_target).category();
-}
-
 }  // namespace
 
 front_limits front_limits::from(const config::limits_settings& l) {
@@ -86,7 +104,9 @@ front_limits front_limits::from(const config::limits_settings& l) {
                       to_millis(l.request_timeout_seconds),
                       l.max_inflight,
                       to_millis(l.idle_timeout_seconds),
-                      to_millis(l.read_timeout_seconds)};
+                      to_millis(l.read_timeout_seconds),
+                      l.max_connections,
+                      l.max_buffered_body_bytes};
 }
 
 // -- one TCP connection ---------------------------------------------------------------
@@ -100,7 +120,10 @@ public:
       buffer_(limits_.max_header_bytes + limits_.max_body_bytes + 65536),
       deadline_(stream_.get_executor()) {}
 
-  ~http_session() { front_.session_ended(); }
+  ~http_session() {
+    release_body();
+    front_.session_ended();
+  }
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_wait(); });
@@ -125,10 +148,19 @@ private:
   void on_first_bytes(beast::error_code ec, std::size_t n);
   // A request has begun: read all of it (read_timeout, header and body limits).
   void do_read();
+  void on_read_header(beast::error_code ec, std::size_t n);
+  // The head passed every check: read the body (after a 100 Continue when asked for).
+  void do_read_body();
   void on_read(beast::error_code ec, std::size_t n);
+  // Which answer a failed read gets (431/413/400/503), or a silent close.
+  void on_read_error(beast::error_code ec);
+  // The node-wide budget of buffered bodies (limits.max_buffered_body_bytes).
+  bool reserve_body(std::uint64_t bytes);
+  void release_body();
   void handle();
   void handle_admin(std::string_view path, std::string_view query);
   void handle_census(std::string_view query);
+  void refuse_method(const char* allowed);
   void order(std::string what, std::string target);
   template <class Send>
   void admin_call_to_bridge(Send send);
@@ -139,7 +171,7 @@ private:
   void do_write(std::uint16_t status, std::string body, std::string_view content_type,
                 std::uint32_t retry_after = 0, bool challenge = false);
   void on_write(beast::error_code ec, bool keep);
-  void refuse_and_close(std::uint16_t status, const std::string& text);
+  void refuse_and_close(std::uint16_t status, const std::string& text, std::uint32_t retry_after = 0);
   void linger_close();
   void close();
 
@@ -147,12 +179,18 @@ private:
   front& front_;
   const front_limits& limits_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http_framing::request_parser> parser_;
   http::request<http::string_body> req_;
   http::response<http::string_body> res_;
   net::steady_timer deadline_;
   bool idle_ = true;
   bool close_after_ = false;
+  bool over_budget_ = false;           // the body budget refused a chunk of the current request
+  std::uint64_t reserved_body_ = 0;    // bytes of the node-wide body budget this request holds
+  // Beast keeps a reference to its chunk callback: it lives as long as the session.
+  std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
+  std::string allow_;                  // the Allow header of a 405, "" otherwise
+  std::string interim_;                // "100 Continue", while it is written
   // The request being served, shared with the slots that carry it to actors.
   std::shared_ptr<http_request> call_req_;
   bool minted_ = false;
@@ -275,28 +313,87 @@ void http_session::on_first_bytes(beast::error_code ec, std::size_t n) {
 
 void http_session::do_read() {
   idle_ = false;
+  over_budget_ = false;
   parser_.emplace();
-  parser_->header_limit(limits_.max_header_bytes);
-  parser_->body_limit(limits_.max_body_bytes);
+  http_framing::configure(*parser_, {limits_.max_body_bytes, limits_.max_header_bytes});
+  if (!on_chunk_)
+    on_chunk_ = [this](std::uint64_t size, beast::string_view, beast::error_code& ec) {
+      if (size > 0 && !reserve_body(size)) {
+        over_budget_ = true;
+        ec = http::error::body_limit;  // stops the parser; on_read_error answers 503
+      }
+    };
+  parser_->on_chunk_header(on_chunk_);
   stream_.expires_after(limits_.read_timeout);
-  http::async_read(stream_, buffer_, *parser_,
-                   beast::bind_front_handler(&http_session::on_read, shared_from_this()));
+  http::async_read_header(stream_, buffer_, *parser_,
+                          beast::bind_front_handler(&http_session::on_read_header, shared_from_this()));
+}
+
+void http_session::on_read_header(beast::error_code ec, std::size_t) {
+  if (ec)
+    return on_read_error(ec);
+  const auto& head = parser_->get();
+  if (auto why = http_framing::header_refusal(head.base()); !why.empty())
+    return refuse_and_close(400, why);
+  // A known length is reserved whole now (Beast has checked it against
+  // limits.max_body_bytes); a chunked body is reserved chunk by chunk.
+  if (auto length = parser_->content_length(); length && *length > 0 && !reserve_body(*length))
+    return refuse_and_close(503, "the node is buffering too many request bodies (limits.max_buffered_body_bytes), retry",
+                            1);
+  if (parser_->is_done())
+    return on_read({}, 0);
+  auto expect = head.find(http::field::expect);
+  if (expect == head.end() || head.version() < 11)
+    return do_read_body();
+  if (!beast::iequals(expect->value(), "100-continue"))
+    return refuse_and_close(417, "only Expect: 100-continue is understood");
+  // The client waits for this before it sends the body (RFC 9110 §10.1.1).
+  interim_ = "HTTP/1.1 100 Continue\r\n\r\n";
+  net::async_write(stream_, net::buffer(interim_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (ec)
+      return self->close();
+    self->do_read_body();
+  });
+}
+
+void http_session::do_read_body() {
+  http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&http_session::on_read, shared_from_this()));
 }
 
 void http_session::on_read(beast::error_code ec, std::size_t) {
-  if (ec == http::error::end_of_stream || ec == net::error::eof)
-    return close();
-  if (ec == http::error::header_limit)
-    return refuse_and_close(431, "request header fields too large");
-  if (ec == http::error::body_limit || ec == http::error::buffer_overflow)
-    return refuse_and_close(413, "request body too large");
-  if (ec && is_parse_error(ec))
-    return refuse_and_close(400, "malformed HTTP request");
   if (ec)
-    return close();  // read timeout or I/O error: nobody to answer
+    return on_read_error(ec);
   stream_.expires_never();
   req_ = parser_->release();
   handle();
+}
+
+void http_session::on_read_error(beast::error_code ec) {
+  if (ec == http::error::end_of_stream || ec == net::error::eof)
+    return close();
+  if (over_budget_)
+    return refuse_and_close(503, "the node is buffering too many request bodies (limits.max_buffered_body_bytes), retry",
+                            1);
+  switch (http_framing::status_for(ec)) {
+    case 431: return refuse_and_close(431, "request header fields too large");
+    case 413: return refuse_and_close(413, "request body too large");
+    case 400: return refuse_and_close(400, "malformed HTTP request");
+    default: return close();  // read timeout or I/O error: nobody to answer
+  }
+}
+
+bool http_session::reserve_body(std::uint64_t bytes) {
+  if (!front_.reserve_body(bytes))
+    return false;
+  reserved_body_ += bytes;
+  return true;
+}
+
+void http_session::release_body() {
+  if (reserved_body_ == 0)
+    return;
+  front_.release_body(reserved_body_);
+  reserved_body_ = 0;
 }
 
 void http_session::handle() {
@@ -343,22 +440,39 @@ void http_session::handle() {
   dispatch(false);
 }
 
+// 405 with the methods the path takes.
+void http_session::refuse_method(const char* allowed) {
+  allow_ = allowed;
+  do_write(405, error_body(std::string("use ") + allowed), "application/json");
+}
+
 void http_session::handle_admin(std::string_view path, std::string_view query) {
   auto& ctx = front_.context();
+  // Everything but the three operator actions only reads.
+  bool reads = req_.method() == http::verb::get || req_.method() == http::verb::head;
   if (path == "/_troupe/health")
-    return do_write(200, R"({"status":"ok"})", "application/json");
+    return reads ? do_write(200, R"({"status":"ok"})", "application/json") : refuse_method("GET, HEAD");
   if (ctx.recipe.node.admin_token.empty())  // the admin surface is off
     return do_write(404, error_body("not found"), "application/json");
   // The console page holds no data (it asks for the token, then everything it
   // shows comes through token-checked calls); its live channel checks the token itself.
   if (path == "/_troupe/console")
-    return do_write(200, std::string(console_page()), "text/html; charset=utf-8");
+    return reads ? do_write(200, std::string(console_page()), "text/html; charset=utf-8") : refuse_method("GET, HEAD");
   if (path == "/_troupe/console/live") {
+    if (req_.method() != http::verb::get)
+      return refuse_method("GET");
     if (!beast::websocket::is_upgrade(req_))
       return do_write(426, error_body("a WebSocket upgrade is expected here"), "application/json");
-    if (!front_.console_opened())
+    // Only an authenticated channel takes a slot: one with the token in its
+    // header now, one without it once its first message brings the token.
+    bool authenticated = false;
+    if (auto h = req_.find(http::field::authorization); h != req_.end()) {
+      std::string_view v = sv(h->value());
+      authenticated = v.substr(0, 7) == "Bearer " && front_.admin_token_matches(v.substr(7));
+    }
+    if (authenticated && !front_.console_opened())
       return do_write(503, error_body("too many consoles are open (limits.max_consoles)"), "application/json", 5);
-    return start_console_session(std::move(stream_), std::move(req_), front_);
+    return start_console_session(std::move(stream_), std::move(req_), front_, authenticated);
   }
   std::string_view auth;
   if (auto h = req_.find(http::field::authorization); h != req_.end())
@@ -366,18 +480,20 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   constexpr std::string_view bearer = "Bearer ";
   if (auth.substr(0, bearer.size()) != bearer || !front_.admin_token_matches(auth.substr(bearer.size())))
     return do_write(401, error_body("missing or wrong admin token"), "application/json", 0, true);
-  auto get_only = [&] { return req_.method() == http::verb::get || req_.method() == http::verb::head; };
+  constexpr std::string_view actors = "/_troupe/actors/";
+  bool read_only_path = path == "/_troupe/metrics" || path == "/_troupe/global" || path == "/_troupe/census"
+                        || path == "/_troupe/orchestration/log"
+                        || (path.substr(0, actors.size()) == actors && path.size() > actors.size());
+  if (read_only_path && !reads)
+    return refuse_method("GET, HEAD");
   if (path == "/_troupe/metrics")
     return do_write(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
   if (path == "/_troupe/global")
     return admin_call_to_bridge([](front& f, local_admin slot) {
       caf::anon_send(f.bridge(), global_atom::value, std::move(slot));
     });
-  if (path == "/_troupe/census") {
-    if (!get_only())
-      return do_write(405, error_body("use GET"), "application/json");
+  if (path == "/_troupe/census")
     return handle_census(query);
-  }
   if (path == "/_troupe/orchestration/log") {
     std::uint32_t tail = 100;
     auto params = registry::parse_query(query);
@@ -393,7 +509,6 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
       caf::anon_send(f.bridge(), log_atom::value, tail, std::move(slot));
     });
   }
-  constexpr std::string_view actors = "/_troupe/actors/";
   if (path.substr(0, actors.size()) == actors && path.size() > actors.size()) {
     auto id = registry::percent_decode(path.substr(actors.size()));
     if (!id || id->size() > 512)
@@ -418,7 +533,7 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   };
   if (auto a = split_action(users); a && (a->second == "freeze" || a->second == "drop")) {
     if (req_.method() != http::verb::post)
-      return do_write(405, error_body("use POST"), "application/json");
+      return refuse_method("POST");
     auto& user = a->first;
     if (!registry::valid_user_name(user) && !(registry::is_guest(user) && registry::valid_cid(user.substr(6))))
       return do_write(404, error_body("no such user on this node"), "application/json");
@@ -426,7 +541,7 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   }
   if (auto a = split_action(workers); a && a->second == "drain") {
     if (req_.method() != http::verb::post)
-      return do_write(405, error_body("use POST"), "application/json");
+      return refuse_method("POST");
     return order("drain", std::move(a->first));
   }
   do_write(404, error_body("not found"), "application/json");
@@ -517,11 +632,10 @@ void http_session::on_resolve_failed(std::uint64_t id, const caf::error& err) {
     return;
   if (is(err, errc::bad_request))
     return finish(error_response(400, "bad request"));
-  auto hold_s = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
-  if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload
-    return finish(error_response(503, "the node is at its limit of live users, retry", hold_s));
-  spdlog::warn("front: no placement for a request: {}", to_string(err));
   auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
+  if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload
+    return finish(error_response(503, "the node is at its limit of live users, retry", hold));
+  no_placement_warning("front: no placement for a request: {}", to_string(err));
   finish(error_response(503, "the user cannot be served right now, retry", hold));
 }
 
@@ -555,7 +669,7 @@ void http_session::on_dropped(std::uint64_t id) {
 void http_session::on_deadline() {
   if (current_call_ == 0)
     return;
-  spdlog::warn("front: {} {} not answered within {} ms (504)", std::string(req_.method_string()),
+  timeout_warning("front: {} {} not answered within {} ms (504)", std::string(req_.method_string()),
                std::string(sv(req_.target()).substr(0, sv(req_.target()).find('?'))), limits_.request_timeout.count());
   finish(error_response(504, "the request was not answered in time"));
 }
@@ -574,6 +688,7 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
                             std::uint32_t retry_after, bool challenge) {
   auto& ctx = front_.context();
   ctx.metrics.count_request(status);
+  release_body();  // the request is done with: its body no longer counts
   bool keep = req_.keep_alive() && !close_after_ && !front_.closing();
   res_ = {};
   res_.version(req_.version() ? req_.version() : 11);
@@ -584,6 +699,10 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
     res_.set(http::field::retry_after, std::to_string(retry_after));
   if (challenge)
     res_.set(http::field::www_authenticate, "Bearer realm=\"troupe\"");
+  if (!allow_.empty()) {
+    res_.set(http::field::allow, allow_);
+    allow_.clear();
+  }
   if (minted_ && call_req_)
     res_.set(http::field::set_cookie, std::string(cookie_name) + "=" + call_req_->cid
                                           + "; Path=/; HttpOnly; SameSite=Lax");
@@ -611,12 +730,12 @@ void http_session::on_write(beast::error_code ec, bool keep) {
   do_wait();
 }
 
-void http_session::refuse_and_close(std::uint16_t status, const std::string& text) {
+void http_session::refuse_and_close(std::uint16_t status, const std::string& text, std::uint32_t retry_after) {
   close_after_ = true;
   started_ = std::chrono::steady_clock::now();
   if (parser_ && parser_->is_header_done())
     req_ = parser_->release();  // answer in the request's HTTP version
-  do_write(status, error_body(text), "application/json");
+  do_write(status, error_body(text), "application/json", retry_after);
 }
 
 // Half-close, then discard what the client still sends for a moment, so that
@@ -647,7 +766,8 @@ front::front(node_context_ptr ctx, bridge_handle bridge)
     limits_(front_limits::from(ctx_->recipe.limits)),
     bridge_(std::move(bridge)),
     routes_(std::make_shared<route_cache>()),
-    acceptor_(ioc_) {}
+    acceptor_(ioc_),
+    accept_pause_(ioc_) {}
 
 front::~front() {
   stop();
@@ -666,23 +786,128 @@ void front::listen(const std::string& host, std::uint16_t port) {
   acceptor_.bind(ep);
   acceptor_.listen(net::socket_base::max_listen_connections);
   port_ = acceptor_.local_endpoint().port();
+  // limits.max_connections refuses cleanly only below the descriptor limit:
+  // raise the soft limit towards the hard one when it needs it (no privilege
+  // needed), and say so when even that is not enough.
+  constexpr rlim_t spare_fds = 256;  // deposit files, the log, the actor system
+  rlimit fds{};
+  if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY
+      && fds.rlim_cur < limits_.max_connections + spare_fds) {
+    auto want = static_cast<rlim_t>(limits_.max_connections + spare_fds);
+    rlimit raised = fds;
+    raised.rlim_cur = fds.rlim_max == RLIM_INFINITY ? want : std::min(want, fds.rlim_max);
+    if (raised.rlim_cur > fds.rlim_cur && setrlimit(RLIMIT_NOFILE, &raised) == 0)
+      fds = raised;
+    if (fds.rlim_cur < want)
+      spdlog::warn("front: limits.max_connections ({}) needs about {} file descriptors, the process may open {}: "
+                   "past that, connections wait unaccepted instead of being refused with 503 (raise ulimit -n or "
+                   "lower limits.max_connections)",
+                   limits_.max_connections, want, fds.rlim_cur);
+  }
   do_accept();
 }
 
 void front::do_accept() {
   acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-    if (ec) {
-      if (!acceptor_.is_open() || closing())
-        return;
-      spdlog::warn("front: accept failed: {}", ec.message());
-    } else {
-      socket.set_option(tcp::no_delay(true), ec);
+    on_accept(ec, std::move(socket));
+  });
+}
+
+void front::on_accept(const beast::error_code& ec, tcp::socket socket) {
+  if (closing() || !acceptor_.is_open())
+    return;
+  if (!ec) {
+    accept_backoff_ = millis(0);
+    if (static_cast<std::uint64_t>(live_sessions_.load(std::memory_order_relaxed)) >= limits_.max_connections)
+      refuse_connection(std::move(socket));
+    else {
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
       auto session = std::make_shared<http_session>(std::move(socket), *this);
       session_started(session);
       session->start();
     }
-    if (!closing())
+    return do_accept();
+  }
+  // Out of descriptors or memory (or any error but a client's abort), accepting
+  // again at once fails again at once: pause (50 ms, doubling up to 1 s) while
+  // the connections already open are served.
+  bool transient = ec == net::error::connection_aborted || ec == net::error::connection_reset
+                   || ec == net::error::interrupted || ec == net::error::try_again;
+  bool exhausted = !transient;
+  if (exhausted)
+    accept_backoff_ = std::min<millis>(std::max<millis>(accept_backoff_ * 2, millis(50)), millis(1000));
+  auto now = std::chrono::steady_clock::now();
+  ++accept_failures_unlogged_;
+  if (now - accept_logged_ >= std::chrono::seconds(10)) {
+    spdlog::warn("front: accept failed: {} ({} failure(s) since the last report){}", ec.message(),
+                 accept_failures_unlogged_,
+                 exhausted ? fmt::format("; pausing accepts for {} ms", accept_backoff_.count()) : std::string{});
+    accept_logged_ = now;
+    accept_failures_unlogged_ = 0;
+  }
+  if (!exhausted)
+    return do_accept();  // a connection aborted before it was accepted, and the like
+  accept_pause_.expires_after(accept_backoff_);
+  accept_pause_.async_wait([this](beast::error_code wait_ec) {
+    if (!wait_ec && !closing())
       do_accept();
+  });
+}
+
+namespace {
+
+// The answer past limits.max_connections, written without reading the request.
+const std::string& connection_refusal() {
+  static const std::string text = [] {
+    std::string body = error_body("the node is at its connection limit (limits.max_connections), retry");
+    return "HTTP/1.1 503 Service Unavailable\r\nServer: troupe\r\nContent-Type: application/json\r\n"
+           "Retry-After: 1\r\nConnection: close\r\nContent-Length: "
+           + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  return text;
+}
+
+// Refused connections answered at once; past this many, they are closed unanswered.
+constexpr std::int64_t max_refusing = 64;
+
+}  // namespace
+
+void front::refuse_connection(tcp::socket socket) {
+  ctx_->metrics.count_request(503);
+  if (refusing_.fetch_add(1, std::memory_order_relaxed) >= max_refusing) {
+    refusing_.fetch_sub(1, std::memory_order_relaxed);
+    beast::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  // Write the canned answer, half-close, and drain what the client sent for at
+  // most a second (closing with unread bytes would reset the answer away).
+  struct refusal {
+    beast::tcp_stream stream;
+    std::array<char, 4096> sink;
+    std::atomic<std::int64_t>& count;
+    refusal(tcp::socket s, std::atomic<std::int64_t>& c) : stream(std::move(s)), count(c) {}
+    ~refusal() { count.fetch_sub(1, std::memory_order_relaxed); }
+    static void drain(std::shared_ptr<refusal> r) {
+      r->stream.async_read_some(net::buffer(r->sink), [r](beast::error_code ec, std::size_t) {
+        if (ec) {
+          beast::error_code ignored;
+          r->stream.socket().close(ignored);
+          return;
+        }
+        drain(r);
+      });
+    }
+  };
+  auto r = std::make_shared<refusal>(std::move(socket), refusing_);
+  r->stream.expires_after(std::chrono::seconds(1));
+  net::async_write(r->stream, net::buffer(connection_refusal()), [r](beast::error_code ec, std::size_t) {
+    if (ec)
+      return;
+    beast::error_code ignored;
+    r->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    refusal::drain(r);
   });
 }
 
@@ -709,6 +934,37 @@ bool front::console_opened() noexcept {
   return true;
 }
 
+std::uint64_t front::console_waiting(std::function<void()> evict) {
+  std::function<void()> evicted;
+  std::uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> guard{waiting_mutex_};
+    if (waiting_consoles_.size() >= ctx_->recipe.limits.max_unauthenticated_consoles) {
+      evicted = std::move(waiting_consoles_.begin()->second);
+      waiting_consoles_.erase(waiting_consoles_.begin());
+    }
+    ticket = ++waiting_seq_;
+    waiting_consoles_.emplace(ticket, std::move(evict));
+  }
+  if (evicted)
+    evicted();
+  return ticket;
+}
+
+void front::console_authenticated_or_gone(std::uint64_t ticket) {
+  std::lock_guard<std::mutex> guard{waiting_mutex_};
+  waiting_consoles_.erase(ticket);
+}
+
+bool front::reserve_body(std::uint64_t bytes) noexcept {
+  auto before = buffered_body_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  if (before + bytes > limits_.max_buffered_body_bytes) {
+    buffered_body_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
 void front::session_ended() noexcept {
   live_sessions_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -718,6 +974,7 @@ void front::begin_shutdown() {
   net::post(ioc_, [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
+    accept_pause_.cancel();
   });
   std::lock_guard<std::mutex> guard{sessions_mutex_};
   for (auto& w : sessions_)

@@ -11,10 +11,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +37,8 @@ struct front_limits {
   std::uint64_t max_inflight;
   std::chrono::milliseconds idle_timeout;
   std::chrono::milliseconds read_timeout;
+  std::uint64_t max_connections;
+  std::uint64_t max_buffered_body_bytes;
 
   static front_limits from(const config::limits_settings& limits);
 };
@@ -72,13 +77,28 @@ public:
   /// True when the admin surface is on and `presented` is its token (constant-time compare).
   bool admin_token_matches(std::string_view presented) const noexcept;
   void session_started(const std::shared_ptr<http_session>& s);
-  /// Counts a console's live channel; false when limits.max_consoles are open already.
+  /// Counts an authenticated console's live channel; false when limits.max_consoles are open already.
   bool console_opened() noexcept;
   void console_closed() noexcept { consoles_.fetch_sub(1, std::memory_order_relaxed); }
+  /// Registers a live channel still waiting for its token; when
+  /// limits.max_unauthenticated_consoles wait already, the oldest one is
+  /// evicted (its `evict` is called, outside any lock). Returns a ticket for
+  /// console_authenticated_or_gone.
+  std::uint64_t console_waiting(std::function<void()> evict);
+  /// The channel of `ticket` has its token, or has gone: it waits no more.
+  void console_authenticated_or_gone(std::uint64_t ticket);
   void session_ended() noexcept;
+  /// Reserves `bytes` of limits.max_buffered_body_bytes for a body being read; false past it.
+  bool reserve_body(std::uint64_t bytes) noexcept;
+  void release_body(std::uint64_t bytes) noexcept {
+    buffered_body_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
 
 private:
   void do_accept();
+  void on_accept(const boost::system::error_code& ec, boost::asio::ip::tcp::socket socket);
+  // Past limits.max_connections: a canned 503, then the socket is closed.
+  void refuse_connection(boost::asio::ip::tcp::socket socket);
 
   node_context_ptr ctx_;
   front_limits limits_;
@@ -89,10 +109,21 @@ private:
   std::atomic<bool> closing_{false};
   std::atomic<std::int64_t> live_sessions_{0};
   std::atomic<std::int64_t> consoles_{0};
+  std::atomic<std::uint64_t> buffered_body_bytes_{0};
+  std::atomic<std::int64_t> refusing_{0};  // refused connections still being answered
+  std::mutex waiting_mutex_;
+  std::uint64_t waiting_seq_ = 0;
+  std::map<std::uint64_t, std::function<void()>> waiting_consoles_;  // by ticket: oldest first
   std::mutex sessions_mutex_;
   std::vector<std::weak_ptr<http_session>> sessions_;  // for shutdown; pruned as they end
   boost::asio::io_context ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  // Out of file descriptors (EMFILE/ENFILE): accepting pauses this long (growing), and
+  // the failures are logged once per interval with a count.
+  boost::asio::steady_timer accept_pause_;
+  std::chrono::milliseconds accept_backoff_{0};
+  std::chrono::steady_clock::time_point accept_logged_{};
+  std::uint64_t accept_failures_unlogged_ = 0;
   std::uint16_t port_ = 0;
   std::vector<std::thread> threads_;
 };

@@ -218,8 +218,8 @@ int run_node(const node_flags& flags, const app_types& types) {
   http->start(recipe.node.io_threads);
   std::string shown_host = listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first;
   std::cout << "troupe node listening on http://" << shown_host << ":" << http->port() << std::endl;
-  if (!recipe.node.admin_token.empty())
-    std::cout << "troupe console on http://" << shown_host << ":" << http->port() << "/_troupe/console" << std::endl;
+  if (!recipe.node.admin_token.empty())  // stdout carries the one ready line only
+    spdlog::info("console on http://{}:{}/_troupe/console", shown_host, http->port());
   log_node("start", "ok", {{"listen", shown_host + ":" + std::to_string(http->port())}, {"groups", recipe.groups.size()}});
   spdlog::info("node {} up: group {} hosts '{}' on {} worker(s); {} io thread(s), {} actor thread(s)",
                ctx->node_name, recipe.groups.front().name, recipe.groups.front().user_type,

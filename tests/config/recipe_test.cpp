@@ -524,6 +524,7 @@ TEST(recipe_errors, out_of_range_values_name_their_key) {
     {"limits.read_timeout_seconds", "1e12", "must be at most"},
     {"limits.user_queue_length", "0", "must be at least 1"},
     {"limits.max_pages_per_connection", "0", "must be at least 1"},
+    {"limits.max_unauthenticated_consoles", "0", "must be at least 1"},
     {"deposit.path", "", "must not be empty"},
     {"commander.user_expiry_hours", "0", "must be greater than 0"},
     {"commander.guest_expiry_hours", "-1", "must be greater than 0"},

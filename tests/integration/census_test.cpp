@@ -350,20 +350,27 @@ TEST_F(Census, ConsolesAreBoundedByMaxConsoles) {
   {
     ws_client first(port(), "/_troupe/console/live");
     first.send(json{{"token", token}}.dump());
-    EXPECT_THROW(ws_client(port(), "/_troupe/console/live"), transport_error);  // 503, no upgrade
+    ASSERT_TRUE(first.read(std::chrono::seconds(5)));  // authenticated: it holds the one slot
+    EXPECT_THROW(ws_client(port(), "/_troupe/console/live", auth), transport_error);  // 503, no upgrade
     http_client c(port());
     auto r = c.get("/_troupe/console/live", {{"Connection", "Upgrade"}, {"Upgrade", "websocket"},
                                              {"Sec-WebSocket-Version", "13"},
-                                             {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}});
+                                             {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+                                             auth.front()});
     EXPECT_TRUE(is_json_error(r, 503)) << r.describe();
     EXPECT_FALSE(r.get("Retry-After").empty());
+    // A token-less upgrade costs no slot; its token, when it comes, finds none free.
+    ws_client second(port(), "/_troupe/console/live");
+    second.send(json{{"token", token}}.dump());
+    EXPECT_FALSE(second.read(std::chrono::seconds(5)));
+    EXPECT_EQ(second.close_code(), 1013);
     EXPECT_TRUE(first.read(std::chrono::seconds(3)));  // the first one is served all along
   }
   // Its place is free once it closed.
   bool opened = false;
   for (int i = 0; i < 50 && !opened; ++i) {
     try {
-      ws_client again(port(), "/_troupe/console/live");
+      ws_client again(port(), "/_troupe/console/live", auth);
       opened = true;
     } catch (const transport_error&) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

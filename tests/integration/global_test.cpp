@@ -445,7 +445,7 @@ TEST_F(Global, TtlExpiredHolderIsRefusedAndTheNewerValueStands) {
   auto ra = ha.get();
   ASSERT_TRUE(ra.transport_error.empty()) << ra.transport_error;
   EXPECT_TRUE(is_json_error(ra.r, 409));
-  EXPECT_NE(ra.r.body.find("lease_expired"), std::string::npos) << ra.r.describe();
+  EXPECT_NE(ra.r.body.find("lease on this key expired"), std::string::npos) << ra.r.describe();
   EXPECT_LT(rb.done, ra.done) << "B answered after A's late commit";
 
   auto v = stored(c, key);
