@@ -79,6 +79,16 @@ config::recipe_sources sources_of(const node_flags& f) {
 }
 
 int run_node(const node_flags& flags, const app_types& types) {
+  // Signals are taken by this thread alone (sigwait below): block them before
+  // any other thread exists (the orchestration log's writer is one) so every
+  // thread inherits the mask; else a SIGINT can land on another thread and kill
+  // the process.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
   // -- the recipe -------------------------------------------------------------------
   auto ctx = std::make_shared<node_context>();
   try {
@@ -125,13 +135,6 @@ int run_node(const node_flags& flags, const app_types& types) {
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
   setup_logging(recipe.node.log_level);
 
-  // Signals are taken by this thread alone (sigwait below): block them before
-  // any other thread exists so every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // -- the actors -----------------------------------------------------------------------
   caf::actor_system_config cfg;
