@@ -99,6 +99,9 @@ int run_node(const node_flags& flags, const app_types& types) {
       return usage_error("group." + g.name + ".user_type: unknown user type \"" + g.user_type + "\" (known: "
                          + known + ")");
     }
+  // Before the deposit is opened: what it logs at start (a directory narrowed)
+  // goes to stderr, never to stdout, which carries the ready line alone.
+  setup_logging(recipe.node.log_level);
   std::pair<std::string, std::uint16_t> listen;
   try {
     listen = config::split_listen(recipe.node.listen);
@@ -123,7 +126,6 @@ int run_node(const node_flags& flags, const app_types& types) {
   ctx->metrics.deposit = &deposit_store->counters();
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
-  setup_logging(recipe.node.log_level);
 
   // Signals are taken by this thread alone (sigwait below): block them before
   // any other thread exists so every thread inherits the mask.
