@@ -135,6 +135,18 @@ int run_node(const node_flags& flags, const app_types& types) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // The global store comes back from its snapshot before anybody is served,
+  // and before any actor or thread exists: a snapshot that cannot be read (an I/O
+  // error, or quarantined) stops the start cleanly, with exit code 1.
+  global_snapshot global;
+  try {
+    if (auto p = deposit_store->get_user(global_snapshot_key))
+      store::unpack(p->payload, global);
+  } catch (const std::exception& e) {
+    spdlog::critical("the global store's snapshot cannot be read: {}", e.what());
+    return 1;
+  }
+
   // -- the actors -----------------------------------------------------------------------
   caf::actor_system_config cfg;
   register_types(cfg);
@@ -163,15 +175,6 @@ int run_node(const node_flags& flags, const app_types& types) {
     ctx->metrics.users_frozen.fetch_add(found);
     caf::anon_send(census, scan_atom::value, std::move(batch), true);
   });
-  // The global store comes back from its snapshot before anybody is served.
-  global_snapshot global;
-  try {
-    if (auto p = deposit_store->get_user(global_snapshot_key))
-      store::unpack(p->payload, global);
-  } catch (const std::exception& e) {
-    spdlog::critical("the global store's snapshot cannot be read: {}", e.what());
-    return 1;
-  }
   auto commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), std::move(global));
   std::vector<group_handle> groups;
   {

@@ -182,7 +182,8 @@ TEST_F(Deposit, MetricsAreExported) {
   for (const char* name :
        {"troupe_user_freezes_total", "troupe_user_wakes_total", "troupe_deposit_reads_total",
         "troupe_deposit_writes_total", "troupe_deposit_failures_total",
-        "troupe_deposit_quarantined_total", "troupe_users_expired_total",
+        "troupe_deposit_quarantined_total", "troupe_deposit_heals_total",
+        "troupe_deposit_consecutive_failures", "troupe_users_expired_total",
         "troupe_user_wake_seconds_sum", "troupe_user_wake_seconds_count"}) {
     auto v = prometheus_sample(text, name);
     EXPECT_TRUE(v) << "no sample " << name << " in:\n" << text;
