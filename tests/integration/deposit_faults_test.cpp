@@ -12,10 +12,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <optional>
-#include <thread>
 
 using namespace troupe::test;
 using std::chrono::milliseconds;
@@ -79,17 +77,6 @@ response freeze(uint16_t port, const std::string& user) {
 }
 
 long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
-
-bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred())
-      return true;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-}
 
 class DepositFaults : public node_test {
 protected:
