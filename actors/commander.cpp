@@ -399,7 +399,11 @@ struct commander_state {
             return fail(make_error(errc::no_such_user, user));
           finish_drop(promise, user, "frozen");
         },
-        [fail](caf::error& err) mutable { fail(std::move(err)); });
+        [this, promise, user, fail](caf::error& err) mutable {
+          if (is(err, errc::bad_state))  // his parcel is quarantined: the drop lifts that too
+            return finish_drop(promise, user, "quarantined");
+          fail(std::move(err));
+        });
     return promise;
   }
 

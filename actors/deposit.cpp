@@ -75,29 +75,32 @@ deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<depo
       return promise;
     },
     [=](flush_atom) { self->state.flush(); },
-    [=](get_atom, parcel_kind kind, const std::string& key) {
+    [=](get_atom, parcel_kind kind, const std::string& key) -> caf::result<std::vector<store::parcel>> {
       self->state.flush();
-      return guarded([&] {
+      try {
         auto& b = *self->state.backend;
         auto p = kind == parcel_kind::user ? b.get_user(key) : b.get_connection(key);
         std::vector<store::parcel> out;
         if (p)
           out.push_back(std::move(*p));
         return out;
-      });
+      } catch (const store::parcel_quarantined& e) {
+        if (kind == parcel_kind::connection)  // the backend logged it; he is a guest again
+          return std::vector<store::parcel>{};
+        return make_error(errc::bad_state, e.what());
+      } catch (const std::exception& e) {
+        return make_error(errc::deposit_failed, e.what());
+      }
+    },
+    [=](quarantine_atom, const std::string& user, const std::string& reason) {
+      self->state.flush();  // what he wrote last is what goes to quarantine
+      return guarded([&] { return self->state.backend->quarantine_user(user, reason); });
     },
     [=](remove_atom, parcel_kind kind, const std::string& key) {
       self->state.flush();
       return guarded([&] {
         auto& b = *self->state.backend;
         kind == parcel_kind::user ? b.remove_user(key) : b.remove_connection(key);
-        return true;
-      });
-    },
-    [=](quarantine_atom, parcel_kind kind, const std::string& key, const std::string& why) {
-      self->state.flush();
-      return guarded([&] {
-        self->state.backend->quarantine_copy(kind == parcel_kind::connection, key, why);
         return true;
       });
     },

@@ -19,8 +19,8 @@ namespace troupe::store {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, parcel& x) {
-  return f(caf::meta::type_name("troupe.parcel"), x.generation, x.writer_node, x.writer_worker, x.cause,
-           x.payload);
+  return f(caf::meta::type_name("troupe.parcel"), x.generation, x.writer_node, x.writer_worker, x.cause, x.owner,
+           x.state_version, x.owner_epoch, x.payload);
 }
 
 }  // namespace troupe::store
@@ -40,17 +40,28 @@ using store::parcel_kind;
 /// that queue up while one batch is written go to disk together, with one
 /// filesystem flush, and each is answered once durable. Reads and removes see
 /// every write answered before them. Failures are errc::deposit_failed
-/// with the backend's text; a parcel that fails verification is quarantined
-/// by the backend and answered as absent.
+/// with the backend's text.
+///
+/// Quarantine (store::parcel_quarantined): a USER parcel that fails
+/// verification, names another owner or is not a regular file is moved to
+/// quarantine by the backend and the get is answered errc::bad_state (context:
+/// the reason and the quarantine path), never as absent: the user must be
+/// refused (503), not started empty. Every later get of him answers bad_state
+/// too (the backend's marker) until a put or a remove of his parcel. A
+/// CONNECTION parcel in that case is answered as absent (logged): the
+/// connection becomes a guest again, nobody's state is lost.
 using deposit_handle = caf::typed_actor<
   /// Writes a parcel durably; answers its size in bytes once it is on disk.
+  /// An empty p.owner is recorded as the key.
   caf::replies_to<put_atom, parcel_kind, std::string, store::parcel>::with<std::uint64_t>,
-  /// Reads a parcel: none or one.
+  /// Reads a parcel: none or one; errc::bad_state for a quarantined user parcel.
   caf::replies_to<get_atom, parcel_kind, std::string>::with<std::vector<store::parcel>>,
-  /// Removes a parcel (absent is fine).
+  /// Removes a parcel (absent is fine); a user's removal also lifts his quarantine.
   caf::replies_to<remove_atom, parcel_kind, std::string>::with<bool>,
-  /// Copies a parcel that cannot be used (with why) to quarantine, leaving it in place.
-  caf::replies_to<quarantine_atom, parcel_kind, std::string, std::string>::with<bool>,
+  /// Quarantines a user's parcel on the caller's word (user, reason: e.g. his
+  /// payload does not decode as his state); answers the quarantine path ("" if
+  /// there was no parcel). Later gets of him answer bad_state.
+  caf::replies_to<quarantine_atom, std::string, std::string>::with<std::string>,
   /// Forgets users idle past the given hours (users, guests); answers how many.
   caf::replies_to<sweep_atom, double, double>::with<std::uint64_t>,
   /// Internal: writes what was staged (group commit).

@@ -98,8 +98,14 @@ std::string node_metrics::prometheus_text() const {
     counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());
     counter("troupe_deposit_writes_total", "Parcels written durably to the deposit.", deposit->writes.load());
     counter("troupe_deposit_failures_total", "Deposit writes, reads or removes that failed.", deposit->failures.load());
-    counter("troupe_deposit_quarantined_total", "Parcels that failed verification, moved to quarantine.",
+    counter("troupe_deposit_quarantined_total",
+            "Parcels moved to quarantine (failed verification, another owner's, not a regular file).",
             deposit->quarantined.load());
+    counter("troupe_deposit_heals_total", "Times the deposit recreated its removed directory structure.",
+            deposit->healed.load());
+    out += "# HELP troupe_deposit_consecutive_failures Deposit operations failed since the last success.\n"
+           "# TYPE troupe_deposit_consecutive_failures gauge\n";
+    line("troupe_deposit_consecutive_failures", "", deposit->consecutive_failures.load());
   }
   out += "# HELP troupe_global_keys Keys in the global store.\n# TYPE troupe_global_keys gauge\n";
   line("troupe_global_keys", "", global_keys.load(std::memory_order_relaxed));

@@ -506,6 +506,9 @@ struct user_state : detail::user_host {
         },
         [this](caf::error& err) {
           log_deposit_error("waking", err);
+          if (is(err, errc::bad_state))  // quarantined: no retry helps until an operator acts
+            return become_refused(err.context().match_elements<std::string>() ? err.context().get_as<std::string>(0)
+                                                                              : "his parcel is quarantined");
           for (auto& call : backlog)
             respond(call.to, error_response(503, "the user could not be woken, retry", 1));
           backlog.clear();
@@ -516,16 +519,22 @@ struct user_state : detail::user_host {
   }
 
   // His parcel does not load as his state (it does not decode, was written
-  // by a newer version, or no migration takes it): never start him empty. A
-  // copy goes to quarantine, the parcel stays, and he is refused until an
-  // operator drops him or a version that reads it is deployed.
+  // by a newer version, or no migration takes it): never start him empty. It
+  // goes to quarantine (the deposit keeps refusing him: its marker) and he is
+  // refused until an operator drops him or puts a parcel back that loads.
   void refuse(const store::parcel& p, const std::string& why) {
     ctx->metrics.users_refused.fetch_add(1, std::memory_order_relaxed);
-    spdlog::error("user {} on {}: his parcel (state version {}, generation {}) does not load: {}; a copy is "
+    spdlog::error("user {} on {}: his parcel (state version {}, generation {}) does not load: {}; it is "
                   "quarantined and he is refused until it can be read",
                   registry::redact(user_name), worker_name, p.state_version, p.generation, why);
-    self->request(deposit, deposit_timeout, quarantine_atom::value, parcel_kind::user, user_name, why)
-      .then([](bool) {}, [this](caf::error& err) { log_deposit_error("quarantining his parcel", err); });
+    self->request(deposit, deposit_timeout, quarantine_atom::value, user_name, why)
+      .then([](std::string&) {}, [this](caf::error& err) { log_deposit_error("quarantining his parcel", err); });
+    become_refused(why);
+  }
+
+  // He stays, answering 503 to everything and writing nothing, so that a
+  // client hammering him costs neither reads nor log lines.
+  void become_refused(const std::string& why) {
     refused = why;
     busy = false;
     note(registry::user_state::active);

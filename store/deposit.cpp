@@ -29,6 +29,10 @@ constexpr std::int64_t leftover_grace_ns = 60LL * 1000 * 1000 * 1000;
 constexpr std::string_view suffix = ".parcel";
 constexpr std::string_view temp_prefix = ".tmp-";
 constexpr std::string_view tomb_prefix = ".sweep-";
+constexpr std::string_view marker_prefix = ".quarantined-";
+/// Modes of everything the deposit makes: nobody but the node's user reads a parcel.
+constexpr mode_t dir_mode = 0700;
+constexpr mode_t file_mode = 0600;
 
 std::string errno_text(int e) {
   return std::generic_category().message(e);
@@ -65,6 +69,25 @@ std::int64_t now_ns() {
   struct timespec ts {};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return ns_of(ts);
+}
+
+std::int64_t now_unix_ms() {
+  return now_ns() / 1000000;
+}
+
+/// What a non-regular directory entry is, for logs and quarantine reasons.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISLNK(mode))
+    return "a symlink";
+  if (S_ISFIFO(mode))
+    return "a fifo";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device";
+  return "not a regular file";
 }
 
 /// Where one parcel lives.
@@ -124,7 +147,7 @@ int make_dirs(const std::string& base, const std::string& dir) {
     if (next == std::string::npos)
       next = dir.size();
     std::string sub = dir.substr(0, next);
-    if (::mkdir(sub.c_str(), 0755) == 0) {
+    if (::mkdir(sub.c_str(), dir_mode) == 0) {
       if (int e = fsync_dir(dir.substr(0, pos)))
         return e;
     } else if (errno != EEXIST) {
@@ -198,23 +221,26 @@ public:
     quarantine_ = root_ + "/quarantine";
 
     std::error_code ec;
-    std::filesystem::create_directories(root_, ec);
+    // The parents are not the deposit's (default modes); DIR itself is made 0700.
+    auto parent = std::filesystem::path(root_).parent_path();
+    if (!parent.empty())
+      std::filesystem::create_directories(parent, ec);
     if (ec)
-      throw deposit_error("cannot create deposit directory " + root_ + ": " + ec.message());
-    if (!std::filesystem::is_directory(root_, ec))
-      throw deposit_error("deposit path " + root_ + " is not a directory");
-    for (const auto* sub : {&users_, &connections_, &quarantine_}) {
-      if (::mkdir(sub->c_str(), 0755) != 0 && errno != EEXIST)
-        throw deposit_error("cannot create deposit directory " + *sub + ": " + errno_text(errno));
-      if (!std::filesystem::is_directory(*sub, ec))
-        throw deposit_error("deposit path " + *sub + " is not a directory");
+      throw deposit_error("cannot create deposit directory " + parent.string() + ": " + ec.message());
+    for (const auto* d : {&root_, &users_, &connections_, &quarantine_}) {
+      if (::mkdir(d->c_str(), dir_mode) != 0 && errno != EEXIST)
+        throw deposit_error("cannot create deposit directory " + *d + ": " + errno_text(errno));
+      struct stat st {};
+      if (::stat(d->c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw deposit_error("deposit path " + *d + " is not a directory");
+      tighten(*d, st.st_mode);
     }
     if (int e = fsync_dir(root_))
       throw deposit_error("cannot fsync deposit directory " + root_ + ": " + errno_text(e));
     // Probe that each directory can be written (root ignores modes: try it).
     for (const auto* sub : {&users_, &connections_, &quarantine_}) {
       std::string probe = temp_name(*sub);
-      int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode);
       if (fd < 0)
         throw deposit_error("deposit directory " + *sub + " cannot be written: " + errno_text(errno));
       ::close(fd);
@@ -230,6 +256,18 @@ public:
   }
   void remove_user(const std::string& user) override {
     remove(users_, user);
+  }
+  std::string quarantine_user(const std::string& user, const std::string& reason) override {
+    location loc = locate(users_, user);
+    std::string qpath;
+    try {
+      qpath = quarantine(loc, user, reason, true);
+    } catch (const std::exception&) {
+      note_failure();
+      throw;
+    }
+    note_success();  // nothing to move (qpath ""): the marker is left all the same
+    return qpath;
   }
   void put_connection(const std::string& cid, const parcel& p) override {
     put(connections_, cid, p);
@@ -317,8 +355,74 @@ private:
   }
 
   [[noreturn]] void fail(const std::string& what, const std::string& path, int e) {
-    counters_.failures.fetch_add(1, std::memory_order_relaxed);
+    note_failure();
     throw deposit_error("deposit: " + what + " " + path + ": " + errno_text(e));
+  }
+
+  /// A failed write, read, remove or quarantine: counted, and the health clocks.
+  void note_failure() {
+    counters_.failures.fetch_add(1, std::memory_order_relaxed);
+    counters_.consecutive_failures.fetch_add(1, std::memory_order_relaxed);
+    counters_.last_failure_unix_ms.store(now_unix_ms(), std::memory_order_relaxed);
+  }
+  void note_success() {
+    counters_.consecutive_failures.store(0, std::memory_order_relaxed);
+    counters_.last_success_unix_ms.store(now_unix_ms(), std::memory_order_relaxed);
+  }
+
+  /// Narrows a deposit directory that is open to group or others to 0700's
+  /// bits (logged). Shared sticky directories (/tmp given as DIR) are left alone.
+  static void tighten(const std::string& dir, mode_t mode) {
+    if ((mode & 077) == 0)
+      return;
+    if (mode & S_ISVTX) {
+      spdlog::warn("deposit: {} is a shared (sticky) directory of mode {:o}; not narrowing it: give the deposit "
+                   "a directory of its own",
+                   dir, mode & 07777);
+      return;
+    }
+    const mode_t narrowed = mode & 0700;
+    if (::chmod(dir.c_str(), narrowed) != 0) {
+      spdlog::warn("deposit: {} has mode {:o} and cannot be narrowed: {}", dir, mode & 07777, errno_text(errno));
+      return;
+    }
+    spdlog::warn("deposit: {} had mode {:o}, open to others; narrowed to {:o}", dir, mode & 07777, narrowed);
+  }
+
+  /// Recreates what is missing of DIR (when its parent exists), users,
+  /// connections and quarantine after someone removed them. True when anything
+  /// was made (the caller retries what failed); counted and logged.
+  bool heal(const std::string& why) {
+    int made = 0;
+    for (const auto* d : {&root_, &users_, &connections_, &quarantine_}) {
+      if (::mkdir(d->c_str(), dir_mode) == 0) {
+        ++made;
+        continue;
+      }
+      if (errno != EEXIST) {
+        spdlog::error("deposit: {} is missing ({}) and cannot be recreated: {}", *d, why, errno_text(errno));
+        return false;
+      }
+    }
+    if (made == 0)
+      return false;
+    fsync_dir(root_);  // best effort: the next write syncs its own directory
+    auto parent = std::filesystem::path(root_).parent_path().string();
+    if (!parent.empty())
+      fsync_dir(parent);
+    counters_.healed.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("deposit: the deposit's structure under {} was missing ({}); recreated {} director{}", root_, why,
+                 made, made == 1 ? "y" : "ies");
+    return true;
+  }
+
+  /// Refuses a parcel that names another owner than its key (it could never be read back).
+  void check_owner(std::string_view key, const parcel& p) {
+    if (!p.owner.empty() && p.owner != key) {
+      note_failure();
+      throw deposit_error("deposit: a parcel of '" + p.owner + "' cannot be written under '" + std::string(key) +
+                          "'");
+    }
   }
 
   std::vector<std::string> put_batch(const std::vector<batch_entry>& batch) override {
@@ -335,14 +439,16 @@ private:
     // 4. one more flush, which makes the renames durable.
     struct written {
       std::string tmp;
-      std::string path;
+      location loc;
     };
     std::vector<std::optional<written>> done(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
       try {
-        auto loc = locate(batch[i].connection ? connections_ : users_, batch[i].key);
-        auto tmp = write_temp(batch[i].connection ? connections_ : users_, loc, batch[i].contents, false);
-        done[i] = written{std::move(tmp), loc.path};
+        const auto& base = batch[i].connection ? connections_ : users_;
+        check_owner(batch[i].key, batch[i].contents);
+        auto loc = locate(base, batch[i].key);
+        auto tmp = write_temp(base, loc, encode(batch[i].contents, batch[i].key), false);
+        done[i] = written{std::move(tmp), std::move(loc)};
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -353,7 +459,7 @@ private:
       if (fd >= 0)
         ::close(fd);
       if (e)
-        counters_.failures.fetch_add(1, std::memory_order_relaxed);
+        note_failure();
       return e ? "deposit: cannot flush " + root_ + " " + when + ": " + errno_text(e) : std::string{};
     };
     if (auto err = flush("before renaming"); !err.empty()) {
@@ -367,35 +473,60 @@ private:
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (!done[i])
         continue;
-      if (::rename(done[i]->tmp.c_str(), done[i]->path.c_str()) != 0) {
-        int e = errno;
+      int e = rename_into_place(done[i]->tmp, done[i]->loc, batch[i].key);
+      if (e != 0) {
         ::unlink(done[i]->tmp.c_str());
-        counters_.failures.fetch_add(1, std::memory_order_relaxed);
-        errors[i] = "deposit: cannot rename " + done[i]->tmp + " to " + done[i]->path + ": " + errno_text(e);
+        note_failure();
+        errors[i] = "deposit: cannot rename " + done[i]->tmp + " to " + done[i]->loc.path + ": " + errno_text(e);
         done[i].reset();
       }
     }
     auto err = flush("after renaming");
+    bool any = false;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (!done[i])
         continue;
-      if (err.empty())
-        counters_.writes.fetch_add(1, std::memory_order_relaxed);
-      else
+      if (!err.empty()) {
         errors[i] = err;  // in place, but maybe not durable: say so
+        continue;
+      }
+      any = true;
+      counters_.writes.fetch_add(1, std::memory_order_relaxed);
+      if (!batch[i].connection)
+        clear_marker(done[i]->loc);
     }
+    if (any)
+      note_success();
     return errors;
   }
 
-  // Writes `p` to a new temp file next to its parcel (fsynced if `sync`); returns its path.
-  std::string write_temp(const std::string& base, const location& loc, const parcel& p, bool sync) {
-    bytes data = encode(p);
+  /// Renames a written temp file onto its parcel's path; 0 or an errno. A
+  /// directory in the way (which rename cannot replace) is quarantined first.
+  int rename_into_place(const std::string& tmp, const location& loc, std::string_view key) {
+    if (::rename(tmp.c_str(), loc.path.c_str()) == 0)
+      return 0;
+    int e = errno;
+    if (e != EISDIR && e != ENOTEMPTY && e != EEXIST)
+      return e;
+    try {
+      if (quarantine(loc, key, "a directory in place of a parcel, replaced by a write", false).empty())
+        return e;
+    } catch (const std::exception&) {
+      return e;
+    }
+    return ::rename(tmp.c_str(), loc.path.c_str()) == 0 ? 0 : errno;
+  }
+
+  // Writes `data` to a new temp file (0600) next to its parcel (fsynced if
+  // `sync`); returns its path. Missing directories are made (0700), the
+  // deposit's structure healed once if it is gone.
+  std::string write_temp(const std::string& base, const location& loc, const bytes& data, bool sync) {
     std::string tmp;
     int fd = -1;
     bool dirs_made = false;
     for (int attempt = 0; attempt < 1000; ++attempt) {
       tmp = temp_name(loc.dir);
-      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode);
       if (fd >= 0)
         break;
       int e = errno;
@@ -403,7 +534,10 @@ private:
         continue;
       if (e == ENOENT && !dirs_made) {
         dirs_made = true;
-        if (int me = make_dirs(base, loc.dir))
+        int me = make_dirs(base, loc.dir);
+        if (me == ENOENT && heal("writing " + loc.path))
+          me = make_dirs(base, loc.dir);
+        if (me)
           fail("cannot create directory", loc.dir, me);
         continue;
       }
@@ -431,31 +565,58 @@ private:
   }
 
   void put(const std::string& base, std::string_view key, const parcel& p) {
+    check_owner(key, p);
     location loc = locate(base, key);
-    std::string tmp = write_temp(base, loc, p, true);
-    if (::rename(tmp.c_str(), loc.path.c_str()) != 0) {
-      int e = errno;
+    const bytes data = encode(p, key);
+    for (int attempt = 0;; ++attempt) {
+      std::string tmp = write_temp(base, loc, data, true);
+      int e = rename_into_place(tmp, loc, key);
+      if (e == 0)
+        break;
       ::unlink(tmp.c_str());
+      if (e == ENOENT && attempt == 0)  // its directory went away meanwhile: write_temp heals it
+        continue;
       fail("cannot rename " + tmp + " to", loc.path, e);
     }
     // The new parcel is in place; without this it may not survive a crash.
     if (int e = fsync_dir(loc.dir))
       fail("cannot fsync directory", loc.dir, e);
+    if (&base == &users_)
+      clear_marker(loc);
     counters_.writes.fetch_add(1, std::memory_order_relaxed);
+    note_success();
   }
 
   std::optional<parcel> get(const std::string& base, std::string_view key) {
+    const bool users = &base == &users_;
     location loc = locate(base, key);
-    int fd = ::open(loc.path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NOFOLLOW: a symlink is not followed (ELOOP); O_NONBLOCK: a fifo does not block the open.
+    int fd = ::open(loc.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
       int e = errno;
-      if (e == ENOENT)
+      if (e == ENOENT) {
+        if (users)
+          throw_if_marked(loc, key);
+        note_success();
         return std::nullopt;
+      }
+      struct stat st {};
+      if (::lstat(loc.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))  // symlink (ELOOP), socket (ENXIO)
+        refuse(loc, key, std::string(kind_of(st.st_mode)) + " in place of a parcel", users);
       fail("cannot open", loc.path, e);
     }
-    bytes data;
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && st.st_size > 0)
+    if (::fstat(fd, &st) != 0) {
+      int e = errno;
+      ::close(fd);
+      fail("cannot stat", loc.path, e);
+    }
+    if (!S_ISREG(st.st_mode)) {  // a directory or a fifo
+      ::close(fd);
+      refuse(loc, key, std::string(kind_of(st.st_mode)) + " in place of a parcel", users);
+    }
+    bytes data;
+    if (st.st_size > 0)
       data.reserve(static_cast<std::size_t>(st.st_size));
     char buf[16384];
     while (true) {
@@ -473,73 +634,38 @@ private:
     }
     ::close(fd);
     counters_.reads.fetch_add(1, std::memory_order_relaxed);
+    parcel p;
     try {
-      return decode(data);
+      p = decode(data);
     } catch (const codec_error& e) {
-      quarantine(loc, e.what());
-      return std::nullopt;
+      refuse(loc, key, e.what(), users);
     }
+    if (!p.owner.empty() && p.owner != key)
+      refuse(loc, key, "written for '" + p.owner + "', found under '" + std::string(key) + "'", users);
+    note_success();
+    return p;
   }
 
-  void quarantine_copy(bool connection, const std::string& key, const std::string& reason) override {
-    location loc = locate(connection ? connections_ : users_, key);
-    int in = ::open(loc.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (in < 0)
-      fail("cannot open", loc.path, errno);
+  /// Quarantines what is at loc.path and throws parcel_quarantined (users: the
+  /// marker keeps telling it). When it vanished meanwhile, throws all the same:
+  /// what was there could not be trusted, and the caller must not start empty.
+  [[noreturn]] void refuse(const location& loc, std::string_view key, const std::string& reason, bool users) {
     std::string qpath;
-    int out = -1;
-    for (int attempt = 0; attempt < 1000 && out < 0; ++attempt) {
-      qpath = quarantine_ + "/" + quarantine_name(loc) + "." + std::to_string(static_cast<long long>(std::time(nullptr)))
-              + "." + std::to_string(quarantine_counter_.fetch_add(1, std::memory_order_relaxed));
-      out = ::open(qpath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (out < 0 && errno != EEXIST)
-        break;
+    try {
+      qpath = quarantine(loc, key, reason, users);
+    } catch (const std::exception&) {
+      note_failure();
+      throw;
     }
-    if (out < 0) {
-      int e = errno;
-      ::close(in);
-      fail("cannot create", qpath, e);
-    }
-    char buf[16384];
-    int e = 0;
-    while (true) {
-      ssize_t n = ::read(in, buf, sizeof buf);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        e = n < 0 ? errno : 0;
-        break;
-      }
-      if ((e = write_all(out, buf, static_cast<std::size_t>(n))))
-        break;
-    }
-    if (!e && ::fsync(out) != 0)
-      e = errno;
-    ::close(in);
-    ::close(out);
-    if (e) {
-      ::unlink(qpath.c_str());
-      fail("cannot copy to quarantine", qpath, e);
-    }
-    fsync_dir(quarantine_);
-    counters_.quarantined.fetch_add(1, std::memory_order_relaxed);
-    spdlog::error("deposit: parcel {} cannot be used ({}); a copy is quarantined as {}", loc.path, reason, qpath);
+    note_success();  // the disk answered; what it held was bad (counted as quarantined)
+    throw parcel_quarantined(std::string(key), reason, qpath);
   }
 
-  // The quarantine file name of a parcel (before ".<unix time>.<counter>").
-  static std::string quarantine_name(const location& loc) {
-    std::string qname = loc.escaped;
-    if (qname.size() > max_piece - 40) {  // keep room for ".parcel.<time>.<counter>"
-      std::uint64_t h = checksum(loc.escaped.data(), loc.escaped.size());
-      std::string hex;
-      for (int i = 15; i >= 0; --i)
-        hex += hex_digits[(h >> (i * 4)) & 0xf];
-      qname = qname.substr(0, max_piece - 60) + "~" + hex;
-    }
-    return qname + std::string(suffix);
-  }
-
-  void quarantine(const location& loc, const std::string& reason) {
+  /// Moves whatever is at loc.path (as is: a bad parcel, a directory, a
+  /// fifo, …) into DIR/quarantine; with `mark`, leaves the marker in its
+  /// place. Returns the quarantine path, "" when nothing was there any more.
+  /// Throws deposit_error when it cannot be moved.
+  std::string quarantine(const location& loc, std::string_view key, const std::string& reason, bool mark) {
     std::string qname = loc.escaped;
     if (qname.size() > max_piece - 40) {  // keep room for ".parcel.<time>.<counter>"
       std::uint64_t h = checksum(loc.escaped.data(), loc.escaped.size());
@@ -552,32 +678,118 @@ private:
     const auto unix_time = std::to_string(static_cast<long long>(std::time(nullptr)));
     std::string qpath;
     int e = EEXIST;
-    for (int attempt = 0; attempt < 1000 && e == EEXIST; ++attempt) {
+    bool healed = false;
+    for (int attempt = 0; attempt < 1000 && (e == EEXIST || e == ENOENT); ++attempt) {
       qpath = quarantine_ + "/" + qname + "." + unix_time + "." +
               std::to_string(quarantine_counter_.fetch_add(1, std::memory_order_relaxed));
       e = move_no_replace(loc.path, qpath);
+      if (e != ENOENT)
+        continue;
+      struct stat st {};
+      if (::lstat(loc.path.c_str(), &st) != 0)
+        break;  // the parcel itself is gone
+      if (healed || !heal("quarantining " + loc.path))
+        break;  // quarantine/ is gone and cannot be made
+      healed = true;
     }
-    if (e == ENOENT) {  // gone meanwhile (swept): nothing left to protect
-      spdlog::error("deposit: parcel {} failed verification ({}) and vanished before quarantine", loc.path, reason);
-      return;
+    if (e == ENOENT && ::access(loc.path.c_str(), F_OK) != 0) {  // gone meanwhile (swept): nothing left to move
+      spdlog::error("deposit: {} ({}) is gone: nothing to quarantine", loc.path, reason);
+      if (mark)
+        write_marker(loc, key, "", reason);
+      return {};
     }
     if (e != 0) {
-      spdlog::error("deposit: parcel {} failed verification ({}) and cannot be quarantined: {}", loc.path, reason,
-                    errno_text(e));
-      fail("cannot quarantine", loc.path, e);
+      spdlog::error("deposit: {} ({}) cannot be quarantined: {}", loc.path, reason, errno_text(e));
+      throw deposit_error("deposit: cannot quarantine " + loc.path + ": " + errno_text(e));
     }
     fsync_dir(quarantine_);  // best effort: the move is already done
     fsync_dir(loc.dir);
     counters_.quarantined.fetch_add(1, std::memory_order_relaxed);
-    spdlog::error("deposit: parcel {} failed verification ({}); quarantined as {}", loc.path, reason, qpath);
+    spdlog::error("deposit: the parcel of '{}' at {} cannot be trusted ({}); quarantined as {}", key, loc.path,
+                  reason, qpath);
+    if (mark)
+      write_marker(loc, key, qpath, reason);
+    return qpath;
+  }
+
+  // --- quarantine markers: a user whose parcel was quarantined stays refused --------
+
+  static std::string marker_path(const location& loc) {
+    return loc.dir + "/" + std::string(marker_prefix) + loc.name;
+  }
+
+  /// Best effort (logged): without it the next read finds nothing and would start him empty.
+  void write_marker(const location& loc, std::string_view key, const std::string& qpath, const std::string& reason) {
+    const std::string text = qpath + "\n" + reason + "\n";
+    const std::string path = marker_path(loc);
+    try {
+      std::string tmp = write_temp(users_, loc, bytes(text.begin(), text.end()), true);
+      if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        throw deposit_error("cannot rename " + tmp + " to " + path + ": " + errno_text(e));
+      }
+      fsync_dir(loc.dir);
+    } catch (const std::exception& e) {
+      note_failure();
+      spdlog::error("deposit: the quarantine marker of '{}' ({}) cannot be written: {}; his next read finds nothing",
+                    key, path, e.what());
+    }
+  }
+
+  /// A user whose parcel was quarantined and not replaced since: parcel_quarantined.
+  void throw_if_marked(const location& loc, std::string_view key) {
+    const std::string path = marker_path(loc);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno == ENOENT)
+        return;
+      fail("cannot open the quarantine marker", path, errno);
+    }
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    auto nl = text.find('\n');
+    std::string qpath = nl == std::string::npos ? std::string() : text.substr(0, nl);
+    std::string reason = nl == std::string::npos ? text : text.substr(nl + 1);
+    while (!reason.empty() && reason.back() == '\n')
+      reason.pop_back();
+    note_success();
+    throw parcel_quarantined(std::string(key), "quarantined earlier: " + reason, qpath);
+  }
+
+  void clear_marker(const location& loc) {
+    const std::string path = marker_path(loc);
+    if (::unlink(path.c_str()) == 0) {
+      fsync_dir(loc.dir);
+      spdlog::info("deposit: {} removed: a new parcel is in place", path);
+    } else if (errno != ENOENT) {
+      spdlog::warn("deposit: cannot remove the quarantine marker {}: {}", path, errno_text(errno));
+    }
   }
 
   void remove(const std::string& base, std::string_view key) {
     location loc = locate(base, key);
-    if (::unlink(loc.path.c_str()) != 0 && errno != ENOENT)
-      fail("cannot remove", loc.path, errno);
+    if (::unlink(loc.path.c_str()) != 0) {
+      int e = errno;
+      if (e == EISDIR || e == EPERM) {  // a directory (EPERM on some systems): moved aside, never deleted
+        struct stat st {};
+        if (::lstat(loc.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+          try {
+            quarantine(loc, key, "a directory in place of a removed parcel", false);
+            e = 0;
+          } catch (const std::exception&) {
+          }
+        }
+      }
+      if (e != 0 && e != ENOENT)
+        fail("cannot remove", loc.path, e);
+    }
+    if (&base == &users_)
+      clear_marker(loc);
+    note_success();
   }
-
   // --- scanning (sweep, count_users) ------------------------------------------
 
   /// Calls f(dir, entry, key_prefix) for every non-directory entry below the

@@ -7,8 +7,19 @@
 /// The embedded default is a directory (make_filesystem_deposit). Its layout:
 ///
 ///     DIR/users/<shard>/<escaped key>.parcel
+///     DIR/users/<shard>/.quarantined-<escaped key>.parcel   (see get_user)
 ///     DIR/connections/<shard>/<escaped key>.parcel
 ///     DIR/quarantine/<escaped key>.parcel.<unix time>.<counter>
+///
+/// * Modes: every directory the deposit makes is 0700 (DIR itself, users,
+///   connections, quarantine, shards, piece directories), every file 0600
+///   (parcels, temp files, markers). An existing DIR, users, connections or
+///   quarantine wider than that is tightened at start (logged). Files of older
+///   versions keep their modes; the 0700 DIR closes them.
+/// * Healing: when DIR (its parent existing), users, connections, quarantine or
+///   a shard is found missing (ENOENT) by a write or by a quarantine, the
+///   structure is recreated and the operation retried once (counted in
+///   deposit_counters::healed, logged): an `rm -rf DIR` does not need a restart.
 ///
 /// * `<shard>`: two lowercase hex digits, the xor-folded low byte of the 64-bit
 ///   FNV-1a (store::checksum) of the raw key. A parcel is found from its key
@@ -26,8 +37,12 @@
 ///   ".parcel" suffix. Those directories are never removed (they are empty
 ///   after a remove; harmless).
 /// * Names starting with '.' are the deposit's own: `.tmp-<pid>-<n>` (a write
-///   in progress, or the leftover of a crash) and `.sweep-<pid>-<name>` (a
-///   parcel being expired). Reads never look at them; sweep removes leftovers.
+///   in progress, or the leftover of a crash), `.sweep-<pid>-<name>` (a
+///   parcel being expired) and `.quarantined-<name>` (a user whose parcel was
+///   quarantined: see get_user). Scans never count them; sweep removes leftovers.
+/// * Nothing but a regular file is read as a parcel: a directory, fifo,
+///   socket or symlink (never followed) at a parcel's path is quarantined as
+///   is, like a parcel that fails verification, and a write replaces it.
 ///
 /// Keys (user names, connection ids) are any 1–255 bytes; an empty or longer
 /// key throws std::invalid_argument. Valid user names are 1–64 characters of
@@ -51,11 +66,34 @@ namespace troupe::store {
 
 /// Thrown when a write, a remove or a read fails at the I/O level (full disk,
 /// read-only directory, I/O error); what() names the path and the errno text.
-/// A parcel that is read but fails verification is NOT an error: it is
-/// quarantined and the get returns nullopt.
 class deposit_error : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
+};
+
+/// Thrown by get_user / get_connection when the parcel at the key's path could
+/// not be trusted and was moved to quarantine: it failed verification, it was
+/// written for another owner (a parcel copied over another one's), or it is not
+/// a regular file. The key's state EXISTED and is not served: a caller must not
+/// start him empty (the user actor refuses the user, 503). Derived from
+/// deposit_error, so a caller that does not know it fails safe.
+class parcel_quarantined : public deposit_error {
+public:
+  parcel_quarantined(std::string key, std::string reason, std::string quarantine_path)
+      : deposit_error("deposit: the parcel of " + key + " is quarantined (" + reason + ")" +
+                      (quarantine_path.empty() ? std::string() : " as " + quarantine_path)),
+        key_(std::move(key)),
+        reason_(std::move(reason)),
+        quarantine_path_(std::move(quarantine_path)) {}
+  /// The key asked for.
+  const std::string& key() const noexcept { return key_; }
+  /// Why ("parcel checksum mismatch", "written for bob", "a directory, not a parcel", …).
+  const std::string& reason() const noexcept { return reason_; }
+  /// Where the parcel went (under DIR/quarantine); "" when unknown.
+  const std::string& quarantine_path() const noexcept { return quarantine_path_; }
+
+private:
+  std::string key_, reason_, quarantine_path_;
 };
 
 /// What a connection parcel's payload holds: who owns the connection and its pages.
@@ -72,8 +110,13 @@ struct deposit_counters {
   std::atomic<std::uint64_t> reads{0};        ///< parcel files actually read (also those failing verification)
   std::atomic<std::uint64_t> writes{0};       ///< parcels written durably
   std::atomic<std::uint64_t> failures{0};     ///< failed writes, removes, reads, quarantines, sweep unlinks
-  std::atomic<std::uint64_t> quarantined{0};  ///< parcels moved to quarantine
+  std::atomic<std::uint64_t> quarantined{0};  ///< parcels (or non-files) moved to quarantine
   std::atomic<std::uint64_t> removed{0};      ///< USER parcels removed by sweep (expired users)
+  std::atomic<std::uint64_t> healed{0};       ///< times the missing structure (DIR, users/, …) was recreated
+  // Health (for /_troupe/health): updated by every put, get, remove and batch entry.
+  std::atomic<std::int64_t> last_failure_unix_ms{0};  ///< wall clock of the last failed operation; 0 = never
+  std::atomic<std::int64_t> last_success_unix_ms{0};  ///< wall clock of the last successful operation; 0 = never
+  std::atomic<std::int64_t> consecutive_failures{0};  ///< failed operations since the last success
 };
 
 class deposit {
@@ -81,19 +124,39 @@ public:
   virtual ~deposit() = default;
 
   // --- users -----------------------------------------------------------------
-  /// Atomic and durable, or throws deposit_error leaving any previous parcel intact.
+  /// Atomic and durable, or throws deposit_error leaving any previous parcel
+  /// intact. `p.owner` left empty is recorded as `user`; an owner set to
+  /// anything else is refused (deposit_error: it could never be read back).
+  /// Clears the user's quarantine marker (a new parcel supersedes it).
   virtual void put_user(const std::string& user, const parcel& p) = 0;
-  /// nullopt: none. A parcel failing verification is quarantined (moved, never
-  /// deleted), counted, logged at error with its path, and nullopt returned.
-  /// Throws deposit_error on an I/O error (the parcel may exist: do not start
-  /// the user empty), or when a bad parcel cannot be moved to quarantine.
+  /// nullopt: none, and none was ever quarantined. Throws:
+  /// * parcel_quarantined when the parcel in place fails verification, names
+  ///   another owner (p.owner non-empty and != user), or is not a regular
+  ///   file: it is moved to DIR/quarantine (never deleted), counted, logged at
+  ///   error with both paths and both names. A marker stays in its place, so
+  ///   every later get_user throws parcel_quarantined too (reason and path from
+  ///   the marker) until a put_user or remove_user of him: the user is never
+  ///   silently started empty. The operator's way out: move the file back from
+  ///   quarantine/ (and remove the marker), or remove the user.
+  /// * deposit_error on an I/O error (the parcel may exist: do not start the
+  ///   user empty), or when a bad parcel cannot be moved to quarantine.
   virtual std::optional<parcel> get_user(const std::string& user) = 0;
   /// Absent is fine; a failure throws deposit_error. Not fsynced: a crash may
   /// bring the removed parcel back (it is then the last durable state).
+  /// Also removes his quarantine marker.
   virtual void remove_user(const std::string& user) = 0;
+  /// Moves the user's parcel to quarantine on the caller's word (e.g. its
+  /// payload does not decode as his state) and leaves the marker, exactly as
+  /// get_user does for a parcel failing verification; `reason` is logged and
+  /// kept in the marker. Returns the quarantine path; "" when there was no
+  /// parcel (the marker is left all the same). Throws deposit_error on failure.
+  virtual std::string quarantine_user(const std::string& user, const std::string& reason) = 0;
 
   // --- connections (payload = packed connection_record) -----------------------
+  /// Like put_user (owner = cid when empty); no marker.
   virtual void put_connection(const std::string& cid, const parcel& p) = 0;
+  /// Like get_user, except that no marker is left: parcel_quarantined is thrown
+  /// once, by the read that moves the parcel away; later reads find nothing.
   virtual std::optional<parcel> get_connection(const std::string& cid) = 0;
   virtual void remove_connection(const std::string& cid) = 0;
 
@@ -120,12 +183,6 @@ public:
   /// kept.
   virtual std::size_t sweep(std::chrono::seconds user_max_age, std::chrono::seconds guest_max_age) = 0;
 
-  /// Puts a COPY of a parcel that verifies but cannot be used (its payload
-  /// does not load as its user's state) in quarantine, leaving it in place:
-  /// its user is refused rather than started empty, and the copy is what an
-  /// operator examines. Counted in quarantined; throws deposit_error on I/O errors.
-  virtual void quarantine_copy(bool connection, const std::string& key, const std::string& reason) = 0;
-
   /// Number of user parcels present (scans; start-up metrics and tests, not the hot path).
   /// Keys starting with '%' are the platform's own (e.g. the global store's
   /// snapshot): they are not counted here and never expired by sweep.
@@ -142,7 +199,8 @@ protected:
 };
 
 /// The embedded default: a directory. Creates DIR (and parents), DIR/users,
-/// DIR/connections, DIR/quarantine and probes that each can be written.
+/// DIR/connections, DIR/quarantine (0700; tightens them to 0700 when wider)
+/// and probes that each can be written.
 /// Throws deposit_error if DIR cannot be created or written.
 /// Safe for concurrent calls on different keys from several threads.
 std::unique_ptr<deposit> make_filesystem_deposit(const std::string& dir);

@@ -4,8 +4,8 @@ namespace troupe::store {
 
 namespace {
 
-// The header as it sits on the wire: a positional msgpack array.
-struct wire_parcel {
+// Format 1 as it sits on the wire (read only).
+struct wire_parcel_v1 {
   std::uint32_t magic = 0;
   std::uint16_t version = 0;
   std::uint64_t generation = 0;
@@ -16,6 +16,52 @@ struct wire_parcel {
   msgpack::type::raw_ref payload;
   MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, sum, payload);
 };
+
+// Format 2: the header fields the checksum covers, in wire order.
+struct wire_header_v2 {
+  std::uint32_t magic = 0;
+  std::uint16_t version = 0;
+  std::uint64_t generation = 0;
+  std::string_view writer_node;
+  std::string_view writer_worker;
+  std::uint8_t cause = 0;
+  std::string_view owner;
+  std::uint32_t state_version = 0;
+  std::uint64_t owner_epoch = 0;
+  MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, owner, state_version, owner_epoch);
+};
+
+// Format 2 as it sits on the wire.
+struct wire_parcel_v2 {
+  std::uint32_t magic = 0;
+  std::uint16_t version = 0;
+  std::uint64_t generation = 0;
+  std::string writer_node;
+  std::string writer_worker;
+  std::uint8_t cause = 0;
+  std::string owner;
+  std::uint32_t state_version = 0;
+  std::uint64_t owner_epoch = 0;
+  std::uint64_t sum = 0;
+  msgpack::type::raw_ref payload;
+  MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, owner, state_version, owner_epoch,
+                 sum, payload);
+};
+
+std::uint64_t sum_v2(const wire_header_v2& h, const char* payload, std::size_t size) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, h);
+  return checksum(payload, size, checksum(buf.data(), buf.size()));
+}
+
+[[noreturn]] void undecodable(const std::exception& e) {
+  throw codec_error(std::string("parcel does not decode: ") + e.what());
+}
+
+void check_cause(std::uint8_t cause) {
+  if (cause > static_cast<std::uint8_t>(parcel_cause::quit))
+    throw codec_error("unknown parcel cause " + std::to_string(cause));
+}
 
 }  // namespace
 
@@ -29,8 +75,8 @@ const char* to_string(parcel_cause cause) noexcept {
   return "unknown";
 }
 
-std::uint64_t checksum(const char* data, std::size_t size) noexcept {
-  std::uint64_t h = 1469598103934665603ull;
+std::uint64_t checksum(const char* data, std::size_t size, std::uint64_t seed) noexcept {
+  std::uint64_t h = seed;
   for (std::size_t i = 0; i < size; ++i) {
     h ^= static_cast<unsigned char>(data[i]);
     h *= 1099511628211ull;
@@ -39,40 +85,95 @@ std::uint64_t checksum(const char* data, std::size_t size) noexcept {
 }
 
 bytes encode(const parcel& p) {
-  wire_parcel w;
-  w.magic = parcel::magic;
-  w.version = parcel::format_version;
-  w.generation = p.generation;
-  w.writer_node = p.writer_node;
-  w.writer_worker = p.writer_worker;
-  w.cause = static_cast<std::uint8_t>(p.cause);
-  w.sum = checksum(p.payload.data(), p.payload.size());
-  w.payload = msgpack::type::raw_ref(p.payload.data(), static_cast<std::uint32_t>(p.payload.size()));
-  return pack(w);
+  return encode(p, p.owner);
+}
+
+bytes encode(const parcel& p, std::string_view owner) {
+  wire_header_v2 h;
+  h.magic = parcel::magic;
+  h.version = parcel::format_version;
+  h.generation = p.generation;
+  h.writer_node = p.writer_node;
+  h.writer_worker = p.writer_worker;
+  h.cause = static_cast<std::uint8_t>(p.cause);
+  h.owner = owner;
+  h.state_version = p.state_version;
+  h.owner_epoch = p.owner_epoch;
+  const std::uint64_t sum = sum_v2(h, p.payload.data(), p.payload.size());
+  msgpack::sbuffer buf(p.payload.size() + 128);
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(11);
+  pk.pack(h.magic);
+  pk.pack(h.version);
+  pk.pack(h.generation);
+  pk.pack(h.writer_node);
+  pk.pack(h.writer_worker);
+  pk.pack(h.cause);
+  pk.pack(h.owner);
+  pk.pack(h.state_version);
+  pk.pack(h.owner_epoch);
+  pk.pack(sum);
+  pk.pack(msgpack::type::raw_ref(p.payload.data(), static_cast<std::uint32_t>(p.payload.size())));
+  return bytes(buf.data(), buf.data() + buf.size());
 }
 
 parcel decode(const char* data, std::size_t size) {
-  wire_parcel w;
   msgpack::object_handle handle;
+  std::uint32_t magic = 0;
+  std::uint16_t version = 0;
   try {
     handle = msgpack::unpack(data, size);
+    const auto& o = handle.get();
+    if (o.type != msgpack::type::ARRAY || o.via.array.size < 2)
+      throw codec_error("not a parcel (not a header array)");
+    magic = o.via.array.ptr[0].as<std::uint32_t>();
+    if (magic == parcel::magic)
+      version = o.via.array.ptr[1].as<std::uint16_t>();
+  } catch (const codec_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    undecodable(e);
+  }
+  if (magic != parcel::magic)
+    throw codec_error("not a parcel (bad magic)");
+  parcel p;
+  if (version == 1) {
+    wire_parcel_v1 w;
+    try {
+      handle.get().convert(w);
+    } catch (const std::exception& e) {
+      undecodable(e);
+    }
+    check_cause(w.cause);
+    if (checksum(w.payload.ptr, w.payload.size) != w.sum)
+      throw codec_error("parcel checksum mismatch");
+    p.generation = w.generation;
+    p.writer_node = std::move(w.writer_node);
+    p.writer_worker = std::move(w.writer_worker);
+    p.cause = static_cast<parcel_cause>(w.cause);
+    p.payload.assign(w.payload.ptr, w.payload.ptr + w.payload.size);
+    return p;
+  }
+  if (version != 2)
+    throw codec_error("unknown parcel format version " + std::to_string(version));
+  wire_parcel_v2 w;
+  try {
     handle.get().convert(w);
   } catch (const std::exception& e) {
-    throw codec_error(std::string("parcel does not decode: ") + e.what());
+    undecodable(e);
   }
-  if (w.magic != parcel::magic)
-    throw codec_error("not a parcel (bad magic)");
-  if (w.version != parcel::format_version)
-    throw codec_error("unknown parcel format version " + std::to_string(w.version));
-  if (w.cause > static_cast<std::uint8_t>(parcel_cause::quit))
-    throw codec_error("unknown parcel cause " + std::to_string(w.cause));
-  if (checksum(w.payload.ptr, w.payload.size) != w.sum)
+  wire_header_v2 h{w.magic, w.version, w.generation, w.writer_node, w.writer_worker, w.cause,
+                   w.owner, w.state_version, w.owner_epoch};
+  if (sum_v2(h, w.payload.ptr, w.payload.size) != w.sum)
     throw codec_error("parcel checksum mismatch");
-  parcel p;
+  check_cause(w.cause);
   p.generation = w.generation;
   p.writer_node = std::move(w.writer_node);
   p.writer_worker = std::move(w.writer_worker);
   p.cause = static_cast<parcel_cause>(w.cause);
+  p.owner = std::move(w.owner);
+  p.state_version = w.state_version;
+  p.owner_epoch = w.owner_epoch;
   p.payload.assign(w.payload.ptr, w.payload.ptr + w.payload.size);
   return p;
 }

@@ -3,11 +3,24 @@
 /// A parcel: one user's store (or one connection's state) as bytes with a
 /// verifiable header. Parcels are what login carries between users and what
 /// the deposit holds on disk.
+///
+/// Wire format (a positional msgpack array), format version 2:
+///
+///     [magic, 2, generation, writer_node, writer_worker, cause,
+///      owner, state_version, owner_epoch, checksum, payload]
+///
+/// `checksum` is the 64-bit FNV-1a of the msgpack encoding of the nine header
+/// fields before it, continued over the payload bytes: editing any header field
+/// (the owner above all) or the payload fails verification.
+/// Format version 1 (`[magic, 1, generation, writer_node, writer_worker, cause,
+/// checksum of the payload only, payload]`) is still read: owner "" (unknown),
+/// state_version 0, owner_epoch 0.
 
 #include "store/codec.hpp"
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace troupe::store {
 
@@ -20,27 +33,39 @@ const char* to_string(parcel_cause cause) noexcept;
 /// A decoded, verified parcel.
 struct parcel {
   static constexpr std::uint32_t magic = 0x54525050;  ///< "TRPP"
-  static constexpr std::uint16_t format_version = 1;
+  static constexpr std::uint16_t format_version = 2;  ///< what encode() writes; decode() also reads 1
 
   std::uint64_t generation = 0;  ///< grows with every write of the same owner
   std::string writer_node;
   std::string writer_worker;
   parcel_cause cause = parcel_cause::freeze;
+  /// Whose it is: the key it was written under (a user name, or a connection id
+  /// for connection parcels). "" = unknown (a format 1 parcel). The deposit
+  /// fills it in on put when left empty and checks it on every read.
+  std::string owner;
+  /// The actor type's declared version of the payload's state; 0 = undeclared.
+  std::uint32_t state_version = 0;
+  /// Reserved for cluster fencing: written and read back, not interpreted yet.
+  std::uint64_t owner_epoch = 0;
   bytes payload;                 ///< the application's msgpack-encoded state
-  std::uint32_t state_version = 0;  ///< the State version of the payload (0: from before versions)
 };
 
-/// Encodes header + payload + checksum.
+/// Encodes header + payload + checksum (format version 2).
 bytes encode(const parcel& p);
 
-/// Decodes and verifies; throws codec_error saying what is wrong (bad magic,
-/// unknown format version, checksum mismatch, truncated).
+/// Encodes `p` as if its owner were `owner` (saves copying the payload when
+/// only the owner differs: the deposit's put).
+bytes encode(const parcel& p, std::string_view owner);
+
+/// Decodes and verifies (format 1 or 2); throws codec_error saying what is
+/// wrong (bad magic, unknown format version, checksum mismatch, truncated).
 parcel decode(const char* data, std::size_t size);
 inline parcel decode(const bytes& data) {
   return decode(data.data(), data.size());
 }
 
-/// 64-bit FNV-1a of `data`: the parcel checksum (corruption, not tampering).
-std::uint64_t checksum(const char* data, std::size_t size) noexcept;
+/// 64-bit FNV-1a of `data` (continuing from `seed`, the FNV offset basis by
+/// default): the parcel checksum (corruption, not tampering).
+std::uint64_t checksum(const char* data, std::size_t size, std::uint64_t seed = 1469598103934665603ull) noexcept;
 
 }  // namespace troupe::store

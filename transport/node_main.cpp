@@ -109,6 +109,9 @@ int run_node(const node_flags& flags, const app_types& types) {
       return usage_error("group." + g.name + ".user_type: unknown user type \"" + g.user_type + "\" (known: "
                          + known + ")");
     }
+  // Before the deposit is opened: what it logs at start (a directory narrowed)
+  // goes to stderr, never to stdout, which carries the ready line alone.
+  setup_logging(recipe.node.log_level);
   std::pair<std::string, std::uint16_t> listen;
   try {
     listen = config::split_listen(recipe.node.listen);
@@ -133,8 +136,19 @@ int run_node(const node_flags& flags, const app_types& types) {
   ctx->metrics.deposit = &deposit_store->counters();
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
-  setup_logging(recipe.node.log_level);
 
+
+  // The global store comes back from its snapshot before anybody is served,
+  // and before any actor or thread exists: a snapshot that cannot be read (an I/O
+  // error, or quarantined) stops the start cleanly, with exit code 1.
+  global_snapshot global;
+  try {
+    if (auto p = deposit_store->get_user(global_snapshot_key))
+      store::unpack(p->payload, global);
+  } catch (const std::exception& e) {
+    spdlog::critical("the global store's snapshot cannot be read: {}", e.what());
+    return 1;
+  }
 
   // -- the actors -----------------------------------------------------------------------
   caf::actor_system_config cfg;
@@ -164,15 +178,6 @@ int run_node(const node_flags& flags, const app_types& types) {
     ctx->metrics.users_frozen.fetch_add(found);
     caf::anon_send(census, scan_atom::value, std::move(batch), true);
   });
-  // The global store comes back from its snapshot before anybody is served.
-  global_snapshot global;
-  try {
-    if (auto p = deposit_store->get_user(global_snapshot_key))
-      store::unpack(p->payload, global);
-  } catch (const std::exception& e) {
-    spdlog::critical("the global store's snapshot cannot be read: {}", e.what());
-    return 1;
-  }
   auto commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), std::move(global));
   std::vector<group_handle> groups;
   {

@@ -171,11 +171,17 @@ TEST_F(messages, parcels_round_trip) {
   p.writer_node = "n";
   p.writer_worker = "default-w1";
   p.cause = store::parcel_cause::quit;
+  p.owner = "alice";
+  p.state_version = 3;
+  p.owner_epoch = 77;
   p.payload = {'a', '\0', 'b'};
   for (auto back : {round_trip(p), through_message(p)}) {
     EXPECT_EQ(back.generation, 12u);
     EXPECT_EQ(back.writer_worker, "default-w1");
     EXPECT_EQ(back.cause, store::parcel_cause::quit);
+    EXPECT_EQ(back.owner, "alice");
+    EXPECT_EQ(back.state_version, 3u);
+    EXPECT_EQ(back.owner_epoch, 77u);
     EXPECT_EQ(back.payload, p.payload);
   }
   auto many = through_message(std::vector<store::parcel>{p, p});

@@ -234,8 +234,21 @@ TEST_F(Reliability, AStateThatDoesNotLoadIsQuarantinedAndTheUserRefused) {
   auto r = c.get("/api/counter");
   EXPECT_TRUE(is_json_error(r, 503)) << r.describe();
   EXPECT_TRUE(is_json_error(c.post("/api/counter/incr"), 503));
-  EXPECT_TRUE(fs::exists(path)) << "the parcel stays where it is";
-  EXPECT_TRUE(eventually(milliseconds(3000), [&] { return files_under(fs::path(dep) / "quarantine") == 1; }));
+  EXPECT_TRUE(eventually(milliseconds(3000), [&] { return files_under(fs::path(dep) / "quarantine") == 1; }))
+      << "his parcel is in quarantine, not deleted";
   EXPECT_EQ(metric(port(), "troupe_users_refused_total"), 1.0);
   EXPECT_NE(node().stderr_log().find("mallory"), std::string::npos) << "the log names the user";
+  // After a restart he is still refused (the deposit's marker), never empty.
+  node().terminate();
+  ASSERT_TRUE(node().wait_exit(milliseconds(20000)));
+  node_options o;
+  o.with_deposit = false;
+  node_process again({"--admin-token", token, "--deposit", dep}, o);
+  http_client c2(again.port());
+  c2.set_cookie(*c.cookie());
+  EXPECT_TRUE(is_json_error(c2.get("/api/counter"), 503));
+  // The operator drops him: he starts over, empty.
+  http_client admin2(again.port());
+  EXPECT_STATUS(admin2.post("/_troupe/users/mallory/drop", {}, bearer()), 200);
+  EXPECT_EQ(counter(c2), 0);
 }

@@ -6,8 +6,12 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <csignal>
 #include <cstdlib>
@@ -267,7 +271,14 @@ TEST_F(deposit_test, corrupted_parcel_is_quarantined) {
   data[data.size() - 5] ^= 0x20;  // inside the payload
   write_file(path, data);
 
-  EXPECT_FALSE(dep->get_user("eve"));
+  try {
+    dep->get_user("eve");
+    FAIL() << "a corrupt parcel was not reported as quarantined";
+  } catch (const parcel_quarantined& e) {
+    EXPECT_EQ(e.key(), "eve");
+    EXPECT_EQ(e.reason(), "parcel checksum mismatch");
+    EXPECT_EQ(fs::path(e.quarantine_path()).parent_path(), fs::path(dir + "/quarantine")) << e.quarantine_path();
+  }
   EXPECT_EQ(dep->counters().quarantined, 1u);
   EXPECT_EQ(dep->counters().reads, 1u);
   EXPECT_FALSE(fs::exists(path));
@@ -275,8 +286,9 @@ TEST_F(deposit_test, corrupted_parcel_is_quarantined) {
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0].rfind("eve.parcel.", 0), 0u) << q[0];
   EXPECT_EQ(read_file(dir + "/quarantine/" + q[0]), data);  // moved, never altered
-  // The user then starts empty and can be written again.
-  EXPECT_FALSE(dep->get_user("eve"));
+  // He is not started empty: every later read says so too, until a new parcel.
+  EXPECT_THROW(dep->get_user("eve"), parcel_quarantined);
+  EXPECT_EQ(dep->counters().quarantined, 1u);
   dep->put_user("eve", make_parcel(2, "fresh"));
   ASSERT_TRUE(dep->get_user("eve"));
   EXPECT_EQ(dep->counters().quarantined, 1u);
@@ -292,8 +304,10 @@ TEST_F(deposit_test, truncated_parcel_is_quarantined) {
     auto data = read_file(path);
     ::truncate(path.c_str(), static_cast<off_t>(data.size() / 2));
   }
-  EXPECT_FALSE(dep->get_connection(rec.cid));
-  EXPECT_FALSE(dep->get_user("frank"));
+  EXPECT_THROW(dep->get_connection(rec.cid), parcel_quarantined);
+  EXPECT_THROW(dep->get_user("frank"), parcel_quarantined);
+  EXPECT_FALSE(dep->get_connection(rec.cid)) << "a connection leaves no marker: found nothing next time";
+  EXPECT_THROW(dep->get_user("frank"), parcel_quarantined) << "a user's marker says it again";
   EXPECT_EQ(dep->counters().quarantined, 2u);
   EXPECT_FALSE(fs::exists(conn_path(rec.cid)));
   EXPECT_FALSE(fs::exists(user_path("frank")));
@@ -304,11 +318,14 @@ TEST_F(deposit_test, empty_file_and_long_key_are_quarantined_too) {
   const std::string upper(255, 'Q');
   dep->put_user(upper, make_parcel(1, "x"));
   write_file(user_path(upper), "");
-  EXPECT_FALSE(dep->get_user(upper));
+  EXPECT_THROW(dep->get_user(upper), parcel_quarantined);
   EXPECT_EQ(dep->counters().quarantined, 1u);
   auto q = files_in(dir + "/quarantine");
   ASSERT_EQ(q.size(), 1u);
   EXPECT_LE(q[0].size(), 255u);
+  EXPECT_THROW(dep->get_user(upper), parcel_quarantined);  // the marker fits next to a 200-character piece
+  dep->remove_user(upper);
+  EXPECT_FALSE(dep->get_user(upper));
 }
 
 // Root ignores modes, so the write is made to fail in a root-proof way: the
@@ -519,4 +536,454 @@ TEST(deposit_keys, unescape_inverts_escape) {
   EXPECT_FALSE(troupe::store::unescape_key("bad%2"));
   EXPECT_FALSE(troupe::store::unescape_key("bad%zz"));
   EXPECT_FALSE(troupe::store::unescape_key(""));
+}
+
+// ---- issue 10: owners, things in place of parcels, modes, healing, full disk --------
+
+namespace {
+
+/// The mode bits (permissions) of `path`, not following a symlink.
+unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    return 0xffff;
+  return st.st_mode & 07777;
+}
+
+/// Files whose name starts with ".tmp-" anywhere under `dir`.
+std::vector<std::string> temp_files_under(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(".tmp-", 0) == 0)
+      out.push_back(it->path().string());
+  return out;
+}
+
+/// The decoded parcel in a file, bypassing the deposit.
+parcel parcel_in(const std::string& path) {
+  auto data = read_file(path);
+  return decode(data.data(), data.size());
+}
+
+}  // namespace
+
+TEST_F(deposit_test, put_records_the_key_as_owner) {
+  dep->put_user("alice", make_parcel(1, "a"));
+  EXPECT_EQ(parcel_in(user_path("alice")).owner, "alice");
+  EXPECT_EQ(dep->get_user("alice")->owner, "alice");
+  connection_record rec{"c0123456789abcdefghijklm", "alice", {}};
+  parcel cp;
+  cp.payload = pack(rec);
+  dep->put_connection(rec.cid, cp);
+  EXPECT_EQ(parcel_in(conn_path(rec.cid)).owner, rec.cid);
+  // A parcel naming its owner already is written as is; another owner is refused.
+  auto own = make_parcel(2, "b");
+  own.owner = "bob";
+  own.state_version = 4;
+  own.owner_epoch = 9;
+  dep->put_user("bob", own);
+  auto back = dep->get_user("bob");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->owner, "bob");
+  EXPECT_EQ(back->state_version, 4u);
+  EXPECT_EQ(back->owner_epoch, 9u);
+  EXPECT_THROW(dep->put_user("carol", own), deposit_error);
+  EXPECT_FALSE(fs::exists(user_path("carol")));
+  auto errors = dep->put_batch({{false, "carol", own}, {false, "dave", make_parcel(1, "d")}});
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].find("cannot be written under"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(parcel_in(user_path("dave")).owner, "dave");
+}
+
+TEST_F(deposit_test, parcel_copied_over_another_users_is_quarantined_and_he_stays_refused) {
+  dep->put_user("bob", make_parcel(5, "bob's state"));
+  dep->put_user("alice", make_parcel(3, "alice's state"));
+  const auto alice = user_path("alice");
+  const auto bobs = read_file(user_path("bob"));
+  write_file(alice, bobs);  // an operator's mistake, or an attack
+
+  try {
+    dep->get_user("alice");
+    FAIL() << "bob's parcel was served to alice";
+  } catch (const parcel_quarantined& e) {
+    EXPECT_EQ(e.key(), "alice");
+    EXPECT_NE(e.reason().find("'bob'"), std::string::npos) << e.reason();
+    EXPECT_NE(e.reason().find("'alice'"), std::string::npos) << e.reason();
+    EXPECT_EQ(read_file(e.quarantine_path()), bobs);  // moved as it was
+  }
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+  EXPECT_FALSE(fs::exists(alice));
+  ASSERT_EQ(files_in(dir + "/quarantine").size(), 1u);
+  EXPECT_EQ(files_in(dir + "/quarantine")[0].rfind("alice.parcel.", 0), 0u);
+  // Not "absent": she is refused again (the marker), bob is untouched.
+  try {
+    dep->get_user("alice");
+    FAIL() << "the second read of alice found nothing: she would start empty";
+  } catch (const parcel_quarantined& e) {
+    EXPECT_NE(e.reason().find("'bob'"), std::string::npos) << e.reason();
+    EXPECT_EQ(fs::path(e.quarantine_path()).parent_path(), fs::path(dir + "/quarantine"));
+  }
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+  EXPECT_EQ(text_of(*dep->get_user("bob")), "bob's state");
+  EXPECT_EQ(dep->count_users(), 1u) << "the marker is not a user";
+  // A removal (the operator's way out) or a new parcel lifts it.
+  dep->remove_user("alice");
+  EXPECT_FALSE(dep->get_user("alice"));
+  write_file(alice, bobs);
+  EXPECT_THROW(dep->get_user("alice"), parcel_quarantined);
+  dep->put_user("alice", make_parcel(4, "fresh"));
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "fresh");
+  dep->remove_user("alice");
+  EXPECT_FALSE(dep->get_user("alice"));
+}
+
+TEST_F(deposit_test, connection_parcel_of_another_connection_is_quarantined) {
+  connection_record rec{"cAAAAAAAAAAAAAAAAAAAAAAA", "mallory", {}};
+  parcel cp;
+  cp.payload = pack(rec);
+  dep->put_connection(rec.cid, cp);
+  const auto victim = conn_path("cBBBBBBBBBBBBBBBBBBBBBBB");
+  fs::create_directories(fs::path(victim).parent_path());
+  fs::copy_file(conn_path(rec.cid), victim);
+  EXPECT_THROW(dep->get_connection("cBBBBBBBBBBBBBBBBBBBBBBB"), parcel_quarantined);
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+  EXPECT_FALSE(dep->get_connection("cBBBBBBBBBBBBBBBBBBBBBBB"));
+  EXPECT_TRUE(dep->get_connection(rec.cid));
+}
+
+TEST_F(deposit_test, quarantine_user_on_the_callers_word) {
+  dep->put_user("olga", make_parcel(2, "a state of another shape"));
+  auto q = dep->quarantine_user("olga", "payload does not decode as notes_state v3");
+  EXPECT_EQ(fs::path(q).parent_path(), fs::path(dir + "/quarantine"));
+  EXPECT_TRUE(fs::exists(q));
+  EXPECT_FALSE(fs::exists(user_path("olga")));
+  try {
+    dep->get_user("olga");
+    FAIL() << "olga was not refused";
+  } catch (const parcel_quarantined& e) {
+    EXPECT_NE(e.reason().find("notes_state v3"), std::string::npos) << e.reason();
+    EXPECT_EQ(e.quarantine_path(), q);
+  }
+  EXPECT_EQ(dep->quarantine_user("nobody", "x"), "");
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+}
+
+// Format 1 parcels (written before owners) are read: owner unknown, not checked.
+namespace {
+// A parcel as format 1 wrote it.
+struct wire_v1 {
+  std::uint32_t magic = parcel::magic;
+  std::uint16_t version = 1;
+  std::uint64_t generation = 8;
+  std::string writer_node = "old";
+  std::string writer_worker = "default-w1";
+  std::uint8_t cause = 0;
+  std::uint64_t sum = 0;
+  msgpack::type::raw_ref payload;
+  MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, sum, payload);
+};
+}  // namespace
+
+TEST_F(deposit_test, format_1_parcel_still_reads) {
+  wire_v1 w;
+  auto payload = pack(std::string("from version 1"));
+  w.sum = checksum(payload.data(), payload.size());
+  w.payload = msgpack::type::raw_ref(payload.data(), static_cast<std::uint32_t>(payload.size()));
+  auto bytes = pack(w);
+  dep->put_user("vera", make_parcel(1, "x"));  // makes the shard
+  write_file(user_path("vera"), std::string(bytes.begin(), bytes.end()));
+  auto back = dep->get_user("vera");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->generation, 8u);
+  EXPECT_EQ(back->owner, "");
+  EXPECT_EQ(back->state_version, 0u);
+  EXPECT_EQ(text_of(*back), "from version 1");
+  EXPECT_EQ(dep->counters().quarantined, 0u);
+}
+
+TEST_F(deposit_test, directory_in_place_of_a_parcel_is_quarantined_and_a_write_succeeds) {
+  const auto path = user_path("carl");
+  fs::create_directories(path + "/inside");
+  write_file(path + "/inside/file", "kept as is");
+  try {
+    dep->get_user("carl");
+    FAIL() << "a directory in place of a parcel was not reported";
+  } catch (const parcel_quarantined& e) {
+    EXPECT_NE(e.reason().find("directory"), std::string::npos) << e.reason();
+    EXPECT_EQ(read_file(e.quarantine_path() + "/inside/file"), "kept as is");  // moved as is
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_EQ(dep->counters().quarantined, 1u);
+  EXPECT_THROW(dep->get_user("carl"), parcel_quarantined);
+  dep->put_user("carl", make_parcel(1, "fresh"));
+  EXPECT_EQ(text_of(*dep->get_user("carl")), "fresh");
+
+  // A write over a directory (never read) moves it to quarantine and lands.
+  const auto dpath = user_path("dora");
+  fs::create_directories(dpath + "/x");
+  dep->put_user("dora", make_parcel(1, "dora"));
+  EXPECT_EQ(text_of(*dep->get_user("dora")), "dora");
+  EXPECT_EQ(dep->counters().quarantined, 2u);
+  auto errors = dep->put_batch({{false, "ed", make_parcel(1, "ed")}, {false, "fay", make_parcel(1, "fay")}});
+  EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+  fs::create_directories(user_path("ed") + ".dir");  // unrelated: must not matter
+  fs::remove(user_path("fay"));
+  fs::create_directories(user_path("fay") + "/y");
+  errors = dep->put_batch({{false, "ed", make_parcel(2, "ed2")}, {false, "fay", make_parcel(2, "fay2")}});
+  EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(text_of(*dep->get_user("fay")), "fay2");
+  EXPECT_EQ(dep->counters().quarantined, 3u);
+  EXPECT_EQ(dep->count_users(), 4u);
+}
+
+TEST_F(deposit_test, fifo_socket_and_symlink_in_place_are_quarantined_never_followed) {
+  dep->put_user("target", make_parcel(1, "target's"));
+  // symlink to a valid parcel: not followed (and would be another owner's anyway)
+  const auto link = user_path("lena");
+  fs::create_directories(fs::path(link).parent_path());
+  fs::create_symlink(user_path("target"), link);
+  EXPECT_THROW(dep->get_user("lena"), parcel_quarantined);
+  EXPECT_TRUE(fs::exists(user_path("target")));
+  // fifo: the open must not block
+  const auto fifo = user_path("finn");
+  fs::create_directories(fs::path(fifo).parent_path());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(dep->get_user("finn"), parcel_quarantined);
+  // socket
+  const auto sock_path = user_path("sam");
+  fs::create_directories(fs::path(sock_path).parent_path());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock_path.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size() + 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  EXPECT_THROW(dep->get_user("sam"), parcel_quarantined);
+  ::close(fd);
+  EXPECT_EQ(dep->counters().quarantined, 3u);
+  for (const auto& p : {link, fifo, sock_path})
+    EXPECT_FALSE(fs::exists(fs::symlink_status(p))) << p;
+  std::set<std::string> kinds;
+  for (const auto& q : files_in(dir + "/quarantine")) {
+    auto st = fs::symlink_status(dir + "/quarantine/" + q).type();
+    kinds.insert(st == fs::file_type::symlink ? "symlink" : st == fs::file_type::fifo ? "fifo"
+                 : st == fs::file_type::socket ? "socket" : "other");
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"symlink", "fifo", "socket"}));
+  // A write over any of them lands (rename replaces them).
+  fs::create_symlink(user_path("target"), link);
+  dep->put_user("lena", make_parcel(1, "lena"));
+  EXPECT_EQ(text_of(*dep->get_user("lena")), "lena");
+  EXPECT_EQ(text_of(*dep->get_user("target")), "target's");
+}
+
+TEST_F(deposit_test, files_are_0600_and_directories_0700) {
+  dep->put_user("alice", make_parcel(1, "a"));
+  dep->put_user(std::string(250, 'p'), make_parcel(1, "long"));  // piece directories
+  dep->put_connection("c1", make_parcel(1, "c"));
+  dep->put_batch({{false, "b1", make_parcel(1, "b")}, {true, "c2", make_parcel(1, "c")}});
+  dep->put_user("eve", make_parcel(1, "e"));
+  write_file(user_path("eve"), "corrupt");
+  ::chmod(user_path("eve").c_str(), 0600);  // written by this test: quarantine keeps modes as they are
+  EXPECT_THROW(dep->get_user("eve"), parcel_quarantined);
+  std::size_t files = 0, dirs = 0;
+  EXPECT_EQ(mode_of(dir), 0700u);
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto p = it->path().string();
+    if (it->is_directory()) {
+      ++dirs;
+      EXPECT_EQ(mode_of(p), 0700u) << p;
+    } else {
+      ++files;
+      EXPECT_EQ(mode_of(p), 0600u) << p;
+    }
+  }
+  EXPECT_GE(files, 7u);  // 5 parcels, the quarantined one, its marker
+  EXPECT_GE(dirs, 7u);   // users, connections, quarantine, shards, pieces
+}
+
+TEST(deposit_creation, tightens_a_deposit_open_to_others) {
+  char tmpl[] = "/tmp/deposit_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string base = tmpl;
+  const std::string d = base + "/dep";
+  for (const auto* sub : {"", "/users", "/connections", "/quarantine"})
+    fs::create_directories(d + sub);
+  ::chmod(d.c_str(), 0755);
+  ::chmod((d + "/users").c_str(), 0777);
+  ::chmod((d + "/connections").c_str(), 0750);
+  ::chmod((d + "/quarantine").c_str(), 0700);
+  auto dep = make_filesystem_deposit(d);
+  EXPECT_EQ(mode_of(d), 0700u);
+  EXPECT_EQ(mode_of(d + "/users"), 0700u);
+  EXPECT_EQ(mode_of(d + "/connections"), 0700u);
+  EXPECT_EQ(mode_of(d + "/quarantine"), 0700u);
+  // A new deposit below a missing parent: DIR is 0700.
+  auto dep2 = make_filesystem_deposit(base + "/a/b/dep");
+  EXPECT_EQ(mode_of(base + "/a/b/dep"), 0700u);
+  fs::remove_all(base);
+}
+
+TEST_F(deposit_test, heals_after_its_directory_is_removed) {
+  dep->put_user("alice", make_parcel(1, "before"));
+  fs::remove_all(dir);  // rm -rf DIR
+  dep->put_user("alice", make_parcel(2, "after"));
+  EXPECT_EQ(dep->counters().healed, 1u);
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "after");
+  for (const auto* sub : {"", "/users", "/connections", "/quarantine"})
+    EXPECT_EQ(mode_of(dir + sub), 0700u) << sub;
+
+  // Removed and recreated empty (by an operator): the same.
+  fs::remove_all(dir);
+  fs::create_directory(dir);
+  auto errors = dep->put_batch({{false, "bob", make_parcel(1, "b")}, {true, "c1", make_parcel(1, "c")}});
+  EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(dep->counters().healed, 2u);
+  EXPECT_TRUE(dep->get_user("bob"));
+  EXPECT_TRUE(dep->get_connection("c1"));
+
+  // Only quarantine/ removed: a bad parcel is still moved there.
+  fs::remove_all(dir + "/quarantine");
+  write_file(user_path("bob"), "corrupt");
+  EXPECT_THROW(dep->get_user("bob"), parcel_quarantined);
+  EXPECT_EQ(dep->counters().healed, 3u);
+  EXPECT_EQ(files_in(dir + "/quarantine").size(), 1u);
+
+  // A single put after rm -rf (the one-entry batch path) too.
+  fs::remove_all(dir);
+  EXPECT_EQ(dep->put_batch({{false, "carl", make_parcel(1, "c")}}), (std::vector<std::string>{""}));
+  EXPECT_EQ(dep->counters().healed, 4u);
+  EXPECT_EQ(dep->counters().failures, 0u);
+  EXPECT_TRUE(temp_files_under(dir).empty());
+}
+
+TEST(deposit_healing, cannot_heal_without_the_parent_and_says_so) {
+  char tmpl[] = "/tmp/deposit_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string base = tmpl;
+  auto dep = make_filesystem_deposit(base + "/parent/dep");
+  fs::remove_all(base + "/parent");
+  EXPECT_THROW(dep->put_user("alice", make_parcel(1, "x")), deposit_error);
+  EXPECT_EQ(dep->counters().healed, 0u);
+  EXPECT_EQ(dep->counters().consecutive_failures, 1);
+  EXPECT_FALSE(dep->get_user("alice"));  // nothing there: absent, not an error
+  fs::create_directories(base + "/parent");
+  dep->put_user("alice", make_parcel(1, "x"));  // the parent is back: healed
+  EXPECT_EQ(dep->counters().healed, 1u);
+  fs::remove_all(base);
+}
+
+TEST_F(deposit_test, health_counters_follow_successes_and_failures) {
+  const auto& c = dep->counters();
+  EXPECT_EQ(c.last_success_unix_ms, 0);
+  EXPECT_EQ(c.last_failure_unix_ms, 0);
+  const auto t0 = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  dep->put_user("gina", make_parcel(1, "x"));
+  EXPECT_GE(c.last_success_unix_ms, t0);
+  EXPECT_EQ(c.consecutive_failures, 0);
+  // Writes made to fail root-proof: the shard replaced by a file (ENOTDIR).
+  auto shard = fs::path(user_path("gina")).parent_path().string();
+  fs::rename(shard, shard + ".aside");
+  write_file(shard, "not a directory");
+  EXPECT_THROW(dep->put_user("gina", make_parcel(2, "y")), deposit_error);
+  EXPECT_THROW(dep->put_user("gina", make_parcel(3, "y")), deposit_error);
+  EXPECT_THROW(dep->get_user("gina"), deposit_error);
+  EXPECT_EQ(c.consecutive_failures, 3);
+  EXPECT_GE(c.last_failure_unix_ms, t0);
+  EXPECT_EQ(c.failures, 3u);
+  fs::remove(shard);
+  fs::rename(shard + ".aside", shard);
+  EXPECT_TRUE(dep->get_user("gina"));
+  EXPECT_EQ(c.consecutive_failures, 0);
+  EXPECT_GE(c.last_success_unix_ms, c.last_failure_unix_ms);
+}
+
+// ---- a full disk: a 1 MiB tmpfs (root only; skipped elsewhere) ----------------------
+
+namespace {
+
+class full_disk_test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/deposit_tmpfs.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    mount_point = tmpl;
+    std::string cmd = "mount -t tmpfs -o size=1m,mode=0700 tmpfs " + mount_point + " 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) {
+      fs::remove(mount_point);
+      mount_point.clear();
+      GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN): the full-disk tests are skipped";
+    }
+    dir = mount_point + "/deposit";
+    dep = make_filesystem_deposit(dir);
+  }
+  void TearDown() override {
+    dep.reset();
+    if (!mount_point.empty()) {
+      std::system(("umount " + mount_point).c_str());
+      fs::remove(mount_point);
+    }
+  }
+  std::string user_path(const std::string& key) const { return filesystem_parcel_path(dir, parcel_kind::user, key); }
+  /// Fills the tmpfs up to the last few bytes.
+  void fill() {
+    std::ofstream f(mount_point + "/filler", std::ios::binary);
+    std::string block(4096, 'f');
+    while (f.write(block.data(), static_cast<std::streamsize>(block.size())) && f.flush()) {
+    }
+  }
+
+  std::string mount_point, dir;
+  std::unique_ptr<deposit> dep;
+};
+
+}  // namespace
+
+TEST_F(full_disk_test, put_on_enospc_keeps_the_previous_parcel_and_no_temp) {
+  dep->put_user("alice", make_parcel(1, "old state"));
+  try {
+    dep->put_user("alice", make_parcel(2, std::string(2 * 1024 * 1024, 'z')));
+    FAIL() << "a 2 MiB parcel fitted in a 1 MiB tmpfs";
+  } catch (const deposit_error& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(temp_files_under(dir).empty());
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "old state");
+  EXPECT_EQ(dep->counters().failures, 1u);
+}
+
+TEST_F(full_disk_test, put_batch_on_enospc_keeps_previous_parcels_and_no_temp) {
+  dep->put_user("alice", make_parcel(1, "alice old"));
+  dep->put_user("bob", make_parcel(1, "bob old"));
+  // One entry too big for the disk: it alone fails, the other lands.
+  auto errors = dep->put_batch({{false, "alice", make_parcel(2, std::string(2 * 1024 * 1024, 'a'))},
+                                {false, "bob", make_parcel(2, "bob new")}});
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].find("No space left on device"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[1], "");
+  EXPECT_TRUE(temp_files_under(dir).empty());
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "alice old");
+  EXPECT_EQ(text_of(*dep->get_user("bob")), "bob new");
+  // The disk full to the brim: every entry fails, nothing is left behind or lost.
+  fill();
+  errors = dep->put_batch({{false, "alice", make_parcel(3, std::string(64 * 1024, 'a'))},
+                           {false, "bob", make_parcel(3, std::string(64 * 1024, 'b'))},
+                           {true, "c1", make_parcel(1, std::string(64 * 1024, 'c'))}});
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("No space left on device"), std::string::npos) << e;
+  EXPECT_EQ(dep->counters().consecutive_failures, 3);
+  EXPECT_TRUE(temp_files_under(dir).empty());
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "alice old");
+  EXPECT_EQ(text_of(*dep->get_user("bob")), "bob new");
+  EXPECT_FALSE(dep->get_connection("c1"));
+  // Space back: writes land again.
+  fs::remove(mount_point + "/filler");
+  dep->put_user("alice", make_parcel(4, "alice again"));
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "alice again");
+  EXPECT_EQ(dep->counters().consecutive_failures, 0);
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 using namespace troupe::store;
@@ -63,4 +64,123 @@ TEST(parcel, detects_corruption) {
   EXPECT_THROW(decode(truncated), codec_error);
   auto bad_magic = pack(std::string("hello"));
   EXPECT_THROW(decode(bad_magic), codec_error);
+}
+
+TEST(parcel, format_2_round_trips_owner_state_version_and_epoch) {
+  parcel p;
+  p.generation = 9;
+  p.writer_node = "n2";
+  p.writer_worker = "default-w2";
+  p.cause = parcel_cause::checkpoint;
+  p.owner = "alice";
+  p.state_version = 3;
+  p.owner_epoch = 1234567890123ull;
+  p.payload = pack(sample_state{1, {}, {}});
+  auto bytes = encode(p);
+  auto back = decode(bytes);
+  EXPECT_EQ(back.owner, "alice");
+  EXPECT_EQ(back.state_version, 3u);
+  EXPECT_EQ(back.owner_epoch, 1234567890123ull);
+  EXPECT_EQ(back.generation, 9u);
+  EXPECT_EQ(back.cause, parcel_cause::checkpoint);
+  EXPECT_EQ(back.payload, p.payload);
+  // The wire says format 2.
+  auto handle = msgpack::unpack(bytes.data(), bytes.size());
+  ASSERT_EQ(handle.get().type, msgpack::type::ARRAY);
+  EXPECT_EQ(handle.get().via.array.size, 11u);
+  EXPECT_EQ(handle.get().via.array.ptr[1].as<int>(), 2);
+  // encode(p, owner) writes another owner without touching p.
+  EXPECT_EQ(decode(encode(p, "bob")).owner, "bob");
+  EXPECT_EQ(p.owner, "alice");
+}
+
+TEST(parcel, checksum_covers_the_header) {
+  parcel p;
+  p.owner = "alice";
+  p.generation = 4;
+  p.state_version = 2;
+  p.payload = pack(sample_state{5, {"n"}, {}});
+  const auto good = encode(p);
+  ASSERT_NO_THROW(decode(good));
+  // The owner edited in place (same length: the msgpack framing stays valid).
+  auto edited = good;
+  auto at = std::search(edited.begin(), edited.end(), p.owner.begin(), p.owner.end());
+  ASSERT_NE(at, edited.end());
+  std::copy_n("mallo", 5, at);
+  try {
+    decode(edited);
+    FAIL() << "a parcel whose owner was edited verified";
+  } catch (const codec_error& e) {
+    EXPECT_STREQ(e.what(), "parcel checksum mismatch");
+  }
+  // The generation (a positive fixint right after magic and version) edited.
+  auto handle = msgpack::unpack(good.data(), good.size());
+  auto arr = handle.get().via.array;
+  ASSERT_EQ(arr.ptr[2].as<int>(), 4);
+  parcel q = p;
+  q.generation = 5;
+  auto other = encode(q);
+  ASSERT_EQ(other.size(), good.size());
+  // Splice the header of q onto the checksum and payload of p: must fail.
+  std::size_t differ = 0;
+  while (differ < good.size() && good[differ] == other[differ])
+    ++differ;
+  auto spliced = good;
+  spliced[differ] = other[differ];
+  EXPECT_THROW(decode(spliced), codec_error);
+}
+
+namespace {
+// Format 1 as version 1 of troupe wrote it.
+struct wire_v1 {
+  std::uint32_t magic = parcel::magic;
+  std::uint16_t version = 1;
+  std::uint64_t generation = 0;
+  std::string writer_node;
+  std::string writer_worker;
+  std::uint8_t cause = 0;
+  std::uint64_t sum = 0;
+  msgpack::type::raw_ref payload;
+  MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, sum, payload);
+};
+}  // namespace
+
+TEST(parcel, format_1_still_decodes_with_unknown_owner) {
+  auto payload = pack(sample_state{11, {"old"}, {}});
+  wire_v1 w;
+  w.generation = 6;
+  w.writer_node = "n1";
+  w.writer_worker = "default-w1";
+  w.cause = static_cast<std::uint8_t>(parcel_cause::quit);
+  w.sum = checksum(payload.data(), payload.size());
+  w.payload = msgpack::type::raw_ref(payload.data(), static_cast<std::uint32_t>(payload.size()));
+  auto bytes = pack(w);
+  auto back = decode(bytes);
+  EXPECT_EQ(back.generation, 6u);
+  EXPECT_EQ(back.writer_node, "n1");
+  EXPECT_EQ(back.cause, parcel_cause::quit);
+  EXPECT_EQ(back.owner, "");
+  EXPECT_EQ(back.state_version, 0u);
+  EXPECT_EQ(back.owner_epoch, 0u);
+  EXPECT_EQ(back.payload, payload);
+  // Format 1's checksum still guards its payload.
+  bytes[bytes.size() - 2] ^= 0x01;
+  EXPECT_THROW(decode(bytes), codec_error);
+}
+
+TEST(parcel, refuses_unknown_format_versions_and_non_arrays) {
+  wire_v1 w;
+  w.version = 3;
+  auto payload = pack(1);
+  w.payload = msgpack::type::raw_ref(payload.data(), static_cast<std::uint32_t>(payload.size()));
+  try {
+    decode(pack(w));
+    FAIL() << "format 3 decoded";
+  } catch (const codec_error& e) {
+    EXPECT_STREQ(e.what(), "unknown parcel format version 3");
+  }
+  EXPECT_THROW(decode(pack(std::vector<int>{})), codec_error);
+  EXPECT_THROW(decode(pack(std::vector<std::uint32_t>{parcel::magic})), codec_error);
+  EXPECT_THROW(decode(pack(42)), codec_error);
+  EXPECT_THROW(decode(std::vector<char>{}), codec_error);
 }
