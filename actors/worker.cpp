@@ -123,36 +123,43 @@ struct worker_state {
     start(user, {}, true);  // from his last durable parcel, if any
   }
 
-  // Freezes every user (cause quit or freeze); calls done(frozen, failed) once all answered.
+  // Freezes every user (cause quit or freeze), each within `timeout`; calls
+  // done(frozen, names of those not frozen) once all answered.
   template <class Done>
-  void freeze_all(store::parcel_cause cause, Done done) {
+  void freeze_all(store::parcel_cause cause, caf::duration timeout, Done done) {
+    using names = std::vector<std::string>;
     if (users->empty())
-      return done(std::uint64_t{0}, std::uint64_t{0});
+      return done(std::uint64_t{0}, names{});
     auto frozen = std::make_shared<std::uint64_t>(0);
-    auto failed = std::make_shared<std::uint64_t>(0);
+    auto failed = std::make_shared<names>();
     auto pending = std::make_shared<std::size_t>(users->size());
     for (auto& [name, h] : *users)
-      self->request(h, caf::infinite, freeze_atom::value, static_cast<std::uint8_t>(cause))
+      self->request(h, timeout, freeze_atom::value, static_cast<std::uint8_t>(cause))
         .then(
           [done, frozen, failed, pending](bool) mutable {
             ++*frozen;
             if (--*pending == 0)
-              done(*frozen, *failed);
+              done(*frozen, std::move(*failed));
           },
           [this, done, frozen, failed, pending, user = name](caf::error& err) mutable {
             spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
                           self->system().render(err));
-            ++*failed;
+            failed->push_back(registry::redact(user));
             if (--*pending == 0)
-              done(*frozen, *failed);
+              done(*frozen, std::move(*failed));
           });
   }
 
-  // Soft quit: every user freezes (cause quit); answers how many did.
-  caf::result<std::uint64_t> quit() {
-    auto promise = self->make_response_promise<std::uint64_t>();
-    freeze_all(store::parcel_cause::quit,
-               [promise](std::uint64_t frozen, std::uint64_t) mutable { promise.deliver(frozen); });
+  // Soft quit: every user freezes (cause quit); answers how many did and who
+  // did not. A user who does not answer in time (a freeze waiting behind a
+  // long deferred answer) counts as not saved: the node's exit code says so.
+  caf::result<std::uint64_t, std::vector<std::string>> quit() {
+    auto promise = self->make_response_promise<std::uint64_t, std::vector<std::string>>();
+    auto budget = spec.ctx->recipe.node.shutdown_freeze_seconds * 0.9;
+    freeze_all(store::parcel_cause::quit, node_context::to_duration(budget),
+               [promise](std::uint64_t frozen, std::vector<std::string> failed) mutable {
+                 promise.deliver(frozen, std::move(failed));
+               });
     return promise;
   }
 
@@ -163,7 +170,9 @@ struct worker_state {
     auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
     draining = true;
     note();
-    freeze_all(store::parcel_cause::freeze, [this, promise](std::uint64_t frozen, std::uint64_t failed) mutable {
+    freeze_all(store::parcel_cause::freeze, caf::infinite,
+               [this, promise](std::uint64_t frozen, std::vector<std::string> not_frozen) mutable {
+      auto failed = static_cast<std::uint64_t>(not_frozen.size());
       promise.deliver(frozen, failed);
       if (failed == 0) {  // every user is durable (their exits may still be on the way)
         spdlog::info("worker {}: drained ({} user(s) frozen); it stops", spec.name, frozen);
