@@ -222,3 +222,70 @@ TEST_F(Shutdown, HealthIsDegradedAnd503WhileTheDepositCannotBeWritten) {
 }
 
 }  // namespace
+
+namespace {
+
+bool degraded_for(const response& r, const std::string& reason) {
+  if (r.status != 200)  // degraded, but state is still made durable
+    return false;
+  try {
+    auto j = r.json();
+    if (j.value("status", "") != "degraded")
+      return false;
+    for (auto& x : j.at("reasons"))
+      if (x.value("reason", "") == reason)
+        return true;
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
+TEST_F(Shutdown, HealthIsDegradedDuringARestartStorm) {
+  start({"--set", "node.health_max_restart_rate=1"});
+  auto r = health_until(port(), [](const response& r) { return r.status == 200; });
+  ASSERT_EQ(r.body, R"({"status":"ok"})") << r.describe();
+  http_client c(port());
+  for (int i = 0; i < 40; ++i)
+    ASSERT_EQ(c.post("/api/crash").status, 502);
+  r = health_until(port(), [](const response& r) { return degraded_for(r, "restart_storm"); });
+  EXPECT_TRUE(degraded_for(r, "restart_storm")) << r.describe();
+}
+
+TEST_F(Shutdown, HealthIsDegradedWhenParcelsAreQuarantined) {
+  const std::string token = "shutdown-admin-" + random_token(12);
+  start({"--admin-token", token});
+  const std::string user = plain_name("quarantined_");
+  {
+    http_client c(port());
+    ASSERT_STATUS(c.post_json("/api/login", {{"user", user}}), 200);
+    ASSERT_EQ(count_of(c.post("/api/counter/incr")), 1);
+  }
+  ASSERT_STATUS(http_client(port()).post("/_troupe/users/" + user + "/freeze", {},
+                                         {{"Authorization", "Bearer " + token}}, milliseconds(10000)),
+                200);
+  std::optional<fs::path> parcel;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(fs::path(node().deposit_dir()) / "users", ec), end; !ec && it != end;
+       it.increment(ec))
+    if (it->path().filename() == user + ".parcel")
+      parcel = it->path();
+  ASSERT_TRUE(parcel) << listing(node().deposit_dir());
+  {  // One byte of it flipped: it fails verification when he wakes.
+    std::fstream f(*parcel, std::ios::in | std::ios::out | std::ios::binary);
+    auto size = static_cast<std::streamoff>(fs::file_size(*parcel));
+    ASSERT_GT(size, 4);
+    f.seekg(size - 3);
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x5a);
+    f.seekp(size - 3);
+    f.write(&b, 1);
+    ASSERT_TRUE(f.good());
+  }
+  http_client c(port());
+  c.post_json("/api/login", {{"user", user}});  // wakes him: the parcel is quarantined (whatever he answers)
+  auto r = health_until(port(), [](const response& r) { return degraded_for(r, "quarantine_growing"); });
+  EXPECT_TRUE(degraded_for(r, "quarantine_growing")) << r.describe();
+}
+
+}  // namespace
