@@ -67,6 +67,7 @@ struct deposit_state {
   std::string fallback_error;  // why the fallback could not be opened ("" : not tried or fine)
   put_batch retrying;
   bool retry_scheduled = false;
+  bool refusal_logged = false;
   std::uint64_t rescued = 0;
   std::vector<std::string> lost;
 
@@ -114,6 +115,14 @@ struct deposit_state {
     }
     if (refused.empty())
       return;
+    if (!refusal_logged) {  // once: the outcome of each parcel is told at the end
+      refusal_logged = true;
+      spdlog::error("soft quit: the deposit refuses writes ({}); retrying for up to {} ms, then the fallback {}",
+                    refused.reasons.front(),
+                    std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                retry_until - steady::now()).count()),
+                    fallback_dir);
+    }
     if (steady::now() >= retry_until)
       return rescue(std::move(refused));
     for (std::size_t i = 0; i < refused.size(); ++i)
