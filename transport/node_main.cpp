@@ -129,6 +129,14 @@ int run_node(const node_flags& flags, const app_types& types) {
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
   }
+  // Signals are taken by this thread alone (sigwait below): block them before
+  // any other thread exists (the orchestration log's writer is the first) so
+  // every thread inherits the mask; else a signal may kill the process instead.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::shared_ptr<orchestration_log> operations;
   try {
     auto& c = recipe.commander;
@@ -149,14 +157,6 @@ int run_node(const node_flags& flags, const app_types& types) {
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
   setup_logging(recipe.node.log_level);
-
-  // Signals are taken by this thread alone (sigwait below): block them before
-  // any other thread exists so every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // -- the actors -----------------------------------------------------------------------
   caf::actor_system_config cfg;
