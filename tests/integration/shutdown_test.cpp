@@ -120,6 +120,27 @@ TEST_F(Shutdown, SoftQuitWithTheDepositReplacedByAFileParksUsersInTheFallback) {
   restart_finds(dir.path, fallback, user, 3);
 }
 
+TEST_F(Shutdown, SoftQuitWhoseFallbackFailsTooExitsNonZeroNamingTheUser) {
+  scratch_dir dir;
+  const std::string deposit = dir.path + "/deposit";
+  const std::string blocker = dir.path + "/blocker";
+  std::ofstream(blocker) << "a file: nothing can be created under it\n";
+  const std::string user = plain_name("lost_");
+  start_on(deposit, quit_args(blocker + "/rescue"));
+  count_as(user, 2);
+  fs::remove_all(deposit);
+  std::ofstream(deposit) << "not a directory\n";
+  node().terminate();
+  auto code = node().wait_exit(milliseconds(30000));
+  ASSERT_TRUE(code.has_value()) << "still running 30 s after SIGTERM";
+  EXPECT_EQ(*code, 1) << "state written nowhere must not exit 0 (nor 3)";
+  auto log = node().stderr_log();
+  auto line = log.find("NOT SAVED");
+  ASSERT_NE(line, std::string::npos) << "no NOT SAVED line";
+  auto end = log.find('\n', line);
+  EXPECT_NE(log.substr(line, end - line).find(user), std::string::npos) << "the lost user is not named";
+}
+
 // A deposit on a full 1 MB tmpfs (needs mount(2): root, or skipped).
 TEST_F(Shutdown, SoftQuitOnAFullDiskParksUsersInTheFallback) {
   scratch_dir dir;
