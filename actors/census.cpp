@@ -260,12 +260,17 @@ struct census_state {
       failures = m.deposit->failures.load(std::memory_order_relaxed);
       quarantined = m.deposit->quarantined.load(std::memory_order_relaxed);
     }
-    return {{"status", "ok"},
+    // The same verdict as /_troupe/health (actors/health.hpp).
+    auto verdict = json::parse(assess_health(ctx->health, ctx->recipe.node.health_max_restart_rate).body);
+    json out{{"status", verdict.value("status", "ok")},
             {"inflight", m.inflight.load(std::memory_order_relaxed)},
             {"deposit_failures", failures},
             {"quarantined", quarantined},
             {"global_keys", m.global_keys.load(std::memory_order_relaxed)},
             {"global_leases", m.global_leases_active.load(std::memory_order_relaxed)}};
+    if (verdict.contains("reasons"))
+      out["reasons"] = std::move(verdict["reasons"]);
+    return out;
   }
 
   json log_json(std::size_t n) const {

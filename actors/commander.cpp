@@ -330,33 +330,43 @@ struct commander_state {
       attach(std::move(h.promise), user, h.cid, {}, true);
   }
 
-  // Soft quit: every worker freezes all its users.
-  caf::result<std::uint64_t> quit() {
-    auto promise = self->make_response_promise<std::uint64_t>();
+  // Soft quit: every worker freezes all its users (within the freeze budget),
+  // then the global store is written; answers (frozen, not saved). Writes the
+  // deposit refuses are retried and parked in the fallback by the deposit
+  // actor itself: what comes back as not saved here is really lost.
+  caf::result<std::uint64_t, std::vector<std::string>> quit() {
+    using names = std::vector<std::string>;
+    auto promise = self->make_response_promise<std::uint64_t, names>();
+    auto total = std::make_shared<std::uint64_t>(0);
+    auto not_saved = std::make_shared<names>();
+    // After every user froze (they may commit on their way out), the global store.
+    auto finish = [this, promise, total, not_saved]() mutable {
+      persist_global().then(
+        [promise, total, not_saved](std::uint64_t) mutable { promise.deliver(*total, std::move(*not_saved)); },
+        [this, promise, total, not_saved](caf::error& err) mutable {
+          spdlog::error("soft quit: the global store could not be written: {}", self->system().render(err));
+          not_saved->push_back("the global store");
+          promise.deliver(*total, std::move(*not_saved));
+        });
+    };
     if (workers.empty()) {
-      promise.deliver(std::uint64_t{0});
+      finish();
       return promise;
     }
-    auto total = std::make_shared<std::uint64_t>(0);
     auto pending = std::make_shared<std::size_t>(workers.size());
-    // After every user froze (they may commit on their way out), the global store.
-    auto finish = [this, promise, total]() mutable {
-      persist_global().then([promise, total](std::uint64_t) mutable { promise.deliver(*total); },
-                            [this, promise, total](caf::error& err) mutable {
-                              spdlog::error("soft quit: the global store could not be written: {}",
-                                            self->system().render(err));
-                              promise.deliver(*total);
-                            });
-    };
-    for (auto& w : workers)
-      self->request(w, caf::infinite, quit_atom::value)
+    auto budget = node_context::to_duration(ctx->recipe.node.shutdown_freeze_seconds);
+    for (std::size_t i = 0; i < workers.size(); ++i)
+      self->request(workers[i], budget, quit_atom::value)
         .then(
-          [finish, total, pending](std::uint64_t n) mutable {
+          [finish, total, not_saved, pending](std::uint64_t n, names& failed) mutable {
             *total += n;
+            not_saved->insert(not_saved->end(), failed.begin(), failed.end());
             if (--*pending == 0)
               finish();
           },
-          [finish, pending](caf::error&) mutable {
+          [this, finish, not_saved, pending, name = group + "-w" + std::to_string(i + 1)](caf::error& err) mutable {
+            spdlog::error("soft quit: worker {} did not answer: {}", name, self->system().render(err));
+            not_saved->push_back("the users of worker " + name);
             if (--*pending == 0)
               finish();
           });

@@ -76,8 +76,10 @@ using commander_handle = caf::typed_actor<
   /// An operator drains worker `name`: answers (frozen, failed); no_such_user
   /// when unknown, refused when it is the group's last worker in service.
   caf::replies_to<drain_atom, std::string>::with<std::uint64_t, std::uint64_t>,
-  /// Soft quit: freeze every user of every worker; answers how many.
-  caf::replies_to<quit_atom>::with<std::uint64_t>,
+  /// Soft quit: freeze every user of every worker, then write the global
+  /// store; answers how many users froze and what was not saved (user names,
+  /// "the global store", "the users of worker W" when a worker did not answer).
+  caf::replies_to<quit_atom>::with<std::uint64_t, std::vector<std::string>>,
   /// Internal: the periodic expiry sweep.
   caf::reacts_to<tick_atom>,
   /// The global store: get, set, erase, lease, commit, abort (the sender of a

@@ -1,51 +1,196 @@
 #include "actors/deposit.hpp"
 
+#include "actors/commander.hpp"
 #include "actors/errors.hpp"
+#include "registry/ids.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 namespace troupe {
 
 namespace {
 
 constexpr std::size_t max_batch = 1024;
+// While the soft quit retries refused puts: how often.
+constexpr auto retry_period = std::chrono::milliseconds(250);
+// The key of the health probe's parcel: '%' keys are the platform's own
+// (never counted as users, never expired).
+const std::string health_probe_key = "%health-probe";
 
-struct staged_put {
-  store::deposit::batch_entry entry;
-  caf::typed_response_promise<std::uint64_t> promise;
+using steady = std::chrono::steady_clock;
+using put_promise = caf::typed_response_promise<std::uint64_t>;
+
+// Puts waiting for the same write: entries and their answers, index by index.
+struct put_batch {
+  std::vector<store::deposit::batch_entry> entries;
+  std::vector<put_promise> promises;
+  std::vector<std::string> reasons;  // why the deposit refused each (held puts only)
+
+  bool empty() const noexcept { return entries.empty(); }
+  std::size_t size() const noexcept { return entries.size(); }
+  void add(store::deposit::batch_entry e, put_promise p, std::string reason = {}) {
+    entries.push_back(std::move(e));
+    promises.push_back(std::move(p));
+    reasons.push_back(std::move(reason));
+  }
 };
 
+// What an operator reads in the log for a parcel written nowhere.
+std::string label_of(const store::deposit::batch_entry& e) {
+  if (e.connection)
+    return "connection " + registry::redact(e.key);
+  if (e.key == global_snapshot_key)
+    return "the global store";
+  return registry::redact(e.key);
+}
+
+// The fallback of the soft quit lives here because this actor owns the
+// backend: a put refused at quit is retried, then parked in a second
+// filesystem deposit and answered as written, so the user (or the commander)
+// leaves as frozen and nothing else changes. node_main asks what was parked
+// (quit_atom) and sets the exit code from it.
 struct deposit_state {
   static const char* name;
+  deposit_handle::stateful_pointer<deposit_state> self = nullptr;
   std::shared_ptr<store::deposit> backend;
-  std::vector<staged_put> staged;
+  health_signals* health = nullptr;
+  put_batch staged;
+
+  // -- the soft quit ---------------------------------------------------------------
+  bool quitting = false;
+  steady::time_point retry_until;
+  std::string fallback_dir;
+  std::unique_ptr<store::deposit> fallback;
+  std::string fallback_error;  // why the fallback could not be opened ("" : not tried or fine)
+  put_batch retrying;
+  bool retry_scheduled = false;
+  bool refusal_logged = false;
+  std::uint64_t rescued = 0;
+  std::vector<std::string> lost;
+
+  // The backend's answer for each entry ("" written); a throw fails them all.
+  static std::vector<std::string> write(store::deposit& b, const std::vector<store::deposit::batch_entry>& entries) {
+    try {
+      auto errors = b.put_batch(entries);
+      errors.resize(entries.size());
+      return errors;
+    } catch (const std::exception& e) {
+      return std::vector<std::string>(entries.size(), e.what());
+    }
+  }
+
+  // Health's view of the primary deposit: did this write work?
+  void record(bool ok) {
+    if (!health)
+      return;
+    if (ok) {
+      health->deposit_consecutive_failures.store(0, std::memory_order_relaxed);
+      health->deposit_last_success_unix_ms.store(unix_now_ms(), std::memory_order_relaxed);
+    } else {
+      health->deposit_consecutive_failures.fetch_add(1, std::memory_order_relaxed);
+      health->deposit_last_failure_unix_ms.store(unix_now_ms(), std::memory_order_relaxed);
+    }
+  }
+
+  // Writes `batch` to the primary deposit; answers what landed; what did not
+  // is answered failed, or, during the soft quit, held for a retry / the fallback.
+  void write_primary(put_batch batch) {
+    auto t0 = steady::now();
+    auto errors = write(*backend, batch.entries);
+    spdlog::debug("deposit: {} parcel(s) written in {} us", batch.size(),
+                  std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t0).count());
+    bool all_ok = std::all_of(errors.begin(), errors.end(), [](auto& e) { return e.empty(); });
+    record(all_ok);
+    put_batch refused;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (errors[i].empty())
+        batch.promises[i].deliver(static_cast<std::uint64_t>(batch.entries[i].contents.payload.size()));
+      else if (!quitting)
+        batch.promises[i].deliver(make_error(errc::deposit_failed, errors[i]));
+      else
+        refused.add(std::move(batch.entries[i]), std::move(batch.promises[i]), std::move(errors[i]));
+    }
+    if (refused.empty())
+      return;
+    if (!refusal_logged) {  // once: the outcome of each parcel is told at the end
+      refusal_logged = true;
+      spdlog::error("soft quit: the deposit refuses writes ({}); retrying for up to {} ms, then the fallback {}",
+                    refused.reasons.front(),
+                    std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                retry_until - steady::now()).count()),
+                    fallback_dir);
+    }
+    if (steady::now() >= retry_until)
+      return rescue(std::move(refused));
+    for (std::size_t i = 0; i < refused.size(); ++i)
+      retrying.add(std::move(refused.entries[i]), std::move(refused.promises[i]), std::move(refused.reasons[i]));
+    if (!retry_scheduled) {
+      retry_scheduled = true;
+      self->delayed_send(self, retry_period, retry_atom::value);
+    }
+  }
 
   // Writes every staged parcel in one batch and answers each.
   void flush() {
     if (staged.empty())
       return;
     auto batch = std::move(staged);
-    staged.clear();
-    std::vector<store::deposit::batch_entry> entries;
-    entries.reserve(batch.size());
-    for (auto& s : batch)
-      entries.push_back(std::move(s.entry));
-    std::vector<std::string> errors;
-    auto t0 = std::chrono::steady_clock::now();
-    try {
-      errors = backend->put_batch(entries);
-    } catch (const std::exception& e) {
-      errors.assign(entries.size(), e.what());
+    staged = {};
+    write_primary(std::move(batch));
+  }
+
+  void retry() {
+    retry_scheduled = false;
+    if (retrying.empty())
+      return;
+    auto batch = std::move(retrying);
+    retrying = {};
+    write_primary(std::move(batch));
+  }
+
+  // The deposit refused these at quit past the retries: the fallback deposit takes them.
+  void rescue(put_batch batch) {
+    if (!fallback && fallback_error.empty()) {
+      try {
+        fallback = store::make_filesystem_deposit(fallback_dir);
+      } catch (const std::exception& e) {
+        fallback_error = e.what();
+        spdlog::error("soft quit: the fallback deposit {} cannot be used: {}", fallback_dir, fallback_error);
+      }
     }
-    spdlog::debug("deposit: {} parcel(s) written in {} us", entries.size(),
-                  std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    auto errors = fallback ? write(*fallback, batch.entries)
+                           : std::vector<std::string>(batch.size(), "fallback unusable: " + fallback_error);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (errors[i].empty())
-        batch[i].promise.deliver(static_cast<std::uint64_t>(entries[i].contents.payload.size()));
-      else
-        batch[i].promise.deliver(make_error(errc::deposit_failed, errors[i]));
+      if (errors[i].empty()) {
+        ++rescued;
+        batch.promises[i].deliver(static_cast<std::uint64_t>(batch.entries[i].contents.payload.size()));
+        continue;
+      }
+      lost.push_back(label_of(batch.entries[i]));
+      spdlog::error("soft quit: {} could not be written (deposit: {}; fallback {}: {})", lost.back(),
+                    batch.reasons[i], fallback_dir, errors[i]);
+      batch.promises[i].deliver(make_error(errc::deposit_failed, batch.reasons[i] + "; fallback: " + errors[i]));
     }
+  }
+
+  // Health asked: is the deposit still writable? Skipped while writes are known to work.
+  void probe(std::int64_t fresh_ms) {
+    if (quitting || !health)
+      return;
+    if (health->deposit_consecutive_failures.load(std::memory_order_relaxed) == 0
+        && unix_now_ms() - health->deposit_last_success_unix_ms.load(std::memory_order_relaxed) < fresh_ms)
+      return;
+    flush();
+    store::parcel p;
+    p.writer_worker = "health";
+    p.cause = store::parcel_cause::checkpoint;
+    auto errors = write(*backend, {{false, health_probe_key, std::move(p)}});
+    if (!errors.front().empty() && health->deposit_consecutive_failures.load(std::memory_order_relaxed) == 0)
+      spdlog::error("deposit: a probe write failed: {}", errors.front());
+    record(errors.front().empty());
   }
 };
 
@@ -61,15 +206,17 @@ auto guarded(F&& fn) -> caf::result<decltype(fn())> {
 }
 
 deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<deposit_state> self,
-                                           std::shared_ptr<store::deposit> backend) {
+                                           std::shared_ptr<store::deposit> backend, health_signals* health) {
+  self->state.self = self;
   self->state.backend = std::move(backend);
+  self->state.health = health;
   return {
     [=](put_atom, parcel_kind kind, std::string& key, store::parcel& p) -> caf::result<std::uint64_t> {
       auto& st = self->state;
       auto promise = self->make_response_promise<std::uint64_t>();
       if (st.staged.empty())  // handled after everything already queued: they form one batch
         self->send(self, flush_atom::value);
-      st.staged.push_back({{kind == parcel_kind::connection, std::move(key), std::move(p)}, promise});
+      st.staged.add({kind == parcel_kind::connection, std::move(key), std::move(p)}, promise);
       if (st.staged.size() >= max_batch)
         st.flush();
       return promise;
@@ -111,13 +258,33 @@ deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<depo
         return static_cast<std::uint64_t>(self->state.backend->sweep(secs(user_hours), secs(guest_hours)));
       });
     },
+    [=](quit_atom, std::int64_t retry_ms, const std::string& fallback_dir) {
+      auto& st = self->state;
+      st.quitting = true;
+      st.retry_until = steady::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, retry_ms));
+      st.fallback_dir = fallback_dir;
+      return true;
+    },
+    [=](quit_atom) -> caf::result<std::uint64_t, std::string, std::vector<std::string>> {
+      auto& st = self->state;
+      st.flush();
+      if (!st.retrying.empty()) {
+        auto held = std::move(st.retrying);
+        st.retrying = {};
+        st.rescue(std::move(held));
+      }
+      return {st.rescued, st.fallback ? st.fallback_dir : std::string{}, st.lost};
+    },
+    [=](probe_write_atom, std::int64_t fresh_ms) { self->state.probe(fresh_ms); },
+    [=](retry_atom) { self->state.retry(); },
   };
 }
 
 }  // namespace
 
-deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend) {
-  return sys.spawn<caf::detached>(deposit_impl, std::move(backend));
+deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend,
+                             health_signals* health) {
+  return sys.spawn<caf::detached>(deposit_impl, std::move(backend), health);
 }
 
 }  // namespace troupe

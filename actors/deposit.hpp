@@ -4,6 +4,7 @@
 /// detached (its own thread), so the file I/O of freezing and waking never
 /// blocks the scheduler threads every other actor shares.
 
+#include "actors/health.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "store/deposit.hpp"
@@ -33,6 +34,8 @@ using remove_atom = caf::atom_constant<caf::atom("remove")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using quarantine_atom = caf::atom_constant<caf::atom("quarantine")>;
+using retry_atom = caf::atom_constant<caf::atom("dretry")>;
+using probe_write_atom = caf::atom_constant<caf::atom("dprobe")>;
 
 using store::parcel_kind;
 
@@ -65,9 +68,25 @@ using deposit_handle = caf::typed_actor<
   /// Forgets users idle past the given hours (users, guests); answers how many.
   caf::replies_to<sweep_atom, double, double>::with<std::uint64_t>,
   /// Internal: writes what was staged (group commit).
-  caf::reacts_to<flush_atom>>;
+  caf::reacts_to<flush_atom>,
+  /// The soft quit begins (retry_ms, fallback_dir): from now on a put the
+  /// backend refuses is retried until retry_ms have passed, then written to a
+  /// filesystem deposit at fallback_dir (created on first use) and answered as
+  /// written; only a put the fallback refuses too is answered deposit_failed.
+  caf::replies_to<quit_atom, std::int64_t, std::string>::with<bool>,
+  /// The soft quit ends: what still waits for a retry goes to the fallback now;
+  /// answers (parcels written to the fallback, its directory or "" when unused,
+  /// the parcels written nowhere: user names, "connection <cid>", "the global store").
+  caf::replies_to<quit_atom>::with<std::uint64_t, std::string, std::vector<std::string>>,
+  /// From the health actor (fresh_ms): unless a write succeeded within
+  /// fresh_ms, writes a tiny platform parcel to learn whether writes work.
+  caf::reacts_to<probe_write_atom, std::int64_t>,
+  /// Internal: retries the puts refused during the soft quit.
+  caf::reacts_to<retry_atom>>;
 
 /// Spawns the deposit actor (detached; a top-level actor the node stops).
-deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend);
+/// `health` (may be null) receives the outcome of every write.
+deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend,
+                             health_signals* health = nullptr);
 
 }  // namespace troupe

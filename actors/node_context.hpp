@@ -5,6 +5,7 @@
 /// start-up except the counters (atomics); one per node, never global.
 
 #include "actors/app.hpp"
+#include "actors/health.hpp"
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"
 #include "config/recipe.hpp"
@@ -25,6 +26,8 @@ struct node_context {
   node_metrics metrics;
   /// The node's census: members tell it their state. Set before any member starts.
   census_member_view census;
+  /// What /_troupe/health is judged on (atomics: read by the io thread, written by actors).
+  health_signals health;
 
   /// limits.hold_seconds as a CAF timeout.
   caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }

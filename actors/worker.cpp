@@ -136,53 +136,62 @@ struct worker_state {
     start(user, {}, true);  // from the last good state he left, else his last durable parcel
   }
 
-  // Freezes every user (cause quit or freeze); calls done(frozen, failed) once all answered.
+  // Freezes every user (cause quit or freeze), each within `timeout`; calls
+  // done(frozen, names of those not frozen) once all answered.
   template <class Done>
-  void freeze_all(store::parcel_cause cause, Done done) {
+  void freeze_all(store::parcel_cause cause, caf::duration timeout, Done done) {
+    using names = std::vector<std::string>;
     if (users->empty())
-      return done(std::uint64_t{0}, std::uint64_t{0});
+      return done(std::uint64_t{0}, names{});
     auto frozen = std::make_shared<std::uint64_t>(0);
-    auto failed = std::make_shared<std::uint64_t>(0);
+    auto failed = std::make_shared<names>();
     auto pending = std::make_shared<std::size_t>(users->size());
     for (auto& [name, h] : *users)
-      self->request(h, caf::infinite, freeze_atom::value, static_cast<std::uint8_t>(cause))
+      self->request(h, timeout, freeze_atom::value, static_cast<std::uint8_t>(cause))
         .then(
           [done, frozen, failed, pending](bool) mutable {
             ++*frozen;
             if (--*pending == 0)
-              done(*frozen, *failed);
+              done(*frozen, std::move(*failed));
           },
           [this, done, frozen, failed, pending, user = name](caf::error& err) mutable {
             spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
                           self->system().render(err));
-            ++*failed;
+            failed->push_back(registry::redact(user));
             if (--*pending == 0)
-              done(*frozen, *failed);
+              done(*frozen, std::move(*failed));
           });
   }
 
-  // Soft quit: every user freezes (cause quit); answers how many did.
-  caf::result<std::uint64_t> quit() {
-    auto promise = self->make_response_promise<std::uint64_t>();
+  // Soft quit: every user freezes (cause quit); answers how many did and who
+  // did not. A user who does not answer in time (a freeze waiting behind a
+  // long deferred answer) counts as not saved: the node's exit code says so.
+  // The last good states of users left down are written too.
+  caf::result<std::uint64_t, std::vector<std::string>> quit() {
+    auto promise = self->make_response_promise<std::uint64_t, std::vector<std::string>>();
+    auto budget = spec.ctx->recipe.node.shutdown_freeze_seconds * 0.9;
     auto saved = std::make_shared<std::uint64_t>(0);
+    auto not_saved = std::make_shared<std::vector<std::string>>();
     auto pending = std::make_shared<int>(2);
-    auto frozen_total = std::make_shared<std::uint64_t>(0);
-    auto one_done = [promise, pending, saved, frozen_total]() mutable {
+    auto one_done = [promise, pending, saved, not_saved]() mutable {
       if (--*pending == 0)
-        promise.deliver(*frozen_total + *saved);
+        promise.deliver(*saved, std::move(*not_saved));
     };
-    save_restart_states(saved, one_done);
-    freeze_all(store::parcel_cause::quit, [one_done, frozen_total](std::uint64_t frozen, std::uint64_t) mutable {
-      *frozen_total = frozen;
-      one_done();
-    });
+    save_restart_states(saved, not_saved, one_done);
+    freeze_all(store::parcel_cause::quit, node_context::to_duration(budget),
+               [one_done, saved, not_saved](std::uint64_t frozen, std::vector<std::string> failed) mutable {
+                 *saved += frozen;
+                 not_saved->insert(not_saved->end(), failed.begin(), failed.end());
+                 one_done();
+               });
     return promise;
   }
 
   // A user left down (over his restart limit) still has his last good state
   // here, and only here: the soft quit writes it, as his freeze would have.
   template <class Done>
-  void save_restart_states(std::shared_ptr<std::uint64_t> saved, Done done) {
+  void save_restart_states(std::shared_ptr<std::uint64_t> saved, std::shared_ptr<std::vector<std::string>> not_saved,
+                           Done done) {
     auto deposit = caf::actor_cast<deposit_handle>(spec.deposit);
     std::vector<std::pair<std::string, store::parcel>> left;
     for (auto& [user, encoded] : restart_from)
@@ -206,9 +215,10 @@ struct worker_state {
             if (--*pending == 0)
               done();
           },
-          [this, pending, done, user = user](caf::error& err) mutable {
+          [this, pending, done, not_saved, user = user](caf::error& err) mutable {
             spdlog::error("worker {}: the last good state of user {} could not be written: {}", spec.name,
                           registry::redact(user), self->system().render(err));
+            not_saved->push_back(registry::redact(user));
             if (--*pending == 0)
               done();
           });
@@ -222,7 +232,9 @@ struct worker_state {
     auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
     draining = true;
     note();
-    freeze_all(store::parcel_cause::freeze, [this, promise](std::uint64_t frozen, std::uint64_t failed) mutable {
+    freeze_all(store::parcel_cause::freeze, caf::infinite,
+               [this, promise](std::uint64_t frozen, std::vector<std::string> not_frozen) mutable {
+      auto failed = static_cast<std::uint64_t>(not_frozen.size());
       promise.deliver(frozen, failed);
       if (failed == 0) {  // every user is durable (their exits may still be on the way)
         spdlog::info("worker {}: drained ({} user(s) frozen); it stops", spec.name, frozen);

@@ -30,8 +30,9 @@ using worker_handle = caf::typed_actor<
   caf::reacts_to<release_atom, std::string>,
   /// Freeze this user now (an operator's order); answers once his parcels are durable.
   caf::replies_to<freeze_atom, std::string>::with<bool>,
-  /// Soft quit: freeze every user; answers how many were frozen.
-  caf::replies_to<quit_atom>::with<std::uint64_t>,
+  /// Soft quit: freeze every user (each within 90% of node.shutdown_freeze_seconds);
+  /// answers how many were frozen and the names of those who were not.
+  caf::replies_to<quit_atom>::with<std::uint64_t, std::vector<std::string>>,
   /// Drain: take no new user, freeze every user, stop once all are durable;
   /// answers (frozen, failed). A failed freeze keeps the worker in service.
   caf::replies_to<drain_atom>::with<std::uint64_t, std::uint64_t>,

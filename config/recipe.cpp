@@ -128,6 +128,8 @@ const std::vector<field<node_settings>>& node_fields() {
     {"shutdown_grace_seconds", &node_settings::shutdown_grace_seconds, between(0, max_seconds)},
     {"shutdown_freeze_seconds", &node_settings::shutdown_freeze_seconds, positive(max_seconds)},
     {"cookie_secret", &node_settings::cookie_secret, {}},
+    {"health_probe_seconds", &node_settings::health_probe_seconds, positive(max_seconds)},
+    {"health_max_restart_rate", &node_settings::health_max_restart_rate, positive(1e9)},
   };
   return f;
 }

@@ -43,6 +43,8 @@ struct node_settings {
   double shutdown_grace_seconds = 10;      ///< in-flight requests get this long on SIGTERM
   double shutdown_freeze_seconds = 60;     ///< then the soft quit gets this long to make every user durable
   std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit
+  double health_probe_seconds = 5;         ///< with no deposit write for this long, health probes the deposit
+  double health_max_restart_rate = 10;     ///< user restarts per second (last minute) past which health is degraded
 };
 
 /// `[limits]`

@@ -136,6 +136,15 @@ public:
     });
   }
 
+  // Shutdown, past the grace period: a request still awaited is answered 503
+  // + Retry-After now (and its connection closed) instead of being cut.
+  void answer_unavailable_now() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->current_call_ != 0)
+        self->finish(error_response(503, "the node is shutting down, retry", 1));
+    });
+  }
+
   // -- answers from the actor side (posted onto this session's strand) ------------
   void on_actor_reply(std::uint64_t call, http_response&& r);
   void on_dropped(std::uint64_t call);
@@ -450,8 +459,12 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   auto& ctx = front_.context();
   // Everything but the three operator actions only reads.
   bool reads = req_.method() == http::verb::get || req_.method() == http::verb::head;
-  if (path == "/_troupe/health")
-    return reads ? do_write(200, R"({"status":"ok"})", "application/json") : refuse_method("GET, HEAD");
+  if (path == "/_troupe/health") {  // from atomics only: nothing is asked of an actor here
+    if (!reads)
+      return refuse_method("GET, HEAD");
+    auto h = assess_health(ctx.health, ctx.recipe.node.health_max_restart_rate);
+    return do_write(h.status, std::move(h.body), "application/json");
+  }
   if (ctx.recipe.node.admin_token.empty())  // the admin surface is off
     return do_write(404, error_body("not found"), "application/json");
   // The console page holds no data (it asks for the token, then everything it
@@ -980,6 +993,13 @@ void front::begin_shutdown() {
   for (auto& w : sessions_)
     if (auto s = w.lock())
       s->shutdown_if_idle();
+}
+
+void front::answer_in_flight_unavailable() {
+  std::lock_guard<std::mutex> guard{sessions_mutex_};
+  for (auto& w : sessions_)
+    if (auto s = w.lock())
+      s->answer_unavailable_now();
 }
 
 bool front::wait_drained(std::chrono::milliseconds grace) {

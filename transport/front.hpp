@@ -64,6 +64,10 @@ public:
   /// Waits until every connection is closed or `grace` has passed; true when drained.
   bool wait_drained(std::chrono::milliseconds grace);
 
+  /// After the grace period: every request still awaited is answered 503 +
+  /// Retry-After with Connection: close (posted; wait_drained again for them to go out).
+  void answer_in_flight_unavailable();
+
   /// Stops the threads (connections still open are cut).
   void stop();
 

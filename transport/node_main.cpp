@@ -5,6 +5,7 @@
 #include "actors/orchestration_log.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
+#include "actors/health.hpp"
 #include "transport/bridge.hpp"
 #include "transport/census_cli.hpp"
 #include "transport/front.hpp"
@@ -26,7 +27,30 @@ namespace troupe {
 
 namespace {
 
+// Exit codes (README "The node"): 0 everything is in the deposit; 1 something
+// was lost (or the shutdown hung); 2 bad flags or recipe; 3 nothing was lost but
+// part of it is in the fallback deposit only (an operator must copy it back).
+constexpr int exit_lost = 1;
 constexpr int exit_usage = 2;
+constexpr int exit_in_fallback = 3;
+
+// Where a soft quit parks what the deposit refuses: deposit.fallback_path, or
+// $TMPDIR/troupe-rescue (/tmp/troupe-rescue).
+std::string fallback_directory(const config::recipe& recipe) {
+  if (!recipe.deposit.fallback_path.empty())
+    return recipe.deposit.fallback_path;
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string(tmp && *tmp ? tmp : "/tmp") + "/troupe-rescue";
+}
+
+std::string joined(const std::vector<std::string>& names, std::size_t at_most = 50) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < at_most; ++i)
+    out += (i ? ", " : "") + names[i];
+  if (names.size() > at_most)
+    out += ", and " + std::to_string(names.size() - at_most) + " more";
+  return out;
+}
 
 int usage_error(const std::string& text) {
   std::string line = text;
@@ -134,6 +158,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     return usage_error("deposit.path: cannot use \"" + recipe.deposit.path + "\": " + e.what());
   }
   ctx->metrics.deposit = &deposit_store->counters();
+  ctx->health.deposit_last_success_unix_ms.store(unix_now_ms());  // it was just created and probed
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
 
@@ -156,7 +181,8 @@ int run_node(const node_flags& flags, const app_types& types) {
   cfg.set("scheduler.max-threads", recipe.node.actor_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
   auto sys = std::make_unique<caf::actor_system>(cfg);
-  auto deposit = spawn_deposit(*sys, deposit_store);
+  auto deposit = spawn_deposit(*sys, deposit_store, &ctx->health);
+  auto health = spawn_health(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
   auto census = spawn_census(*sys, ctx, operations);
   ctx->census = census;
   // How many users the deposit holds, and who they are (the census lists them
@@ -204,6 +230,7 @@ int run_node(const node_flags& flags, const app_types& types) {
                    orchestration_entry{"node", "", what, "node", outcome, numbers.dump(), ""});
   };
   auto stop_actors = [&] {
+    caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
@@ -255,41 +282,91 @@ int run_node(const node_flags& flags, const app_types& types) {
                    std::chrono::steady_clock::now().time_since_epoch())
                    .count();
       if (now > watchdog_deadline->load()) {
-        spdlog::critical("shutdown did not complete in time; exiting");
+        spdlog::critical("shutdown did not complete in time; exiting: users still live are not saved");
         spdlog::shutdown();
-        std::_Exit(1);
+        std::_Exit(exit_lost);
       }
     }
   }).detach();
   http->begin_shutdown();
-  if (!http->wait_drained(grace))
-    spdlog::warn("shutdown: connections still open after the grace period are cut");
+  if (!http->wait_drained(grace)) {
+    // What the actors did not answer within the grace gets 503 + Retry-After
+    // now (a client may retry elsewhere), rather than a cut connection.
+    spdlog::warn("shutdown: requests still in flight after the grace period are answered 503");
+    http->answer_in_flight_unavailable();
+    if (!http->wait_drained(std::chrono::seconds(1)))
+      spdlog::warn("shutdown: connections still open are cut");
+  }
   http->stop();
   // The soft quit: every user freezes to the deposit; a restart on the same
-  // deposit brings each back on his next request.
-  arm(std::chrono::seconds(300));  // freezing everybody: at most 5 minutes
+  // deposit brings each back on his next request. It has node.shutdown_freeze_seconds:
+  // the deposit actor retries refused writes for a third of it (at most 20 s,
+  // below the users' 30 s deposit timeout), then parks them in the fallback
+  // deposit; users who cannot freeze within 90% of it are named as not saved.
+  auto budget = std::chrono::milliseconds(static_cast<std::int64_t>(recipe.node.shutdown_freeze_seconds * 1000));
+  arm(budget + std::chrono::seconds(10));
+  auto retry_ms = std::min<std::int64_t>(budget.count() / 3, 20000);
+  auto fallback_dir = fallback_directory(recipe);
+  std::vector<std::string> not_saved;
+  std::uint64_t frozen = 0;
+  std::uint64_t rescued = 0;
+  std::string rescue_dir;
+  auto t0 = std::chrono::steady_clock::now();
   {
     caf::scoped_actor self{*sys};
-    auto t0 = std::chrono::steady_clock::now();
-    self->request(commander, caf::infinite, quit_atom::value)
+    self->request(deposit, std::chrono::seconds(5), quit_atom::value, retry_ms, fallback_dir)
+      .receive([](bool) {},
+               [&](caf::error& err) { spdlog::error("soft quit: the deposit did not answer: {}", sys->render(err)); });
+    self->request(commander, budget + std::chrono::seconds(1), quit_atom::value)
       .receive(
-        [&](std::uint64_t n) {
-          auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-          spdlog::info("soft quit: {} user(s) frozen in {} ms", n, ms);
-          log_node("quit", "ok", {{"frozen", n}, {"ms", ms}});
+        [&](std::uint64_t n, std::vector<std::string>& failed) {
+          frozen = n;
+          not_saved = std::move(failed);
         },
         [&](caf::error& err) {
-          spdlog::error("soft quit: freezing failed: {}", sys->render(err));
-          log_node("quit", "failed", nlohmann::json::object());
+          spdlog::error("soft quit: the commander did not answer: {}", sys->render(err));
+          not_saved.push_back("every live user");
+        });
+    self->request(deposit, std::chrono::seconds(5), quit_atom::value)
+      .receive(
+        [&](std::uint64_t parked, std::string& dir, std::vector<std::string>& lost) {
+          rescued = parked;
+          rescue_dir = std::move(dir);
+          for (auto& l : lost)  // the users among them are named by the commander already
+            if (std::find(not_saved.begin(), not_saved.end(), l) == not_saved.end())
+              not_saved.push_back(std::move(l));
+        },
+        [&](caf::error& err) {
+          spdlog::error("soft quit: the deposit did not report: {}", sys->render(err));
+          not_saved.push_back("unknown (the deposit did not report)");
         });
   }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  int exit_code = 0;
+  nlohmann::json numbers{{"frozen", frozen}, {"ms", ms}};
+  if (rescued) {
+    spdlog::error("soft quit: {} parcel(s) the deposit refused are in the fallback deposit {}: copy its users/ and "
+                  "connections/ into {} (or start a node on it) before they are needed",
+                  rescued, rescue_dir, recipe.deposit.path);
+    numbers["fallback_parcels"] = rescued;
+    numbers["fallback_path"] = rescue_dir;
+    exit_code = exit_in_fallback;
+  }
+  if (!not_saved.empty()) {
+    spdlog::error("soft quit: NOT SAVED ({}): {}", not_saved.size(), joined(not_saved));
+    numbers["not_saved"] = not_saved;
+    exit_code = exit_lost;
+  }
+  if (exit_code == 0)
+    spdlog::info("soft quit: {} user(s) frozen in {} ms", frozen, ms);
+  log_node("quit", exit_code == 0 ? "ok" : exit_code == exit_in_fallback ? "fallback" : "failed", numbers);
   arm(std::chrono::seconds(15));
   stop_actors();
   sys.reset();   // waits for every actor: none is left behind
   http.reset();  // after the actors: pending replies post into its (stopped) io_context
-  spdlog::info("stopped");
+  spdlog::info("stopped (exit code {})", exit_code);
   spdlog::shutdown();
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

@@ -1,0 +1,113 @@
+#include "actors/health.hpp"
+
+#include "actors/deposit.hpp"
+#include "actors/node_context.hpp"
+#include "store/deposit.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <deque>
+
+namespace troupe {
+
+std::int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+health_answer assess_health(const health_signals& s, double restart_rate_limit) {
+  nlohmann::json reasons = nlohmann::json::array();
+  bool cannot_persist = false;
+  if (auto failures = s.deposit_consecutive_failures.load(std::memory_order_relaxed)) {
+    cannot_persist = true;
+    reasons.push_back({{"reason", "deposit_failing"},
+                       {"text", "deposit writes are failing: state cannot be made durable"},
+                       {"consecutive_failures", failures},
+                       {"last_failure_unix_ms", s.deposit_last_failure_unix_ms.load(std::memory_order_relaxed)},
+                       {"last_success_unix_ms", s.deposit_last_success_unix_ms.load(std::memory_order_relaxed)}});
+  }
+  if (auto q = s.quarantined_last_minute.load(std::memory_order_relaxed))
+    reasons.push_back({{"reason", "quarantine_growing"},
+                       {"text", "deposit parcels were quarantined within the last minute"},
+                       {"quarantined_last_minute", q}});
+  auto restarts = s.restarts_last_minute.load(std::memory_order_relaxed);
+  auto window = std::max<std::uint32_t>(1, s.window_seconds.load(std::memory_order_relaxed));
+  double rate = static_cast<double>(restarts) / window;
+  if (rate > restart_rate_limit)
+    reasons.push_back({{"reason", "restart_storm"},
+                       {"text", "user actors are crashing and restarting faster than node.health_max_restart_rate"},
+                       {"restarts_last_minute", restarts},
+                       {"restarts_per_second", rate}});
+  if (reasons.empty())
+    return {200, R"({"status":"ok"})"};
+  return {static_cast<std::uint16_t>(cannot_persist ? 503 : 200),
+          nlohmann::json{{"status", "degraded"}, {"reasons", std::move(reasons)}}.dump()};
+}
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+struct sample {
+  std::uint64_t restarts;
+  std::uint64_t quarantined;
+};
+
+struct health_state {
+  static const char* name;
+  std::shared_ptr<node_context> ctx;
+  caf::actor deposit;
+  std::deque<sample> window;  // one sample a second, the oldest first (61 at most: a minute of growth)
+  steady::time_point last_probe = steady::now();
+
+  sample now() const {
+    auto& m = ctx->metrics;
+    return {m.user_restarts.load(std::memory_order_relaxed),
+            m.deposit ? m.deposit->quarantined.load(std::memory_order_relaxed) : 0};
+  }
+
+  void tick(caf::event_based_actor* self) {
+    window.push_back(now());
+    while (window.size() > 61)
+      window.pop_front();
+    auto& h = ctx->health;
+    h.restarts_last_minute.store(window.back().restarts - window.front().restarts, std::memory_order_relaxed);
+    h.quarantined_last_minute.store(window.back().quarantined - window.front().quarantined,
+                                    std::memory_order_relaxed);
+    h.window_seconds.store(static_cast<std::uint32_t>(window.size() - 1), std::memory_order_relaxed);
+    // Writes are what health is about: with none lately (an idle node), a probe
+    // write finds out whether the deposit still takes them.
+    auto period = std::chrono::duration<double>(ctx->recipe.node.health_probe_seconds);
+    if (steady::now() - last_probe >= period) {
+      last_probe = steady::now();
+      auto fresh_ms = static_cast<std::int64_t>(ctx->recipe.node.health_probe_seconds * 1000);
+      self->send(caf::actor_cast<deposit_handle>(deposit), probe_write_atom::value, fresh_ms);
+    }
+  }
+};
+
+const char* health_state::name = "troupe.health";
+
+caf::behavior health_impl(caf::stateful_actor<health_state>* self, std::shared_ptr<node_context> ctx,
+                          caf::actor deposit) {
+  self->state.ctx = std::move(ctx);
+  self->state.deposit = std::move(deposit);
+  self->state.window.push_back(self->state.now());
+  self->send(self, tick_atom::value);
+  return {
+    [=](tick_atom) {
+      self->state.tick(self);
+      self->delayed_send(self, std::chrono::seconds(1), tick_atom::value);
+    },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_health(caf::actor_system& sys, std::shared_ptr<node_context> ctx, caf::actor deposit) {
+  return sys.spawn(health_impl, std::move(ctx), std::move(deposit));
+}
+
+}  // namespace troupe

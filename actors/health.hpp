@@ -1,0 +1,59 @@
+#pragma once
+/// \file
+/// What `/_troupe/health` answers, computed from memory only: the io thread
+/// reads a few atomics and never asks an actor. The deposit actor writes its
+/// last write outcomes here; the health actor (a 1 s tick) keeps one-minute
+/// sliding windows over the node's counters (quarantined parcels, user
+/// restarts) and has the deposit probed when nothing was written lately.
+
+#include <caf/actor.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace caf {
+class actor_system;
+}
+
+namespace troupe {
+
+struct node_context;
+
+/// The signals health is judged on (written by the deposit and health actors).
+struct health_signals {
+  /// Deposit writes (batches, probes) failed in a row since the last success; 0: writes work.
+  std::atomic<std::uint64_t> deposit_consecutive_failures{0};
+  std::atomic<std::int64_t> deposit_last_failure_unix_ms{0};  ///< 0: never
+  std::atomic<std::int64_t> deposit_last_success_unix_ms{0};  ///< 0: never
+  /// Parcels quarantined within the last minute (troupe_deposit_quarantined_total's growth).
+  std::atomic<std::uint64_t> quarantined_last_minute{0};
+  /// User restarts within the last minute (troupe_user_restarts_total's growth).
+  std::atomic<std::uint64_t> restarts_last_minute{0};
+  /// Seconds the windows cover (up to 60: less right after start).
+  std::atomic<std::uint32_t> window_seconds{0};
+};
+
+/// One answer of /_troupe/health: 200 {"status":"ok"}; 200 degraded (the node
+/// still makes state durable) or 503 degraded (deposit writes failing now),
+/// with {"status":"degraded","reasons":[...]}.
+struct health_answer {
+  std::uint16_t status = 200;
+  std::string body;
+};
+
+/// Judges the signals; `restart_rate_limit`: user restarts per second (over
+/// the window) above which the node is degraded.
+health_answer assess_health(const health_signals& s, double restart_rate_limit);
+
+/// Spawns the health actor: every second it samples the node's counters into
+/// its windows (ctx->health), and every node.health_probe_seconds it has
+/// `deposit` (the deposit actor) probe the backend unless a write succeeded
+/// within that period. A top-level actor the node stops.
+caf::actor spawn_health(caf::actor_system& sys, std::shared_ptr<node_context> ctx, caf::actor deposit);
+
+/// Milliseconds since the Unix epoch (the wall clock health reports in).
+std::int64_t unix_now_ms();
+
+}  // namespace troupe
