@@ -28,6 +28,11 @@ namespace {
 
 constexpr int exit_usage = 2;
 
+// The generated cookie secret, in the deposit directory.
+constexpr std::string_view cookie_secret_file = "cookie.secret";
+// A configured secret shorter than this could be guessed from one minted id.
+constexpr std::size_t min_cookie_secret_bytes = 16;
+
 int usage_error(const std::string& text) {
   std::string line = text;
   std::replace(line.begin(), line.end(), '\n', ' ');
@@ -119,6 +124,19 @@ int run_node(const node_flags& flags, const app_types& types) {
     deposit_store = store::make_filesystem_deposit(recipe.deposit.path);
   } catch (const std::exception& e) {
     return usage_error("deposit.path: cannot use \"" + recipe.deposit.path + "\": " + e.what());
+  }
+  // The key of the connection ids: configured (shared by the members of a
+  // cluster) or generated once into the deposit (shared by every node on it).
+  try {
+    std::string secret = recipe.node.cookie_secret;
+    if (secret.empty())
+      secret = registry::load_or_create_secret(recipe.deposit.path + "/" + std::string(cookie_secret_file));
+    else if (secret.size() < min_cookie_secret_bytes)
+      return usage_error("node.cookie_secret: must be empty (generated into the deposit) or at least "
+                         + std::to_string(min_cookie_secret_bytes) + " bytes long");
+    ctx->cids = std::make_shared<const registry::cid_signer>(std::move(secret));
+  } catch (const std::exception& e) {
+    return usage_error("node.cookie_secret: " + std::string(e.what()));
   }
   ctx->metrics.deposit = &deposit_store->counters();
   ctx->apps = types;
