@@ -2,7 +2,8 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 
 #include <array>
@@ -55,12 +56,13 @@ int b64url_value(char c) noexcept {
   return c == '-' ? 62 : c == '_' ? 63 : -1;
 }
 
-// The tag of `nonce` under `secret`; false only if OpenSSL fails.
-bool tag_of(const std::string& secret, const unsigned char* nonce, unsigned char* tag) noexcept {
+// The tag of `nonce` under the keyed HMAC; false only if OpenSSL fails.
+bool tag_of(const EVP_MAC_CTX* keyed, const unsigned char* nonce, unsigned char* tag) noexcept {
+  std::unique_ptr<EVP_MAC_CTX, void (*)(EVP_MAC_CTX*)> mac(EVP_MAC_CTX_dup(keyed), EVP_MAC_CTX_free);
   unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int md_len = 0;
-  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), nonce, nonce_bytes, md, &md_len)
-      || md_len < tag_bytes)
+  std::size_t md_len = 0;
+  if (!mac || EVP_MAC_update(mac.get(), nonce, nonce_bytes) != 1
+      || EVP_MAC_final(mac.get(), md, &md_len, sizeof md) != 1 || md_len < tag_bytes)
     return false;
   std::memcpy(tag, md, tag_bytes);
   OPENSSL_cleanse(md, sizeof md);
@@ -148,21 +150,33 @@ void write_all(int fd, const std::string& text, const std::string& path) {
 
 }  // namespace
 
-cid_signer::cid_signer(std::string secret) : secret_(std::move(secret)) {
-  if (secret_.empty())
+cid_signer::cid_signer(const std::string& secret) {
+  if (secret.empty())
     throw std::invalid_argument("the connection id secret is empty");
+  std::unique_ptr<EVP_MAC, void (*)(EVP_MAC*)> hmac(EVP_MAC_fetch(nullptr, "HMAC", nullptr), EVP_MAC_free);
+  std::shared_ptr<EVP_MAC_CTX> keyed(hmac ? EVP_MAC_CTX_new(hmac.get()) : nullptr, EVP_MAC_CTX_free);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  if (!keyed
+      || EVP_MAC_init(keyed.get(), reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), params)
+           != 1)
+    throw std::runtime_error("OpenSSL cannot make an HMAC-SHA256");
+  keyed_ = std::move(keyed);
 }
 
 cid_signer cid_signer::with_random_secret() {
   std::string secret(generated_secret_bytes, '\0');
   random_bytes(reinterpret_cast<unsigned char*>(secret.data()), secret.size());
-  return cid_signer(std::move(secret));
+  cid_signer signer(secret);
+  OPENSSL_cleanse(secret.data(), secret.size());
+  return signer;
 }
 
 std::string cid_signer::mint() const {
   raw_cid raw{};
   random_bytes(raw.data(), nonce_bytes);
-  if (!tag_of(secret_, raw.data(), raw.data() + nonce_bytes))
+  if (!tag_of(keyed_.get(), raw.data(), raw.data() + nonce_bytes))
     throw std::runtime_error("OpenSSL HMAC failed");
   std::string out;
   out.reserve(cid_length);
@@ -191,7 +205,7 @@ bool cid_signer::verify(std::string_view cid) const noexcept {
     raw[o + 2] = static_cast<unsigned char>(v);
   }
   unsigned char expected[tag_bytes];
-  if (!tag_of(secret_, raw.data(), expected))
+  if (!tag_of(keyed_.get(), raw.data(), expected))
     return false;
   return CRYPTO_memcmp(expected, raw.data() + nonce_bytes, tag_bytes) == 0;
 }

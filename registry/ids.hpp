@@ -3,6 +3,9 @@
 /// Identities of the tree: connection ids, user names, page ids, and how
 /// they may appear in logs.
 
+#include <openssl/types.h>
+
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -23,8 +26,9 @@ bool valid_cid(std::string_view cid) noexcept;
 /// make one. Immutable once built: safe to share between threads.
 class cid_signer {
 public:
-  /// A signer keyed by `secret` (its bytes); throws std::invalid_argument if it is empty.
-  explicit cid_signer(std::string secret);
+  /// A signer keyed by `secret` (its bytes); throws std::invalid_argument if it
+  /// is empty, std::runtime_error if OpenSSL cannot make the HMAC.
+  explicit cid_signer(const std::string& secret);
 
   /// A signer keyed by a fresh random 32-byte secret (for tests and tools: its
   /// ids die with it). Throws std::runtime_error only if the CSPRNG fails.
@@ -37,7 +41,8 @@ public:
   bool verify(std::string_view cid) const noexcept;
 
 private:
-  std::string secret_;
+  // HMAC-SHA256 keyed once; each tag works on a copy (keying costs more than tagging).
+  std::shared_ptr<const EVP_MAC_CTX> keyed_;
 };
 
 /// Bytes of a generated cookie secret.

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
+#include <openssl/crypto.h>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -134,7 +135,8 @@ int run_node(const node_flags& flags, const app_types& types) {
     else if (secret.size() < min_cookie_secret_bytes)
       return usage_error("node.cookie_secret: must be empty (generated into the deposit) or at least "
                          + std::to_string(min_cookie_secret_bytes) + " bytes long");
-    ctx->cids = std::make_shared<const registry::cid_signer>(std::move(secret));
+    ctx->cids = std::make_shared<const registry::cid_signer>(secret);
+    OPENSSL_cleanse(secret.data(), secret.size());
   } catch (const std::exception& e) {
     return usage_error("node.cookie_secret: " + std::string(e.what()));
   }

@@ -1,10 +1,14 @@
 #include "registry/ids.hpp"
 
 #include <gtest/gtest.h>
+#include <openssl/hmac.h>
 
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include <sys/stat.h>
 
@@ -37,6 +41,47 @@ TEST(ids, a_cid_verifies_only_under_its_secret) {
   EXPECT_FALSE(beta.verify(cid));
   EXPECT_FALSE(cid_signer::with_random_secret().verify(cid));
   EXPECT_THROW(cid_signer(std::string()), std::invalid_argument);
+}
+
+TEST(ids, a_cid_is_a_nonce_and_the_first_8_bytes_of_its_hmac_sha256) {
+  const std::string secret = "a secret for the known-answer test";
+  auto cid = cid_signer(secret).mint();
+  // URL-safe base64 back to its 24 bytes (an independent decoder).
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::vector<unsigned char> raw;
+  unsigned bits = 0, acc = 0;
+  for (char c : cid) {
+    acc = (acc << 6) | static_cast<unsigned>(alphabet.find(c));
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      raw.push_back(static_cast<unsigned char>(acc >> bits));
+      acc &= (1u << bits) - 1;
+    }
+  }
+  ASSERT_EQ(raw.size(), 24u);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int md_len = 0;
+  ASSERT_TRUE(HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), raw.data(), 16, md, &md_len));
+  EXPECT_EQ(std::vector<unsigned char>(raw.begin() + 16, raw.end()), std::vector<unsigned char>(md, md + 8));
+}
+
+TEST(ids, one_signer_serves_several_threads) {
+  auto signer = cid_signer::with_random_secret();
+  auto cid = signer.mint();
+  std::atomic<int> verified{0}, distinct_ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        verified += signer.verify(cid);
+        distinct_ok += signer.verify(signer.mint());
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(verified.load(), 8000);
+  EXPECT_EQ(distinct_ok.load(), 8000);
 }
 
 TEST(ids, any_changed_character_fails_verification) {
