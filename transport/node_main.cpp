@@ -128,11 +128,13 @@ int run_node(const node_flags& flags, const app_types& types) {
   }
   // The key of the connection ids: configured (shared by the members of a
   // cluster) or generated once into the deposit (shared by every node on it).
+  std::string secret_origin = "node.cookie_secret";  // logged (the secret itself never is)
   try {
     std::string secret = recipe.node.cookie_secret;
-    if (secret.empty())
-      secret = registry::load_or_create_secret(recipe.deposit.path + "/" + std::string(cookie_secret_file));
-    else if (secret.size() < min_cookie_secret_bytes)
+    if (secret.empty()) {
+      secret_origin = recipe.deposit.path + "/" + std::string(cookie_secret_file);
+      secret = registry::load_or_create_secret(secret_origin);
+    } else if (secret.size() < min_cookie_secret_bytes)
       return usage_error("node.cookie_secret: must be empty (generated into the deposit) or at least "
                          + std::to_string(min_cookie_secret_bytes) + " bytes long");
     ctx->cids = std::make_shared<const registry::cid_signer>(secret);
@@ -144,6 +146,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
   setup_logging(recipe.node.log_level);
+  spdlog::info("connection ids are signed with the secret of {}", secret_origin);
 
   // Signals are taken by this thread alone (sigwait below): block them before
   // any other thread exists so every thread inherits the mask.

@@ -136,6 +136,20 @@ TEST_F(Session, LoginRotatesTheIdAndTheOldOneNeverReachesTheUser) {
   EXPECT_EQ(count_of(c.get("/api/counter")), 3);
 }
 
+TEST_F(Session, ALoginWithoutACookieSetsOneCookieTheNewId) {
+  start();
+  http_client c(port());
+  const auto erin = unique_name("erin_");
+  auto r = c.post_json("/api/login", {{"user", erin}});  // minted for this request, then rotated
+  ASSERT_STATUS(r, 200);
+  EXPECT_EQ(r.get_all("Set-Cookie").size(), 1u) << r.describe();
+  const auto cid = set_cid(r);
+  EXPECT_EQ(r.json().value("connection", ""), cid);
+  auto w = whoami_as(port(), cid);
+  EXPECT_FALSE(w.has("Set-Cookie")) << w.describe();
+  EXPECT_EQ(w.json().value("user", ""), erin);
+}
+
 TEST_F(Session, LoginFromOneUserToAnotherAndLogoutRotateToo) {
   start();
   std::string guest_cid;
