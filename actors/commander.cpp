@@ -51,6 +51,9 @@ struct commander_state {
   std::unordered_map<std::string, std::vector<held_resolve>> departing;
   // Connections unknown here whose parcel is being looked up: resolves wait here.
   std::unordered_map<std::string, std::vector<placement_promise>> lookups;
+  // Of those, the ids a login or logout retired meanwhile: whatever their parcel
+  // said when it was read, they are strangers now (bounded by `lookups`).
+  std::unordered_set<std::string> retired_in_lookup;
   // The global store, its watched lease holders and its timer.
   std::optional<global_table> global;
   std::unordered_map<caf::actor_addr, std::string> holders;  // monitored holder → its name in the table
@@ -258,6 +261,16 @@ struct commander_state {
 
   placement_promise promise() { return self->make_response_promise<placement>(); }
 
+  // A new connection id; nullopt (logged) only if OpenSSL fails.
+  std::optional<std::string> mint() {
+    try {
+      return ctx->cids->mint();
+    } catch (const std::exception& e) {
+      spdlog::error("commander: no connection id could be minted: {}", e.what());
+      return std::nullopt;
+    }
+  }
+
   void resolve(placement_promise p, const std::string& cid, bool minted) {
     if (const std::string* user = index->user_of(cid))
       return attach(std::move(p), *user, cid, {}, true);
@@ -286,7 +299,7 @@ struct commander_state {
                             registry::redact(cid), e.what());
             }
           }
-          if (user.empty())  // no connection parcel: his guest, who may still have a store of his own
+          if (user.empty() || retired_in_lookup.erase(cid))  // no parcel (or a dead id): his guest
             user = registry::guest_name(cid);
           if (!index->user_of(cid))  // a login may have bound it meanwhile
             index->bind(cid, user);
@@ -298,6 +311,7 @@ struct commander_state {
         [this, cid](caf::error& err) {
           spdlog::error("commander: looking up connection {} failed: {}", registry::redact(cid),
                         self->system().render(err));
+          retired_in_lookup.erase(cid);
           auto waiting = std::move(lookups[cid]);
           lookups.erase(cid);
           for (auto& p : waiting)
@@ -306,7 +320,8 @@ struct commander_state {
   }
 
   // A guest whose connection leaves him is forgotten here and by his worker
-  // (he retires by himself once his reply is out).
+  // (he retires by himself once his reply is out), and so is any parcel of
+  // his: his id is dead, and whoever presents it later is a new guest with nothing.
   void release_guest(const std::string& user) {
     if (!registry::is_guest(user))
       return;
@@ -314,6 +329,31 @@ struct commander_state {
       self->send(workers[*slot], release_atom::value, user);
       index->remove(user);
     }
+    remove_parcel(parcel_kind::user, user);
+  }
+
+  void remove_parcel(parcel_kind kind, const std::string& key) {
+    self->request(deposit, ctx->request_timeout(), remove_atom::value, kind, key)
+      .then([](bool) {},
+            [this, kind, key](caf::error& err) {
+              spdlog::error("commander: the parcel of {} {} could not be removed: {}",
+                            kind == parcel_kind::user ? "user" : "connection", registry::redact(key),
+                            self->system().render(err));
+            });
+  }
+
+  // Login and logout rotate the connection id: `old_cid` (of `from_user`) is
+  // dead — unbound, its parcel removed — and `new_cid` (the client's new
+  // cookie, just minted) is bound to `to_user`.
+  void rotate(const std::string& old_cid, const std::string& from_user, const std::string& new_cid,
+              const std::string& to_user) {
+    index->unbind(old_cid);
+    if (lookups.count(old_cid))
+      retired_in_lookup.insert(old_cid);
+    if (from_user != registry::guest_name(old_cid))  // a guest's own connection has no parcel
+      remove_parcel(parcel_kind::connection, old_cid);
+    release_guest(from_user);
+    index->bind(new_cid, to_user);
   }
 
   // A freeze ended: frozen (he is no longer placed; held requests wake him)
@@ -533,8 +573,8 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       auto& st = self->state;
       if (!st.index)
         return unavailable();
-      if (!registry::valid_cid(cid))
-        return make_error(errc::bad_request, "malformed connection id");
+      if (!st.ctx->cids->verify(cid))  // the front minted it or verified it: defence in depth
+        return make_error(errc::bad_request, "not a connection id this node minted");
       auto p = st.promise();
       st.resolve(p, cid, minted);
       return p;
@@ -545,36 +585,36 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
         return unavailable();
       if (!registry::valid_user_name(req.to_user))
         return make_error(errc::bad_request, "invalid user name");
-      st.index->bind(req.cid, req.to_user);
-      st.release_guest(req.from_user);
+      auto minted = st.mint();
+      if (!minted)
+        return make_error(errc::unavailable, "no connection id could be minted");
+      auto& cid = *minted;
+      st.rotate(req.cid, req.from_user, cid, req.to_user);
       bool live = st.index->worker_of(req.to_user).has_value();
       if (live && !req.parcel.empty()) {
         spdlog::info("login of connection {} into {}: he is live, his resident state wins; "
                      "the guest's store ({} bytes) is dropped",
-                     registry::redact(req.cid), req.to_user, req.parcel.size());
+                     registry::redact(cid), req.to_user, req.parcel.size());
         req.parcel.clear();
       }
       // Not live: he may be frozen (his parcel wins over the carried store) or new.
       auto p = st.promise();
-      st.attach(p, req.to_user, req.cid, std::move(req.parcel), true);
+      st.attach(p, req.to_user, cid, std::move(req.parcel), true);
       return p;
     },
     [=](logout_atom, const std::string& cid, const std::string& from_user) -> caf::result<placement> {
       auto& st = self->state;
       if (!st.index)
         return unavailable();
-      auto fresh = registry::guest_name(cid);
-      st.release_guest(from_user);
-      st.index->bind(cid, fresh);
-      // A guest's connection has no parcel: one that names the user who left must go.
-      self->request(st.deposit, caf::infinite, remove_atom::value, parcel_kind::connection, cid)
-        .then([](bool) {},
-              [self, cid](caf::error& err) {
-                spdlog::error("commander: the parcel of connection {} could not be removed: {}",
-                              registry::redact(cid), self->system().render(err));
-              });
+      // A new id for a new guest: nothing of his can be in the deposit.
+      auto minted = st.mint();
+      if (!minted)
+        return make_error(errc::unavailable, "no connection id could be minted");
+      auto& new_cid = *minted;
+      auto fresh = registry::guest_name(new_cid);
+      st.rotate(cid, from_user, new_cid, fresh);
       auto p = st.promise();
-      st.attach(p, fresh, cid, {}, false);
+      st.attach(p, fresh, new_cid, {}, false);
       return p;
     },
     [=](workers_atom, const std::string& group, std::vector<worker_handle>& workers) {

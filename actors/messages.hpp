@@ -144,12 +144,15 @@ struct http_response {
   std::string content_type = "application/json";
   route_note route = route_note::keep;
   std::uint32_t retry_after = 0;  ///< seconds for a Retry-After header (503), 0: none
+  /// A new connection id for the client's cookie (login and logout rotate it;
+  /// the request's id is dead), "" when the id is unchanged.
+  std::string set_cid;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_response& x) {
   return f(caf::meta::type_name("troupe.http_response"), x.status, x.body, x.content_type, x.route,
-           x.retry_after);
+           x.retry_after, x.set_cid);
 }
 
 /// The front's side of one in-flight request: it holds the request (shared,

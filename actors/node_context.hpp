@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"
 #include "config/recipe.hpp"
+#include "registry/ids.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/duration.hpp>
@@ -28,6 +29,11 @@ struct node_context {
   census_member_view census;
   /// What /_troupe/health is judged on (atomics: read by the io thread, written by actors).
   health_signals health;
+  /// Mints and verifies connection ids under the node's cookie secret
+  /// (node.cookie_secret, or the one generated into the deposit). A context
+  /// nobody gave one signs under a random secret of its own (tests).
+  std::shared_ptr<const registry::cid_signer> cids =
+    std::make_shared<const registry::cid_signer>(registry::cid_signer::with_random_secret());
 
   /// limits.hold_seconds as a CAF timeout.
   caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }

@@ -429,8 +429,9 @@ struct user_state : detail::user_host {
     return store::encode(keeper->next_parcel(store::parcel_cause::login, ctx->node_name, worker_name));
   }
 
-  // Login (target set) or logout (none): the commander moves the connection;
-  // this user answers with the new owner's identity and lets the connection go.
+  // Login (target set) or logout (none): the commander moves the connection
+  // to its new owner under a new id (the request's id dies); this user answers
+  // with the new owner's identity and cookie and lets the connection go.
   void move_connection(pending_call&& call, std::optional<std::string> target) {
     if (target && *target == user_name) {
       busy = false;
@@ -442,10 +443,17 @@ struct user_state : detail::user_host {
       auto& st = self->state;
       const std::string cid = waiting->req->cid;
       st.detach(cid);
-      respond(waiting->to, identity_response(p, cid, route_note::changed));
+      auto reply = identity_response(p, p.cid, route_note::changed);
+      reply.set_cid = p.cid;
+      respond(waiting->to, std::move(reply));
       st.busy = false;
-      if (st.connections.empty() && registry::is_guest(st.user_name))
+      if (st.connections.empty() && registry::is_guest(st.user_name)) {
+        // Ordered after his own writes: no parcel of his dead id outlives him.
+        if (st.mode != durability::freeze)
+          self->request(st.deposit, deposit_timeout, remove_atom::value, parcel_kind::user, st.user_name)
+            .then([](bool) {}, [](caf::error&) {});  // he is gone by then: the commander removes it too
         return st.retire();
+      }
       st.drain();
     };
     auto on_error = [self = self, waiting](caf::error& err) {

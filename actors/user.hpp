@@ -27,11 +27,12 @@ struct placement {
   std::string worker;
   std::string node;
   caf::actor actor;  ///< the user actor (a user_handle; untyped to keep the handle header-light)
+  std::string cid{};  ///< the connection he took (for login and logout: the new id the commander minted)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, placement& x) {
-  return f(caf::meta::type_name("troupe.placement"), x.user, x.worker, x.node, x.actor);
+  return f(caf::meta::type_name("troupe.placement"), x.user, x.worker, x.node, x.actor, x.cid);
 }
 
 /// The user actor's typed interface.

@@ -82,7 +82,10 @@ struct worker_state {
     }
     user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
-      .then([promise](placement& p) mutable { promise.deliver(std::move(p)); },
+      .then([promise, cid = order.cid](placement& p) mutable {
+              p.cid = cid;
+              promise.deliver(std::move(p));
+            },
             [this, h, order, promise, first_try](caf::error& err) mutable {
               if (first_try && err == caf::sec::request_receiver_down) {
                 if (auto j = users->find(order.user); j != users->end() && j->second == h)

@@ -203,6 +203,7 @@ private:
   // The request being served, shared with the slots that carry it to actors.
   std::shared_ptr<http_request> call_req_;
   bool minted_ = false;
+  std::string rotated_cid_;  // login/logout gave the connection this new id: the reply's cookie
   bool retried_ = false;
   bool counted_ = false;
   std::uint64_t call_seq_ = 0;
@@ -415,9 +416,9 @@ void http_session::handle() {
 
   auto& ctx = front_.context();
   std::string cid(cookie_cid(req_));
-  minted_ = !registry::valid_cid(cid);
+  minted_ = !ctx.cids->verify(cid);
   if (minted_)
-    cid = registry::mint_cid();  // absent or malformed: a new connection, never an error
+    cid = ctx.cids->mint();  // absent, malformed or not minted here: a new connection, never an error
 
   if (static_cast<std::uint64_t>(ctx.metrics.inflight.load(std::memory_order_relaxed)) >= limits_.max_inflight)
     return do_write(503, error_body("the node is at its in-flight request limit"), "application/json", 1);
@@ -667,6 +668,10 @@ void http_session::on_actor_reply(std::uint64_t id, http_response&& r) {
     case route_note::keep:
       break;
   }
+  if (!r.set_cid.empty()) {  // the request's id is dead: forget its route, hand the client the new one
+    front_.routes().erase(call_req_->cid);
+    rotated_cid_ = std::move(r.set_cid);
+  }
   finish(std::move(r));
 }
 
@@ -716,8 +721,9 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
     res_.set(http::field::allow, allow_);
     allow_.clear();
   }
-  if (minted_ && call_req_)
-    res_.set(http::field::set_cookie, std::string(cookie_name) + "=" + call_req_->cid
+  if (!rotated_cid_.empty() || (minted_ && call_req_))
+    res_.set(http::field::set_cookie, std::string(cookie_name) + "="
+                                          + (rotated_cid_.empty() ? call_req_->cid : rotated_cid_)
                                           + "; Path=/; HttpOnly; SameSite=Lax");
   res_.keep_alive(keep);
   res_.body() = std::move(body);
@@ -728,6 +734,7 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
                   std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_)
                     .count());
   minted_ = false;
+  rotated_cid_.clear();
   stream_.expires_after(limits_.read_timeout);  // a client that does not read its reply is cut
   http::async_write(stream_, res_, [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
     self->on_write(ec, keep);

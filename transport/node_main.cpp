@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
+#include <openssl/crypto.h>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -51,6 +52,11 @@ std::string joined(const std::vector<std::string>& names, std::size_t at_most = 
     out += ", and " + std::to_string(names.size() - at_most) + " more";
   return out;
 }
+
+// The generated cookie secret, in the deposit directory.
+constexpr std::string_view cookie_secret_file = "cookie.secret";
+// A configured secret shorter than this could be guessed from one minted id.
+constexpr std::size_t min_cookie_secret_bytes = 16;
 
 int usage_error(const std::string& text) {
   std::string line = text;
@@ -157,10 +163,29 @@ int run_node(const node_flags& flags, const app_types& types) {
   } catch (const std::exception& e) {
     return usage_error("deposit.path: cannot use \"" + recipe.deposit.path + "\": " + e.what());
   }
+  // The key of the connection ids: configured (shared by the members of a
+  // cluster) or generated once into the deposit (shared by every node on it).
+  std::string secret_origin = "node.cookie_secret";  // logged (the secret itself never is)
+  std::string deposit_secret;  // generated into the deposit: written back if the deposit loses it
+  try {
+    std::string secret = recipe.node.cookie_secret;
+    if (secret.empty()) {
+      secret_origin = recipe.deposit.path + "/" + std::string(cookie_secret_file);
+      secret = registry::load_or_create_secret(secret_origin);
+      deposit_secret = secret;
+    } else if (secret.size() < min_cookie_secret_bytes)
+      return usage_error("node.cookie_secret: must be empty (generated into the deposit) or at least "
+                         + std::to_string(min_cookie_secret_bytes) + " bytes long");
+    ctx->cids = std::make_shared<const registry::cid_signer>(secret);
+    OPENSSL_cleanse(secret.data(), secret.size());
+  } catch (const std::exception& e) {
+    return usage_error("node.cookie_secret: " + std::string(e.what()));
+  }
   ctx->metrics.deposit = &deposit_store->counters();
   ctx->health.deposit_last_success_unix_ms.store(unix_now_ms());  // it was just created and probed
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
+  spdlog::info("connection ids are signed with the secret of {}", secret_origin);
 
 
   // The global store comes back from its snapshot before anybody is served,
@@ -340,6 +365,17 @@ int run_node(const node_flags& flags, const app_types& types) {
           spdlog::error("soft quit: the deposit did not report: {}", sys->render(err));
           not_saved.push_back("unknown (the deposit did not report)");
         });
+  }
+  // The deposit may have lost its cookie secret (removed and healed): without
+  // it every session would end at the next start.
+  if (!deposit_secret.empty()) {
+    try {
+      if (registry::store_secret_if_absent(secret_origin, deposit_secret))
+        spdlog::warn("soft quit: the deposit had lost {}; written back", secret_origin);
+    } catch (const std::exception& e) {
+      spdlog::error("soft quit: {} is missing and cannot be written back: {}", secret_origin, e.what());
+    }
+    OPENSSL_cleanse(deposit_secret.data(), deposit_secret.size());
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   int exit_code = 0;

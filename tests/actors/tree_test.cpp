@@ -57,7 +57,7 @@ protected:
     ctx->recipe.groups.front().workers = 2;
     ctx->recipe.limits.user_queue_length = 2;
     ctx->apps.add<counter_app>("counter");
-    dir = std::filesystem::temp_directory_path() / ("troupe-tree-" + registry::mint_cid());
+    dir = std::filesystem::temp_directory_path() / ("troupe-tree-" + ctx->cids->mint());
     backend = store::make_filesystem_deposit(dir.string());
     deposit = spawn_deposit(*sys, backend);
     commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
@@ -108,6 +108,14 @@ protected:
     return r;
   }
 
+  // Serves a login or logout: the connection's id rotates, `cid` becomes the new one.
+  http_response serve_moving(std::string& cid, const std::string& path, const std::string& body = "") {
+    auto r = serve(cid, "POST", path, body);
+    if (!r.set_cid.empty())
+      cid = r.set_cid;
+    return r;
+  }
+
   static std::int64_t n_of(const http_response& r) { return nlohmann::json::parse(r.body).at("n"); }
 
   caf::actor_system_config cfg;
@@ -124,7 +132,7 @@ protected:
 }  // namespace
 
 TEST_F(tree, a_stranger_becomes_his_guest_and_stays_on_one_actor) {
-  auto cid = registry::mint_cid();
+  auto cid = ctx->cids->mint();
   auto first = resolve(cid);
   EXPECT_EQ(first.user, registry::guest_name(cid));
   EXPECT_EQ(first.node, "test-node");
@@ -137,7 +145,7 @@ TEST_F(tree, a_stranger_becomes_his_guest_and_stays_on_one_actor) {
 }
 
 TEST_F(tree, users_are_spread_over_workers_and_isolated) {
-  auto a = registry::mint_cid(), b = registry::mint_cid();
+  auto a = ctx->cids->mint(), b = ctx->cids->mint();
   auto pa = resolve(a), pb = resolve(b);
   EXPECT_NE(pa.worker, pb.worker);  // least loaded placement
   EXPECT_EQ(n_of(call(pa.actor, a, "POST", "/n")), 1);
@@ -146,14 +154,14 @@ TEST_F(tree, users_are_spread_over_workers_and_isolated) {
 }
 
 TEST_F(tree, an_actor_refuses_a_connection_that_is_not_his) {
-  auto a = registry::mint_cid(), stranger = registry::mint_cid();
+  auto a = ctx->cids->mint(), stranger = ctx->cids->mint();
   auto pa = resolve(a);
   auto r = call(pa.actor, stranger, "GET", "/n");
   EXPECT_EQ(r.route, route_note::not_here);
 }
 
 TEST_F(tree, unknown_routes_and_methods) {
-  auto a = registry::mint_cid();
+  auto a = ctx->cids->mint();
   auto pa = resolve(a);
   EXPECT_EQ(call(pa.actor, a, "GET", "/nothing").status, 404);
   EXPECT_EQ(call(pa.actor, a, "DELETE", "/n").status, 405);
@@ -162,12 +170,15 @@ TEST_F(tree, unknown_routes_and_methods) {
 }
 
 TEST_F(tree, login_carries_the_guest_store_to_a_user_who_is_not_live) {
-  auto cid = registry::mint_cid();
+  auto cid = ctx->cids->mint();
   for (int i = 0; i < 3; ++i)
     serve(cid, "POST", "/n");
-  auto r = serve(cid, "POST", "/login", R"({"user":"dora"})");
+  auto old_cid = cid;
+  auto r = serve_moving(cid, "/login", R"({"user":"dora"})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.route, route_note::changed);
+  EXPECT_NE(cid, old_cid);
+  EXPECT_TRUE(ctx->cids->verify(cid)) << cid;
   auto who = nlohmann::json::parse(r.body);
   EXPECT_EQ(who.at("user"), "dora");
   EXPECT_EQ(who.at("connection"), cid);
@@ -177,38 +188,65 @@ TEST_F(tree, login_carries_the_guest_store_to_a_user_who_is_not_live) {
 }
 
 TEST_F(tree, login_into_a_live_user_keeps_his_resident_state) {
-  auto first = registry::mint_cid(), second = registry::mint_cid();
-  serve(first, "POST", "/login", R"({"user":"erin"})");
+  auto first = ctx->cids->mint(), second = ctx->cids->mint();
+  serve_moving(first, "/login", R"({"user":"erin"})");
   for (int i = 0; i < 5; ++i)
     serve(first, "POST", "/n");
   serve(second, "POST", "/n");
   serve(second, "POST", "/n");
-  serve(second, "POST", "/login", R"({"user":"erin"})");
+  serve_moving(second, "/login", R"({"user":"erin"})");
   EXPECT_EQ(n_of(serve(second, "GET", "/n")), 5);
   EXPECT_EQ(n_of(serve(first, "GET", "/n")), 5);
 }
 
 TEST_F(tree, logout_gives_the_connection_a_fresh_guest) {
-  auto cid = registry::mint_cid();
-  serve(cid, "POST", "/login", R"({"user":"finn"})");
+  auto cid = ctx->cids->mint();
+  serve_moving(cid, "/login", R"({"user":"finn"})");
   serve(cid, "POST", "/n");
-  auto r = serve(cid, "POST", "/logout");
+  auto finns = cid;
+  auto r = serve_moving(cid, "/logout");
+  EXPECT_NE(cid, finns);
   EXPECT_EQ(nlohmann::json::parse(r.body).at("user"), registry::guest_name(cid));
   EXPECT_EQ(n_of(serve(cid, "GET", "/n")), 0);
+  // finn's old id is dead: a stranger's guest, never finn
+  EXPECT_EQ(nlohmann::json::parse(serve(finns, "GET", "/n").body).at("user"), registry::guest_name(finns));
   // and finn kept his own store
-  serve(cid, "POST", "/login", R"({"user":"finn"})");
+  serve_moving(cid, "/login", R"({"user":"finn"})");
   EXPECT_EQ(n_of(serve(cid, "GET", "/n")), 1);
 }
 
+TEST_F(tree, login_kills_the_old_id_and_its_guest_state) {
+  auto cid = ctx->cids->mint();
+  serve(cid, "POST", "/n");
+  serve(cid, "POST", "/n");
+  auto old_cid = cid;
+  ASSERT_EQ(serve_moving(cid, "/login", R"({"user":"jude"})").status, 200);
+  ASSERT_NE(cid, old_cid);
+  EXPECT_EQ(n_of(serve(cid, "GET", "/n")), 2);  // carried to jude
+  auto stale = serve(old_cid, "GET", "/n");
+  auto who = nlohmann::json::parse(stale.body);
+  EXPECT_EQ(who.at("user"), registry::guest_name(old_cid));  // a stranger now: never jude
+  EXPECT_EQ(who.at("n"), 0);                                 // and with nothing
+}
+
+TEST_F(tree, the_commander_refuses_ids_it_did_not_mint) {
+  auto other = registry::cid_signer::with_random_secret().mint();
+  ASSERT_TRUE(registry::valid_cid(other));
+  caf::error err;
+  (*self)->request(commander, 5s, resolve_atom::value, other, true)
+    .receive([&](placement& p) { ADD_FAILURE() << "placed as " << p.user; }, [&](caf::error& e) { err = e; });
+  EXPECT_TRUE(is(err, errc::bad_request)) << sys->render(err);
+}
+
 TEST_F(tree, invalid_login_names_are_bad_requests) {
-  auto cid = registry::mint_cid();
+  auto cid = ctx->cids->mint();
   EXPECT_EQ(serve(cid, "POST", "/login", R"({"user":"guest_x"})").status, 400);
   EXPECT_EQ(serve(cid, "POST", "/login", R"({"user":""})").status, 400);
   EXPECT_EQ(serve(cid, "POST", "/login", R"({"user":"a b"})").status, 400);
 }
 
 TEST_F(tree, a_crashing_handler_answers_502_and_only_that_user_restarts_from_his_last_good_state) {
-  auto a = registry::mint_cid(), b = registry::mint_cid();
+  auto a = ctx->cids->mint(), b = ctx->cids->mint();
   serve(a, "POST", "/n");
   serve(b, "POST", "/n");
   serve(b, "POST", "/n");
@@ -273,7 +311,7 @@ void send_local(const caf::actor& target, recorder& rec, const std::string& cid,
 }  // namespace
 
 TEST_F(tree, a_busy_user_queues_a_bounded_number_of_requests) {
-  auto cid = registry::mint_cid();
+  auto cid = ctx->cids->mint();
   auto target = resolve(cid).actor;
   ASSERT_EQ(call(target, cid, "GET", "/n").status, 200);  // awake: his (absent) parcel was looked up
   recorder rec;
@@ -288,7 +326,7 @@ TEST_F(tree, a_busy_user_queues_a_bounded_number_of_requests) {
 }
 
 TEST_F(tree, requests_behind_a_crash_are_dropped_so_the_front_can_resend_them) {
-  auto cid = registry::mint_cid();
+  auto cid = ctx->cids->mint();
   auto target = resolve(cid).actor;
   ASSERT_EQ(call(target, cid, "GET", "/n").status, 200);
   recorder rec;
@@ -302,8 +340,8 @@ TEST_F(tree, requests_behind_a_crash_are_dropped_so_the_front_can_resend_them) {
 }
 
 TEST_F(tree, an_ordered_freeze_writes_his_parcels_and_the_next_request_wakes_him) {
-  auto cid = registry::mint_cid();
-  serve(cid, "POST", "/login", R"({"user":"gwen"})");
+  auto cid = ctx->cids->mint();
+  serve_moving(cid, "/login", R"({"user":"gwen"})");
   for (int i = 0; i < 4; ++i)
     serve(cid, "POST", "/n");
   bool frozen = false;
@@ -328,7 +366,7 @@ TEST_F(tree, freezing_somebody_not_hosted_is_no_such_user) {
 
 TEST_F(tree, a_connection_unknown_to_the_commander_is_found_from_its_parcel) {
   // What a restarted node sees: no binding in memory, a connection parcel on disk.
-  auto cid = registry::mint_cid();
+  auto cid = ctx->cids->mint();
   store::connection_record rec{cid, "hana", {}};
   store::parcel p;
   p.payload = store::pack(rec);
@@ -343,7 +381,7 @@ TEST_F(tree, a_connection_unknown_to_the_commander_is_found_from_its_parcel) {
 }
 
 TEST_F(tree, a_wake_that_fails_answers_503_keeps_the_parcel_and_the_next_request_retries) {
-  auto cid = registry::mint_cid();
+  auto cid = ctx->cids->mint();
   store::connection_record rec{cid, "ivy", {}};
   store::parcel cp;
   cp.payload = store::pack(rec);

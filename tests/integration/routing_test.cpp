@@ -97,8 +97,9 @@ TEST_F(Routing, MalformedCookieMintsANewOneNeverAnError) {
   }
 }
 
-TEST_F(Routing, WellFormedUnknownCookieIsANewGuest) {
-  // Well-formed: the shape the node mints (its alphabet and length), never seen before.
+TEST_F(Routing, WellFormedCookieTheNodeDidNotMintGetsANewOne) {
+  // Well-formed: the shape the node mints (its alphabet and length), but not minted
+  // by it (its HMAC does not verify): treated like no cookie at all (session fixation).
   auto minted = fresh_guest(port());
   ASSERT_TRUE(minted.cookie());
   std::string cid = random_token(minted.cookie()->size());
@@ -106,11 +107,14 @@ TEST_F(Routing, WellFormedUnknownCookieIsANewGuest) {
   c.set_cookie(cid);
   auto r = c.get("/api/whoami");
   ASSERT_STATUS(r, 200);
-  EXPECT_FALSE(r.has("Set-Cookie")) << r.describe();
+  auto sc = troupe_cid_cookie(r);
+  ASSERT_TRUE(sc) << "an id the node never minted was adopted: " << r.describe();
+  EXPECT_NE(sc->value, cid);
   auto j = r.json();
-  EXPECT_EQ(j.value("connection", ""), cid);
-  EXPECT_EQ(j.value("user", ""), "guest_" + cid);
+  EXPECT_EQ(j.value("connection", ""), sc->value);
+  EXPECT_EQ(j.value("user", ""), "guest_" + sc->value);
   EXPECT_EQ(count_of(c.get("/api/counter")), 0);
+  EXPECT_EQ(*c.cookie(), sc->value);
 }
 
 TEST_F(Routing, CookieAmongOtherCookiesIsFound) {
@@ -156,12 +160,15 @@ TEST_F(Routing, LoginMovesTheConnectionToTheUser) {
   ASSERT_STATUS(r, 200);
   auto j = r.json();
   EXPECT_EQ(j.value("user", ""), name) << r.body;
-  EXPECT_EQ(j.value("connection", ""), cid) << r.body;
-  EXPECT_FALSE(r.has("Set-Cookie")) << "login changed the connection id: " << r.describe();
+  // The connection moves under a new id (session fixation): the old one is dead.
+  auto sc = troupe_cid_cookie(r);
+  ASSERT_TRUE(sc) << "login kept the connection id: " << r.describe();
+  EXPECT_NE(sc->value, cid);
+  EXPECT_EQ(j.value("connection", ""), sc->value) << r.body;
   auto w = c.get("/api/whoami");
   ASSERT_STATUS(w, 200);
   EXPECT_EQ(w.json().value("user", ""), name);
-  EXPECT_EQ(w.json().value("connection", ""), cid);
+  EXPECT_EQ(w.json().value("connection", ""), sc->value);
 }
 
 TEST_F(Routing, LoginNameRules) {
