@@ -8,6 +8,7 @@
 #include "actors/health.hpp"
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"
+#include "actors/rate_limited_log.hpp"
 #include "config/recipe.hpp"
 #include "registry/ids.hpp"
 
@@ -25,6 +26,8 @@ struct node_context {
   config::recipe recipe;
   app_types apps;
   node_metrics metrics;
+  /// Failing handlers, logged at most once a second (a crash storm must not flood the log).
+  rate_limited_log handler_failure_log{spdlog::level::err};
   /// The node's census: members tell it their state. Set before any member starts.
   census_member_view census;
   /// What /_troupe/health is judged on (atomics: read by the io thread, written by actors).

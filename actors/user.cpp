@@ -275,8 +275,8 @@ struct user_state : detail::user_host {
 
   void fail(pending_call& call, const char* what) {
     ctx->metrics.handler_failures.fetch_add(1, std::memory_order_relaxed);
-    spdlog::error("user {} on {}: handler {} {} failed: {}; the worker restarts him",
-                  registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
+    ctx->handler_failure_log("user {} on {}: handler {} {} failed: {}; the worker restarts him",
+                             registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
     respond(call.to, error_response(502, "the request handler failed"));
     stopped = true;
     // What the handler half-changed is thrown away: his restart starts from

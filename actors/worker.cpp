@@ -1,6 +1,7 @@
 #include "actors/worker.hpp"
 
 #include "actors/errors.hpp"
+#include "actors/rate_limited_log.hpp"
 #include "actors/census.hpp"
 #include "actors/deposit.hpp"
 #include "registry/ids.hpp"
@@ -40,6 +41,7 @@ struct worker_state {
   // restart starts from; kept until he is started again (or written at quit).
   std::unordered_map<std::string, store::bytes> restart_from;
   bool draining = false;
+  rate_limited_log restart_log;  // a crash storm restarts thousands a second: one line a second
   std::uint32_t restarts = 0;  // user restarts on this worker
   actor_meter meter;
 
@@ -134,8 +136,8 @@ struct worker_state {
                     self->system().render(dm.reason));
       return;
     }
-    spdlog::warn("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
-                 self->system().render(dm.reason));
+    restart_log("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
+                self->system().render(dm.reason));
     start(user, {}, true);  // from the last good state he left, else his last durable parcel
   }
 

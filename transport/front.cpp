@@ -55,34 +55,6 @@ std::string_view cookie_cid(const http::request<http::string_body>& req) {
   return {};
 }
 
-// A warning about one request, from an io thread: at most one line a second
-// (under overload it would come for every request), with the count of the
-// ones left out since the last line.
-class rate_limited_warning {
-public:
-  template <class... Args>
-  void operator()(const char* format, const Args&... args) {
-    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    auto last = last_.load(std::memory_order_relaxed);
-    if (now - last < std::chrono::steady_clock::duration(std::chrono::seconds(1)).count()
-        || !last_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      suppressed_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    auto left_out = suppressed_.exchange(0, std::memory_order_relaxed);
-    auto line = fmt::format(format, args...);
-    if (left_out)
-      spdlog::warn("{} (and {} more like it since the last such line)", line, left_out);
-    else
-      spdlog::warn("{}", line);
-  }
-
-private:
-  std::atomic<std::chrono::steady_clock::rep> last_{std::numeric_limits<std::chrono::steady_clock::rep>::min() / 2};
-  std::atomic<std::uint64_t> suppressed_{0};
-};
-
-rate_limited_warning no_placement_warning, timeout_warning;
 
 // X-Troupe-Operator: at most 64 printable ASCII characters, else "admin".
 std::string operator_name(const http::request<http::string_body>& req) {
@@ -649,7 +621,7 @@ void http_session::on_resolve_failed(std::uint64_t id, const caf::error& err) {
   auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
   if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload
     return finish(error_response(503, "the node is at its limit of live users, retry", hold));
-  no_placement_warning("front: no placement for a request: {}", to_string(err));
+  front_.no_placement_log("front: no placement for a request: {}", to_string(err));
   finish(error_response(503, "the user cannot be served right now, retry", hold));
 }
 
@@ -687,7 +659,7 @@ void http_session::on_dropped(std::uint64_t id) {
 void http_session::on_deadline() {
   if (current_call_ == 0)
     return;
-  timeout_warning("front: {} {} not answered within {} ms (504)", std::string(req_.method_string()),
+  front_.timeout_log("front: {} {} not answered within {} ms (504)", std::string(req_.method_string()),
                std::string(sv(req_.target()).substr(0, sv(req_.target()).find('?'))), limits_.request_timeout.count());
   finish(error_response(504, "the request was not answered in time"));
 }

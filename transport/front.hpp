@@ -6,6 +6,7 @@
 /// request over without ever blocking on an actor, and writes the reply.
 
 #include "actors/node_context.hpp"
+#include "actors/rate_limited_log.hpp"
 #include "transport/bridge.hpp"
 #include "transport/route_cache.hpp"
 
@@ -92,6 +93,8 @@ public:
   /// The channel of `ticket` has its token, or has gone: it waits no more.
   void console_authenticated_or_gone(std::uint64_t ticket);
   void session_ended() noexcept;
+  /// Per-request warnings, at most one line a second each (overload must not flood the log).
+  rate_limited_log no_placement_log, timeout_log;
   /// Reserves `bytes` of limits.max_buffered_body_bytes for a body being read; false past it.
   bool reserve_body(std::uint64_t bytes) noexcept;
   void release_body(std::uint64_t bytes) noexcept {

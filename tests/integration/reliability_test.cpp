@@ -95,6 +95,12 @@ TEST_F(Reliability, MemoryStaysFlatAcrossCrashStorms) {
   EXPECT_LT(after_second - after_first, 6LL * 1024 * 1024)
       << "RSS grew from " << after_first << " to " << after_second << " bytes over " << crashes << " crashes";
   EXPECT_EQ(counter(c), 1) << "his restarts start from his last good state";
+  // Nor does the log take a line per crash (it took two).
+  auto log = node().stderr_log();
+  std::size_t lines = 0;
+  for (auto at = log.find("crash requested"); at != std::string::npos; at = log.find("crash requested", at + 1))
+    ++lines;
+  EXPECT_LT(lines, 200u) << 2 * crashes << " crashes logged " << lines << " lines about them";
 }
 
 // A crash restarts the user from the last good state he had, never empty.
