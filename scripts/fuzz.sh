@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(router recipe parcel)
+all_targets=(router recipe parcel cookie http_framing console_message)
 
 seconds=10
 if [[ "${1:-}" =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi
