@@ -55,7 +55,7 @@ parcel decode(const char* data, std::size_t size) {
   wire_parcel w;
   msgpack::object_handle handle;
   try {
-    handle = msgpack::unpack(data, size);
+    handle = msgpack::unpack(data, size, nullptr, nullptr, unpack_limits_for(size));
     handle.get().convert(w);
   } catch (const std::exception& e) {
     throw codec_error(std::string("parcel does not decode: ") + e.what());
