@@ -37,7 +37,8 @@ for kind in "${kinds[@]}"; do
   # log_path: the report is also kept (a node child's stderr may go unread).
   if [ "$kind" = address ]; then
     export ASAN_OPTIONS="halt_on_error=1:exitcode=23:detect_leaks=1:log_path=$reports/asan"
-    export UBSAN_OPTIONS="halt_on_error=1:exitcode=24:print_stacktrace=1:log_path=$reports/ubsan"
+    # (With ASan, the report file is ASan's log_path, also for UBSan reports.)
+    export UBSAN_OPTIONS="halt_on_error=1:exitcode=24:print_stacktrace=1:suppressions=$PWD/ubsan.supp"
     # LeakSanitizer: suppressions for leaks inside uninstrumented system libraries only.
     export LSAN_OPTIONS="suppressions=$PWD/lsan.supp:print_suppressions=0"
     unset TSAN_OPTIONS
