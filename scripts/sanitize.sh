@@ -4,8 +4,9 @@
 # (address: ASan+UBSan in build-asan/, thread: TSan in build-tsan/; g++), then
 # runs the unit tests and then the integration tests under it (ctest).
 # A sanitizer report fails the run — in a test binary or in a node child process
-# an integration test started (they inherit the environment): every report is
-# also written to build-<kind>/sanitizer-reports/, and any file there fails.
+# an integration test started (they inherit the environment): the process ends
+# with the sanitizer's exit code, and ASan/LSan/TSan reports are also written to
+# build-<kind>/sanitizer-reports/, where any file fails the run.
 # Default: address. Extra arguments go to both ctest runs (e.g. -R routing).
 # Not part of the test command (too slow for 2 cores); see docs/RELIABILITY.md.
 set -euo pipefail
@@ -37,8 +38,9 @@ for kind in "${kinds[@]}"; do
   # log_path: the report is also kept (a node child's stderr may go unread).
   if [ "$kind" = address ]; then
     export ASAN_OPTIONS="halt_on_error=1:exitcode=23:detect_leaks=1:log_path=$reports/asan"
-    # (With ASan, the report file is ASan's log_path, also for UBSan reports.)
-    export UBSAN_OPTIONS="halt_on_error=1:exitcode=24:print_stacktrace=1:suppressions=$PWD/ubsan.supp"
+    # UBSan (gcc's, combined with ASan) writes its reports to stderr only, not to
+    # log_path; halt_on_error ends the process with ASan's exitcode all the same.
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/ubsan.supp"
     # LeakSanitizer: suppressions for leaks inside uninstrumented system libraries only.
     export LSAN_OPTIONS="suppressions=$PWD/lsan.supp:print_suppressions=0"
     unset TSAN_OPTIONS
