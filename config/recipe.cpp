@@ -485,8 +485,35 @@ std::string read_whole_file(const std::string& path) {
   return text.str();
 }
 
+/// The offset of the first byte of `text` that is not part of well-formed
+/// UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), npos if none.
+std::size_t first_invalid_utf8(const std::string& text) {
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (std::size_t i = 0; i < text.size();) {
+    unsigned char c = byte(i);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || c == 0xC0 || c == 0xC1 || c > 0xF4 || i + n > text.size()) return i;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((byte(i + k) >> 6) != 0x2) return i;
+    if (n >= 3) {
+      unsigned char c1 = byte(i + 1);
+      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F))
+        return i;
+    }
+    i += n;
+  }
+  return std::string::npos;
+}
+
 void apply_file(recipe& r, const std::string& path) {
   std::string text = read_whole_file(path);
+  // A TOML file is UTF-8. Checked here because toml11 3.7 reads past the end of
+  // its buffer while reporting some invalid UTF-8 (ToruNiina/toml11#199, found
+  // by fuzz/recipe_fuzz).
+  if (auto bad = first_invalid_utf8(text); bad != std::string::npos) {
+    auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+    throw recipe_error("", path + ":" + std::to_string(line) + ": not valid UTF-8 (byte " + std::to_string(bad + 1) + ")");
+  }
   toml::value root;
   try {
     std::istringstream in(text);

@@ -28,12 +28,20 @@ bytes pack(const T& value) {
   return bytes(buf.data(), buf.data() + buf.size());
 }
 
+/// msgpack limits for decoding `size` bytes: no array or map may claim more
+/// elements than the bytes could hold (each element takes at least one byte).
+/// msgpack allocates a container's elements as soon as it reads its length, so
+/// without this a corrupt 5-byte length asks for up to 64 GiB at once.
+inline msgpack::unpack_limit unpack_limits_for(std::size_t size) {
+  return msgpack::unpack_limit(/*array=*/size, /*map=*/size / 2);
+}
+
 /// Decodes `data` into `out`; throws codec_error (and leaves `out` untouched)
 /// when the bytes are truncated or of another shape.
 template <class T>
 void unpack(const char* data, std::size_t size, T& out) {
   try {
-    auto handle = msgpack::unpack(data, size);
+    auto handle = msgpack::unpack(data, size, nullptr, nullptr, unpack_limits_for(size));
     T tmp;
     handle.get().convert(tmp);
     out = std::move(tmp);

@@ -122,7 +122,7 @@ parcel decode(const char* data, std::size_t size) {
   std::uint32_t magic = 0;
   std::uint16_t version = 0;
   try {
-    handle = msgpack::unpack(data, size);
+    handle = msgpack::unpack(data, size, nullptr, nullptr, unpack_limits_for(size));
     const auto& o = handle.get();
     if (o.type != msgpack::type::ARRAY || o.via.array.size < 2)
       throw codec_error("not a parcel (not a header array)");

@@ -667,3 +667,23 @@ TEST(recipe_errors, label_constructor_keeps_the_key) {
   recipe_error plain("limits.x", "bad");
   EXPECT_STREQ(plain.what(), "limits.x: bad");
 }
+
+// toml11 3.7 reads past the end of its buffer while reporting some invalid
+// UTF-8 (ToruNiina/toml11#199; found by fuzz/recipe_fuzz, whose corpus keeps
+// the input as tests/fuzz/recipe/regression_invalid_utf8_literal.toml): the
+// recipe refuses such a file itself, naming the line and byte, before toml11 parses it.
+TEST(recipe_errors, invalid_utf8_is_refused_with_its_line_and_byte) {
+  temp_dir dir;
+  recipe_sources s;
+  s.file = dir.write("bad.toml", "[node]\nname = 'P[P\xff\xfb\xff'\n");
+  auto e = error_of_sources(s);
+  EXPECT_EQ(e.key(), "");
+  EXPECT_EQ(std::string(e.what()), s.file + ":2: not valid UTF-8 (byte 19)");
+  for (const char* bad : {"a = \"\xc0\xaf\"\n", "a = \"\xed\xa0\x80\"\n", "a = \"\xf4\x90\x80\x80\"\n", "a = \"\xe2\x82\"\n"}) {
+    s.file = dir.write("bad.toml", bad);
+    EXPECT_NE(std::string(error_of_sources(s).what()).find(": not valid UTF-8 (byte 6)"), std::string::npos) << bad;
+  }
+  // Well-formed UTF-8 of every length stays accepted.
+  s.file = dir.write("good.toml", "# h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x8e\xad\n[node]\nname = \"n\xc3\xb8" "de\"\n");
+  EXPECT_EQ(load_recipe(s).node.name, "n\xc3\xb8" "de");
+}

@@ -183,4 +183,40 @@ TEST(parcel, refuses_unknown_format_versions_and_non_arrays) {
   EXPECT_THROW(decode(pack(std::vector<std::uint32_t>{parcel::magic})), codec_error);
   EXPECT_THROW(decode(pack(42)), codec_error);
   EXPECT_THROW(decode(std::vector<char>{}), codec_error);
+
+// A corrupt length (found by fuzz/parcel_fuzz): msgpack allocates a
+// container's elements as soon as it reads the length, so 5 bytes claiming
+// 4294967295 elements asked for 64 GiB — an allocation failure (or, under
+// ASan, an out-of-memory abort) instead of a refused parcel.
+TEST(codec, refuses_a_length_the_bytes_cannot_hold_without_allocating_it) {
+  const char array_claim[] = {'\xdd', '\xff', '\xff', '\xff', '\xff', '\x01'};
+  const char map_claim[] = {'\xdf', '\xff', '\xff', '\xff', '\xff', '\x01', '\x02'};
+  std::vector<std::int64_t> list;
+  std::map<std::int64_t, std::int64_t> map;
+  for (auto [data, size] : {std::pair{array_claim, sizeof array_claim}, std::pair{map_claim, sizeof map_claim}}) {
+    try {
+      unpack(data, size, list);
+      unpack(data, size, map);
+      ADD_FAILURE() << "decoded";
+    } catch (const codec_error& e) {
+      EXPECT_NE(std::string(e.what()).find("size overflow"), std::string::npos) << e.what();
+    }
+    try {
+      decode(data, size);
+      ADD_FAILURE() << "decoded";
+    } catch (const codec_error& e) {
+      EXPECT_NE(std::string(e.what()).find("size overflow"), std::string::npos) << e.what();
+    }
+  }
+  // The limits refuse nothing real: the densest containers still decode.
+  std::vector<bool> flags(1000, true);
+  std::map<std::int64_t, std::int64_t> pairs;
+  for (int i = 0; i < 100; ++i)
+    pairs[i] = i;
+  std::vector<bool> flags_back;
+  std::map<std::int64_t, std::int64_t> pairs_back;
+  unpack(pack(flags), flags_back);
+  unpack(pack(pairs), pairs_back);
+  EXPECT_EQ(flags_back, flags);
+  EXPECT_EQ(pairs_back, pairs);
 }

@@ -1,0 +1,54 @@
+# Instrumented builds, each in its own build directory (see docs/RELIABILITY.md):
+#
+#   TROUPE_SANITIZE=address  ASan + UBSan over the whole project (build-asan/)
+#   TROUPE_SANITIZE=thread   TSan over the whole project (build-tsan/)
+#   TROUPE_FUZZ=ON           clang only: libFuzzer targets in fuzz/ (build-fuzz/);
+#                            build them with `--target fuzz_all`, which compiles only
+#                            the libraries the targets link.
+#
+# The flags go to every target of the build (compile and link), so the product
+# libraries a test or a fuzz target links are instrumented like the test itself.
+# System libraries (libcaf, libspdlog, …) are not instrumented.
+
+set(TROUPE_SANITIZE "" CACHE STRING "Sanitizers for the whole build: address (ASan+UBSan), thread (TSan), or empty")
+set_property(CACHE TROUPE_SANITIZE PROPERTY STRINGS "" address thread)
+option(TROUPE_FUZZ "Build the libFuzzer targets of fuzz/ (requires clang++)" OFF)
+
+if(TROUPE_SANITIZE STREQUAL "address")
+  # -fsanitize-recover=null: a null-reference report can be suppressed at run
+  # time (ubsan.supp: one inside a CAF header); halt_on_error=1 in UBSAN_OPTIONS
+  # (scripts/sanitize.sh) still makes every other one fatal.
+  set(troupe_compile_flags -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+      -fsanitize-recover=null)
+  set(troupe_link_flags -fsanitize=address,undefined)
+elseif(TROUPE_SANITIZE STREQUAL "thread")
+  set(troupe_compile_flags -fsanitize=thread -fno-omit-frame-pointer)
+  set(troupe_link_flags -fsanitize=thread)
+elseif(NOT TROUPE_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "TROUPE_SANITIZE must be address, thread or empty, not '${TROUPE_SANITIZE}'")
+endif()
+
+if(TROUPE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "TROUPE_FUZZ=ON needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  if(NOT TROUPE_SANITIZE STREQUAL "")
+    message(FATAL_ERROR "TROUPE_FUZZ=ON already uses ASan+UBSan; leave TROUPE_SANITIZE empty")
+  endif()
+  # Coverage instrumentation for libFuzzer everywhere; the libFuzzer driver
+  # itself (-fsanitize=fuzzer, which brings main()) is linked into the fuzz targets only.
+  set(troupe_compile_flags -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+      -fno-sanitize-recover=undefined)
+  set(troupe_link_flags -fsanitize=address,undefined)
+endif()
+
+if(NOT TROUPE_SANITIZE STREQUAL "")
+  # -O1: what the sanitizers' authors recommend (readable reports), and far
+  # cheaper to compile than -O2 on a shared 2-core machine.
+  set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O1 -g1 -DNDEBUG")
+endif()
+
+if(troupe_compile_flags)
+  add_compile_options(${troupe_compile_flags})
+  add_link_options(${troupe_link_flags})
+endif()
