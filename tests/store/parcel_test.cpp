@@ -183,6 +183,7 @@ TEST(parcel, refuses_unknown_format_versions_and_non_arrays) {
   EXPECT_THROW(decode(pack(std::vector<std::uint32_t>{parcel::magic})), codec_error);
   EXPECT_THROW(decode(pack(42)), codec_error);
   EXPECT_THROW(decode(std::vector<char>{}), codec_error);
+}
 
 // A corrupt length (found by fuzz/parcel_fuzz): msgpack allocates a
 // container's elements as soon as it reads the length, so 5 bytes claiming
