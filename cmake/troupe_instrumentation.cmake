@@ -15,11 +15,14 @@ set_property(CACHE TROUPE_SANITIZE PROPERTY STRINGS "" address thread)
 option(TROUPE_FUZZ "Build the libFuzzer targets of fuzz/ (requires clang++)" OFF)
 
 if(TROUPE_SANITIZE STREQUAL "address")
-  # -fsanitize-recover=null: a null-reference report can be suppressed at run
-  # time (ubsan.supp: one inside a CAF header); halt_on_error=1 in UBSAN_OPTIONS
-  # (scripts/sanitize.sh) still makes every other one fatal.
-  set(troupe_compile_flags -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-      -fsanitize-recover=null)
+  # -fno-sanitize=null: CAF 0.17's own header binds a reference to a null
+  # shared_ptr<std::tuple<>> in every spawn of a function actor without
+  # arguments (caf/detail/init_fun_factory.hpp:85-105, never read), which the
+  # null check reports in troupe's objects; gcc has no per-file ignore list and
+  # UBSan's run-time suppressions do not match it by file or function. A real
+  # null dereference is still an ASan SEGV report. (docs/RELIABILITY.md)
+  set(troupe_compile_flags -fsanitize=address,undefined -fno-sanitize=null -fno-omit-frame-pointer
+      -fno-sanitize-recover=undefined)
   set(troupe_link_flags -fsanitize=address,undefined)
 elseif(TROUPE_SANITIZE STREQUAL "thread")
   set(troupe_compile_flags -fsanitize=thread -fno-omit-frame-pointer)
