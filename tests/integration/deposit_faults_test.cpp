@@ -62,15 +62,6 @@ unsigned mode_of(const fs::path& p) {
   return st.st_mode & 07777;
 }
 
-struct scratch_dir {
-  std::string path = make_temp_dir("troupe-faults-it-");
-  ~scratch_dir() {
-    std::error_code ec;
-    if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
-      fs::remove_all(path, ec);
-  }
-};
-
 response freeze(uint16_t port, const std::string& user) {
   http_client a(port);
   return a.post("/_troupe/users/" + user + "/freeze", {}, bearer(), milliseconds(10000));

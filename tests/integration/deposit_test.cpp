@@ -91,16 +91,6 @@ std::string listing(const std::string& deposit) {
   return s.empty() ? "  (empty)\n" : s;
 }
 
-// A scratch directory shared by nodes started one after the other.
-struct scratch_dir {
-  std::string path = make_temp_dir("troupe-deposit-it-");
-  ~scratch_dir() {
-    std::error_code ec;
-    if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
-      fs::remove_all(path, ec);
-  }
-};
-
 // ---- metrics ----------------------------------------------------------------------
 
 // The node's metrics, read with this suite's admin token.
@@ -139,18 +129,6 @@ response freeze(uint16_t port, const std::string& user, headers_t h = bearer()) 
 
 long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
 long long counter(http_client& c) { return count_of(c.get("/api/counter")); }
-
-// Polls `pred` every 50 ms until true or `timeout`.
-bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred())
-      return true;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-}
 
 std::vector<std::string> with_token(std::vector<std::string> args) {
   args.insert(args.begin(), {"--admin-token", token});

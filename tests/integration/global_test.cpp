@@ -136,17 +136,6 @@ json admin_entry(const json& listing, const std::string& key) {
   return nullptr;
 }
 
-bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
-  auto deadline = steady::now() + timeout;
-  for (;;) {
-    if (pred())
-      return true;
-    if (steady::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-}
-
 // A client whose user actor exists (one request served), so the timing of later
 // requests does not include placing a new guest.
 std::unique_ptr<http_client> warm_client(uint16_t port) {
@@ -219,15 +208,6 @@ protected:
   // With the admin token, on `dir` (node_test::start_on).
   node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
     return node_test::start_on(dir, with_token(std::move(args)));
-  }
-};
-
-struct scratch_dir {
-  std::string path = make_temp_dir("troupe-global-it-");
-  ~scratch_dir() {
-    std::error_code ec;
-    if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
-      fs::remove_all(path, ec);
   }
 };
 

@@ -28,17 +28,6 @@ double metric(uint16_t port, const std::string& name, const std::string& labels 
   return troupe::test::metric(port, bearer(), name, labels);
 }
 
-bool eventually(milliseconds timeout, const std::function<bool()>& pred) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred())
-      return true;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-}
-
 // Resident memory of a process, in bytes.
 long long rss_bytes(pid_t pid) {
   std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");

@@ -15,16 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A directory for deposits the test owns (restarts, several nodes).
-struct scratch_dir {
-  std::string path = make_temp_dir("troupe-session-it-");
-  ~scratch_dir() {
-    std::error_code ec;
-    if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
-      fs::remove_all(path, ec);
-  }
-};
-
 std::string unique_name(const std::string& prefix) { return prefix + random_token(10); }
 
 // GET /api/whoami with exactly this cookie (no jar).

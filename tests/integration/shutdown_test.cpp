@@ -28,16 +28,6 @@ namespace {
 // A fixed secret: cookies and logins stay valid whichever directory the next node uses.
 const std::string cookie_secret = "shutdown-test-secret-" + random_token(16);
 
-// A scratch directory shared by nodes started one after the other.
-struct scratch_dir {
-  std::string path = make_temp_dir("troupe-shutdown-it-");
-  ~scratch_dir() {
-    std::error_code ec;
-    if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
-      fs::remove_all(path, ec);
-  }
-};
-
 // The user parcels under `deposit` named <user>.parcel.
 bool has_user_parcel(const fs::path& deposit, const std::string& user) {
   std::error_code ec;

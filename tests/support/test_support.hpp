@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "http_client.hpp"
@@ -86,6 +90,32 @@ protected:
   static uint16_t port() { return node_->port(); }
   static inline std::unique_ptr<node_process> node_;
   static inline std::string start_error_;
+};
+
+// Polls `pred` every 50 ms until it holds or `timeout` has passed.
+inline bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& pred) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred())
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// A directory for nodes started one after the other on the same deposit
+// (restart scenarios); removed at the end unless TROUPE_TEST_KEEP_DIRS is set.
+struct scratch_dir {
+  explicit scratch_dir(const std::string& prefix = "troupe-it-") : path(make_temp_dir(prefix)) {}
+  ~scratch_dir() {
+    std::error_code ec;
+    if (!std::getenv("TROUPE_TEST_KEEP_DIRS"))
+      std::filesystem::remove_all(path, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  std::string path;
 };
 
 inline bool is_url_safe_b64(const std::string& s) {
