@@ -1,5 +1,7 @@
 #include "registry/ids.hpp"
 
+#include "registry/url.hpp"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/core_names.h>
@@ -80,16 +82,6 @@ std::string hex_of(const unsigned char* data, std::size_t n) {
   return out;
 }
 
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 std::string errno_text(int e) {
   return std::strerror(e);
 }
@@ -124,7 +116,7 @@ std::optional<std::string> read_secret(const std::string& path) {
   std::string secret;
   if (text.size() == generated_secret_bytes * 2)
     for (std::size_t i = 0; i < text.size(); i += 2) {
-      int hi = hex_value(text[i]), lo = hex_value(text[i + 1]);
+      int hi = hex_digit(text[i]), lo = hex_digit(text[i + 1]);
       if (hi < 0 || lo < 0)
         break;
       secret += static_cast<char>(hi * 16 + lo);
