@@ -639,8 +639,11 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       // here (the cookie alone names him), so the index does not grow with
       // every visitor.
       auto& st = self->state;
-      if (st.index && registry::is_guest(user) && !st.index->worker_of(user) && !st.departing.count(user))
-        st.index->unbind_user(user);
+      if (!st.index || !registry::is_guest(user) || st.index->worker_of(user) || st.departing.count(user))
+        return;
+      auto cid = user.substr(6);  // guest_<cid>: one lookup, never a scan of every connection
+      if (auto* owner = st.index->user_of(cid); owner && *owner == user)
+        st.index->unbind(cid);
     },
     [=](thaw_atom, const std::string& user) { self->state.end_departure(user, false); },
     [=](quit_atom) { return self->state.quit(); },

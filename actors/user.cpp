@@ -825,7 +825,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   } else {
     st.idle_after = millis_of(30 * 60);
     st.checkpoint_every = millis_of(5);
-    st.guest_idle_after = millis_of(10);
+    st.guest_idle_after = millis_of(2);
   }
   st.keeper.emplace((*spec.factory)());
   st.routes = router(spec.route_shapes);

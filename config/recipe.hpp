@@ -95,7 +95,7 @@ struct group_settings {
   double checkpoint_seconds = 5;
   int max_restarts = 5;                     ///< per user, within restart_window_seconds
   double restart_window_seconds = 10;
-  double guest_idle_seconds = 10;           ///< a guest who never changed his state is retired after this long idle
+  double guest_idle_seconds = 2;            ///< a guest who never changed his state is retired after this long idle
 };
 
 /// The effective settings of one node.
