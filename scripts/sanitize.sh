@@ -39,8 +39,9 @@ for kind in "${kinds[@]}"; do
   if [ "$kind" = address ]; then
     export ASAN_OPTIONS="halt_on_error=1:exitcode=23:detect_leaks=1:log_path=$reports/asan"
     # UBSan (gcc's, combined with ASan) writes its reports to stderr only, not to
-    # log_path; halt_on_error ends the process with ASan's exitcode all the same.
-    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    # log_path (not even its own), and ends the process with its own exitcode
+    # (1 unless set here, whatever ASAN_OPTIONS says).
+    export UBSAN_OPTIONS="halt_on_error=1:exitcode=23:print_stacktrace=1"
     # LeakSanitizer: suppressions for leaks inside uninstrumented system libraries only.
     export LSAN_OPTIONS="suppressions=$PWD/lsan.supp:print_suppressions=0"
     unset TSAN_OPTIONS
