@@ -21,7 +21,9 @@ class Census : public node_test {
 protected:
   // A node with two workers; `guests` guests, of whom the first `named` log in as u0, u1, …
   void start_with_users(int guests, int named, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--admin-token", token, "--set", "group.default.workers=2"};
+    // Guests who only read retire after guest_idle_seconds: these must stay to be counted.
+    std::vector<std::string> args{"--admin-token", token, "--set", "group.default.workers=2", "--set",
+                                  "group.default.guest_idle_seconds=600"};
     args.insert(args.end(), extra.begin(), extra.end());
     start(args);
     for (int i = 0; i < guests; ++i) {

@@ -28,7 +28,8 @@ class ConsoleInChromium : public node_test {};
 
 TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
   ASSERT_TRUE(chromium::available()) << "/usr/bin/chromium is missing: scripts/test.sh installs Debian's chromium";
-  start({"--admin-token", token, "--set", "group.default.workers=2"});
+  // Guests who only read retire after guest_idle_seconds: these must stay to be shown.
+  start({"--admin-token", token, "--set", "group.default.workers=2", "--set", "group.default.guest_idle_seconds=600"});
   // 1,000 users: 999 guests and alice.
   {
     http_client alice(port());
