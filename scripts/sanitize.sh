@@ -52,6 +52,10 @@ for kind in "${kinds[@]}"; do
 
   for part in unit integration; do
     if [ "$part" = unit ]; then select=(-LE '^(integration|console_e2e)$' -E '^bench\.'); else select=(-L '^(integration|console_e2e)$'); fi
+    # Under ASan the node runs out of descriptors on purpose in this one test, and
+    # UBSan's vptr check then cannot read memory (it probes with pipe()) and reports
+    # a false "invalid vptr" (docs/RELIABILITY.md); every other test keeps vptr checks.
+    if [ "$kind" = address ] && [ "$part" = integration ]; then select+=(-E '^HttpHardening\.OutOfFileDescriptors'); fi
     echo "sanitize: $kind: $part tests"
     rc=0
     ctest --test-dir "$dir" --output-on-failure -j 2 --timeout 600 "${select[@]}" "$@" || rc=$?
