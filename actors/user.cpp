@@ -82,9 +82,9 @@ struct user_state : detail::user_host {
   bool dirty = false;          // changed since his last durable parcel
   bool changed_now = false;    // changed by the request being served
   std::chrono::milliseconds guest_idle_after{0};
-  // A parcel that does not load as his state: he answers 503 to everything,
-  // writes nothing (the parcel stays where it is, a copy in quarantine), until
-  // an operator drops him or the application can read it.
+  // His parcel is quarantined (it does not verify, or does not load as his
+  // state): he answers 503 to everything and writes nothing until an operator
+  // drops him or puts back a parcel that loads (docs/deposit.md).
   std::optional<std::string> refused;
   std::unordered_map<std::string, connection_record> connections;
   std::size_t page_count = 0;
@@ -448,10 +448,10 @@ struct user_state : detail::user_host {
       respond(waiting->to, std::move(reply));
       st.busy = false;
       if (st.connections.empty() && registry::is_guest(st.user_name)) {
-        // Ordered after his own writes: no parcel of his dead id outlives him.
-        if (st.mode != durability::freeze)
-          self->request(st.deposit, deposit_timeout, remove_atom::value, parcel_kind::user, st.user_name)
-            .then([](bool) {}, [](caf::error&) {});  // he is gone by then: the commander removes it too
+        // Ordered after his own writes: no parcel of his dead id outlives him
+        // (in every mode: a woken user's parcel stays until replaced).
+        self->request(st.deposit, deposit_timeout, remove_atom::value, parcel_kind::user, st.user_name)
+          .then([](bool) {}, [](caf::error&) {});  // he is gone by then: the commander removes it too
         return st.retire();
       }
       st.drain();
