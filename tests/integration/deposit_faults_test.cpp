@@ -8,6 +8,8 @@
 #include "../support/prometheus.hpp"
 #include "../support/test_support.hpp"
 
+#include "store/deposit.hpp"
+
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -29,25 +31,12 @@ double metric(uint16_t port, const std::string& name) {
   return troupe::test::metric(port, bearer(), name, "");
 }
 
-std::string listing(const std::string& deposit) {
-  std::string s;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(deposit, ec), end; !ec && it != end; it.increment(ec))
-    s += "  " + it->path().string() + "\n";
-  return s.empty() ? "  (empty)\n" : s;
-}
-
-// The regular file named `name` somewhere under `dir`.
-std::optional<fs::path> file_named(const fs::path& dir, const std::string& name) {
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && it->path().filename().string() == name)
-      return it->path();
-  return std::nullopt;
-}
-
+// The user parcel of `user` in `deposit`, if there is one (the deposit's own layout).
 std::optional<fs::path> user_parcel(const std::string& deposit, const std::string& user) {
-  return file_named(fs::path(deposit) / "users", user + ".parcel");
+  fs::path p = troupe::store::filesystem_parcel_path(deposit, troupe::store::parcel_kind::user, user);
+  if (!fs::is_regular_file(p))
+    return std::nullopt;
+  return p;
 }
 
 std::string read_all(const fs::path& p) {

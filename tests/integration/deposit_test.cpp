@@ -83,14 +83,6 @@ std::vector<fs::path> quarantined(const std::string& deposit, const std::string&
   return found;
 }
 
-std::string listing(const std::string& deposit) {
-  std::string s;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(deposit, ec), end; !ec && it != end; it.increment(ec))
-    s += "  " + it->path().string() + "\n";
-  return s.empty() ? "  (empty)\n" : s;
-}
-
 // ---- metrics ----------------------------------------------------------------------
 
 // The node's metrics, read with this suite's admin token.

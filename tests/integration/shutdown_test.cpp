@@ -9,6 +9,8 @@
 // user names of [a-z0-9_] are their own escaped form.
 #include "../support/test_support.hpp"
 
+#include "store/deposit.hpp"
+
 #include <sys/mount.h>
 
 #include <cctype>
@@ -28,23 +30,9 @@ namespace {
 // A fixed secret: cookies and logins stay valid whichever directory the next node uses.
 const std::string cookie_secret = "shutdown-test-secret-" + random_token(16);
 
-// The user parcels under `deposit` named <user>.parcel.
+// Whether `deposit` holds a user parcel of `user` (the deposit's own layout).
 bool has_user_parcel(const fs::path& deposit, const std::string& user) {
-  std::error_code ec;
-  if (!fs::is_directory(deposit / "users", ec))
-    return false;
-  for (fs::recursive_directory_iterator it(deposit / "users", ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && it->path().filename() == user + ".parcel")
-      return true;
-  return false;
-}
-
-std::string listing(const fs::path& dir) {
-  std::string s;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    s += "  " + it->path().string() + "\n";
-  return s.empty() ? "  (empty)\n" : s;
+  return fs::is_regular_file(troupe::store::filesystem_parcel_path(deposit.string(), troupe::store::parcel_kind::user, user));
 }
 
 // The node's arguments: the counter lives in memory only until the quit.

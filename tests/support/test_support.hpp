@@ -118,6 +118,15 @@ struct scratch_dir {
   std::string path;
 };
 
+// Every path under `dir`, one a line, for failure messages.
+inline std::string listing(const std::filesystem::path& dir) {
+  std::string s;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    s += "  " + it->path().string() + "\n";
+  return s.empty() ? "  (empty)\n" : s;
+}
+
 inline bool is_url_safe_b64(const std::string& s) {
   static const std::regex re("^[A-Za-z0-9_-]+$");
   return std::regex_match(s, re);
