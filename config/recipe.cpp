@@ -107,7 +107,7 @@ constexpr double max_minutes = 1e7;  // ~19 years
 constexpr double max_hours = 1e5;    // ~11 years
 
 template <class S>
-using member = std::variant<std::string S::*, int S::*, std::uint64_t S::*, double S::*>;
+using member = std::variant<std::string S::*, int S::*, std::uint64_t S::*, double S::*, bool S::*>;
 
 template <class S>
 struct field {
@@ -181,6 +181,23 @@ const std::vector<field<commander_settings>>& commander_fields() {
   return f;
 }
 
+const std::vector<field<cluster_settings>>& cluster_fields() {
+  using C = cluster_settings;
+  static const std::vector<field<C>> f{
+    {"listen", &C::listen, {}},  // checked by split_listen when set
+    {"name", &C::name, nonempty()},
+    {"join", &C::join, {}},      // checked by split_listen when set
+    {"heartbeat_interval_ms", &C::heartbeat_interval_ms, between(10, 60000)},
+    {"failure_timeout_ms", &C::failure_timeout_ms, between(100, 600000)},
+    {"join_timeout_ms", &C::join_timeout_ms, between(100, 600000)},
+    {"tls_cert", &C::tls_cert, {}},
+    {"tls_key", &C::tls_key, {}},
+    {"tls_ca", &C::tls_ca, {}},
+    {"allow_plaintext", &C::allow_plaintext, {}},
+  };
+  return f;
+}
+
 const std::vector<field<group_settings>>& group_fields() {
   using G = group_settings;
   static const std::vector<field<G>> f{
@@ -217,7 +234,7 @@ std::string suggestion(const std::vector<field<S>>& fields, const std::string& n
   return best ? " (did you mean " + prefix + "." + best->name + "?)" : "";
 }
 
-const char* const sections = "node, limits, deposit, commander or group";
+const char* const sections = "node, limits, deposit, commander, cluster or group";
 
 bool valid_group_name(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;
@@ -265,6 +282,8 @@ void check_fields(const S& s, const std::vector<field<S>>& fields, const std::st
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           check_string(key, f.check, v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          // nothing to check
         } else if constexpr (std::is_same_v<T, double>) {
           if (!std::isfinite(v)) throw recipe_error(key, "must be a finite number (got " + number(v) + ")");
           check_number(key, f.check, v, number(v));
@@ -288,6 +307,7 @@ const char* expected(int*) { return "expected an integer"; }
 const char* expected(std::uint64_t*) { return "expected an integer"; }
 const char* expected(double*) { return "expected a number"; }
 const char* expected(std::string*) { return "expected a string"; }
+const char* expected(bool*) { return "expected a boolean (true or false)"; }
 
 std::string toml_type(const toml::value& v) {
   switch (v.type()) {
@@ -339,6 +359,9 @@ void assign_toml(S& s, const field<S>& f, const toml::value& v) {
       if constexpr (std::is_same_v<T, std::string>) {
         if (!v.is_string()) throw wrong();
         out = v.as_string(std::nothrow).str;
+      } else if constexpr (std::is_same_v<T, bool>) {
+        if (!v.is_boolean()) throw wrong();
+        out = v.as_boolean(std::nothrow);
       } else if constexpr (std::is_same_v<T, double>) {
         if (v.is_integer()) out = static_cast<double>(v.as_integer(std::nothrow));
         else if (v.is_floating()) store_double(out, v.as_floating(std::nothrow));
@@ -361,6 +384,13 @@ void assign_text(S& s, const field<S>& f, const std::string& text) {
       const char* e = b + text.size();
       if constexpr (std::is_same_v<T, std::string>) {
         out = text;
+      } else if constexpr (std::is_same_v<T, bool>) {
+        if (text == "true")
+          out = true;
+        else if (text == "false")
+          out = false;
+        else
+          throw bad_value{"expected true or false (got " + quote(text) + ")"};
       } else if constexpr (std::is_same_v<T, double>) {
         double d = 0;
         auto res = std::from_chars(b, e, d);
@@ -530,6 +560,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "limits") apply_section(r.limits, limits_fields(), v, name);
     else if (name == "deposit") apply_section(r.deposit, deposit_fields(), v, name);
     else if (name == "commander") apply_section(r.commander, commander_fields(), v, name);
+    else if (name == "cluster") apply_section(r.cluster, cluster_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
     else throw recipe_error(name, std::string("unknown key (the recipe has ") + sections + ")" + at_line(v));
   }
@@ -599,6 +630,10 @@ void apply_set(recipe& r, const std::string& arg) {
         unknown(commander_fields(), key, name, sec, label);
       return;
     }
+    if (sec == "cluster") {
+      if (!set_in(r.cluster, cluster_fields(), sec, name, value, label)) unknown(cluster_fields(), key, name, sec, label);
+      return;
+    }
     if (sec == "group") throw recipe_error(key, label, "unknown key (a group's key is group.NAME.KEY)");
   }
   if (parts.size() == 3 && parts[0] == "group") {
@@ -640,6 +675,7 @@ void apply_env(recipe& r, const std::string& var, const std::string& value) {
   if (env_in(r.limits, limits_fields(), "limits", rest, value, var)) return;
   if (env_in(r.deposit, deposit_fields(), "deposit", rest, value, var)) return;
   if (env_in(r.commander, commander_fields(), "commander", rest, value, var)) return;
+  if (env_in(r.cluster, cluster_fields(), "cluster", rest, value, var)) return;
 
   if (starts_with(rest, "group_")) {
     // group_<name>_<key>: names may contain '_', so try every existing group
@@ -661,7 +697,7 @@ void apply_env(recipe& r, const std::string& var, const std::string& value) {
     }
   }
 
-  for (const char* sec : {"node_", "limits_", "deposit_", "commander_", "group_"}) {
+  for (const char* sec : {"node_", "limits_", "deposit_", "commander_", "cluster_", "group_"}) {
     if (starts_with(rest, sec)) {
       std::string groups;
       for (auto& g : r.groups) groups += (groups.empty() ? "" : ", ") + g.name;
@@ -682,9 +718,9 @@ const group_settings* recipe::group(const std::string& name) const {
   return nullptr;
 }
 
-std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
+std::pair<std::string, std::uint16_t> split_listen(const std::string& listen, const std::string& key) {
   auto bad = [&](const std::string& why) -> recipe_error {
-    return recipe_error("node.listen", why + " (got " + quote(listen) + ")");
+    return recipe_error(key, why + " (got " + quote(listen) + ")");
   };
   std::string host;
   std::string port;
@@ -713,12 +749,46 @@ std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
   return {host, static_cast<std::uint16_t>(value)};
 }
 
+namespace {
+
+bool loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// [cluster]: addresses parse, the failure timeout leaves room for heartbeats,
+// TLS is all or nothing, and a cluster reachable from other hosts is never
+// plaintext unless the operator says so (docs/CLUSTER.md "Security").
+void check_cluster(const cluster_settings& c) {
+  if (!c.enabled()) {
+    if (!c.join.empty()) throw recipe_error("cluster.join", "needs cluster.listen (this node's own cluster address)");
+    return;
+  }
+  auto [host, port] = split_listen(c.listen, "cluster.listen");
+  (void)port;
+  if (!c.join.empty()) split_listen(c.join, "cluster.join");
+  if (c.failure_timeout_ms < 2 * c.heartbeat_interval_ms)
+    throw recipe_error("cluster.failure_timeout_ms", "must be at least twice cluster.heartbeat_interval_ms (got "
+                                                       + std::to_string(c.failure_timeout_ms) + " and "
+                                                       + std::to_string(c.heartbeat_interval_ms) + ")");
+  int tls_parts = !c.tls_cert.empty() + !c.tls_key.empty() + !c.tls_ca.empty();
+  if (tls_parts != 0 && tls_parts != 3)
+    throw recipe_error(c.tls_cert.empty() ? "cluster.tls_cert" : c.tls_key.empty() ? "cluster.tls_key" : "cluster.tls_ca",
+                       "node-to-node TLS needs all of cluster.tls_cert, tls_key and tls_ca");
+  if (tls_parts == 0 && !c.allow_plaintext && !loopback_host(host))
+    throw recipe_error("cluster.listen", "a cluster on a non-loopback address (" + host
+                                           + ") needs TLS (cluster.tls_cert, tls_key, tls_ca) or cluster.allow_plaintext = true");
+}
+
+}  // namespace
+
 void validate(const recipe& r) {
   split_listen(r.node.listen);
   check_fields(r.node, node_fields(), "node");
   check_fields(r.limits, limits_fields(), "limits");
   check_fields(r.deposit, deposit_fields(), "deposit");
   check_fields(r.commander, commander_fields(), "commander");
+  check_fields(r.cluster, cluster_fields(), "cluster");
+  check_cluster(r.cluster);
   if (r.groups.empty()) throw recipe_error("group", "at least one [[group]] is required");
   for (std::size_t i = 0; i < r.groups.size(); ++i) {
     const auto& g = r.groups[i];

@@ -85,6 +85,23 @@ struct commander_settings {
   std::uint64_t orchestration_log_files = 5;     ///< rotated files kept (orchestration.log.1 …)
 };
 
+/// `[cluster]` (docs/CLUSTER.md). With `listen` empty the node is alone: no
+/// middleman port is opened and nothing of this section is used.
+struct cluster_settings {
+  std::string listen;                      ///< HOST:PORT of the node-to-node listener; "": not a cluster member
+  std::string name = "troupe";             ///< the cluster's name: a node of another cluster is refused at join
+  std::string join;                        ///< HOST:PORT of any member to join (--join); "": start a new cluster
+  std::uint64_t heartbeat_interval_ms = 500;  ///< every member tells every other it is alive this often
+  std::uint64_t failure_timeout_ms = 3000;    ///< a member not heard from for this long is declared down
+  std::uint64_t join_timeout_ms = 10000;      ///< joining (reaching the member, the member list, each peer) gives up after this
+  std::string tls_cert;                    ///< PEM certificate of this node (node-to-node TLS; needs tls_key and tls_ca)
+  std::string tls_key;                     ///< PEM private key of tls_cert
+  std::string tls_ca;                      ///< PEM CA certificate(s) every member's certificate must chain to
+  bool allow_plaintext = false;            ///< a non-loopback listen without TLS is refused unless true
+  /// True when the node is a cluster member.
+  bool enabled() const noexcept { return !listen.empty(); }
+};
+
 /// One `[[group]]` entry.
 struct group_settings {
   std::string name = "default";
@@ -104,6 +121,7 @@ struct recipe {
   limits_settings limits;
   deposit_settings deposit;
   commander_settings commander;
+  cluster_settings cluster;
   std::vector<group_settings> groups{group_settings{}};  ///< never empty; "default" first if present
 
   /// The group called `name`, or nullptr.
@@ -128,8 +146,8 @@ std::vector<std::pair<std::string, std::string>> troupe_environment();
 /// Checks the settings' ranges and enumerations; throws recipe_error.
 void validate(const recipe& r);
 
-/// Splits "HOST:PORT" ("[::1]:80" for IPv6); throws recipe_error("node.listen", ...).
+/// Splits "HOST:PORT" ("[::1]:80" for IPv6); throws recipe_error(key, ...).
 /// The host comes back without brackets ("::1"), ready for an address parser or resolver.
-std::pair<std::string, std::uint16_t> split_listen(const std::string& listen);
+std::pair<std::string, std::uint16_t> split_listen(const std::string& listen, const std::string& key = "node.listen");
 
 }  // namespace troupe::config

@@ -687,3 +687,44 @@ TEST(recipe_errors, invalid_utf8_is_refused_with_its_line_and_byte) {
   s.file = dir.write("good.toml", "# h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x8e\xad\n[node]\nname = \"n\xc3\xb8" "de\"\n");
   EXPECT_EQ(load_recipe(s).node.name, "n\xc3\xb8" "de");
 }
+
+// -- [cluster] ------------------------------------------------------------------
+
+TEST(recipe, cluster_is_off_by_default_and_takes_booleans) {
+  EXPECT_FALSE(load_recipe({}).cluster.enabled());
+  temp_dir dir;
+  auto r = from_file(dir, "[cluster]\nlisten = \"127.0.0.1:0\"\nallow_plaintext = true\nfailure_timeout_ms = 2000\n");
+  EXPECT_TRUE(r.cluster.enabled());
+  EXPECT_TRUE(r.cluster.allow_plaintext);
+  EXPECT_EQ(r.cluster.failure_timeout_ms, 2000u);
+  recipe_sources s;
+  s.sets = {"cluster.listen=127.0.0.1:7000", "cluster.allow_plaintext=false", "cluster.join=127.0.0.1:7001"};
+  auto r2 = load_recipe(s);
+  EXPECT_FALSE(r2.cluster.allow_plaintext);
+  EXPECT_EQ(r2.cluster.join, "127.0.0.1:7001");
+  EXPECT_EQ(error_of_sets({"cluster.allow_plaintext=yes"}).key(), "cluster.allow_plaintext");
+  EXPECT_EQ(error_of_file("[cluster]\nallow_plaintext = 1\n").key(), "cluster.allow_plaintext");
+}
+
+TEST(recipe, cluster_on_a_public_address_needs_tls_or_an_explicit_plaintext) {
+  auto e = error_of_sets({"cluster.listen=10.1.2.3:7000"});
+  EXPECT_EQ(e.key(), "cluster.listen");
+  EXPECT_NE(std::string(e.what()).find("allow_plaintext"), std::string::npos) << e.what();
+  recipe_sources s;
+  s.sets = {"cluster.listen=10.1.2.3:7000", "cluster.allow_plaintext=true"};
+  EXPECT_NO_THROW(load_recipe(s));
+  s.sets = {"cluster.listen=10.1.2.3:7000", "cluster.tls_cert=a.pem", "cluster.tls_key=k.pem", "cluster.tls_ca=ca.pem"};
+  EXPECT_NO_THROW(load_recipe(s));
+  EXPECT_EQ(error_of_sets({"cluster.listen=127.0.0.1:7000", "cluster.tls_cert=a.pem"}).key(), "cluster.tls_key");
+}
+
+TEST(recipe, cluster_addresses_and_timeouts_are_checked) {
+  EXPECT_EQ(error_of_sets({"cluster.join=127.0.0.1:7001"}).key(), "cluster.join") << "join without listen";
+  EXPECT_EQ(error_of_sets({"cluster.listen=nowhere"}).key(), "cluster.listen");
+  EXPECT_EQ(error_of_sets({"cluster.listen=127.0.0.1:7000", "cluster.join=x"}).key(), "cluster.join");
+  EXPECT_EQ(error_of_sets({"cluster.listen=127.0.0.1:7000", "cluster.heartbeat_interval_ms=1000",
+                           "cluster.failure_timeout_ms=1500"})
+              .key(),
+            "cluster.failure_timeout_ms");
+  EXPECT_EQ(error_of_env({{"TROUPE_CLUSTER_HEARTBEAT_INTERVAL_MS", "5"}}).key(), "cluster.heartbeat_interval_ms");
+}

@@ -1,0 +1,176 @@
+#include "cluster/membership.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace troupe::cluster {
+
+bool older(const member_record& a, const member_record& b) {
+  return std::tie(a.seq, a.name) < std::tie(b.seq, b.name);
+}
+
+membership::membership(member_record self, std::chrono::milliseconds failure_timeout)
+  : failure_timeout_(failure_timeout) {
+  members_.push_back(member_view{std::move(self), true, {}});
+}
+
+void membership::start_alone(steady::time_point now) {
+  members_.resize(1);
+  members_[0].record.seq = max_seq_ = 1;
+  members_[0].last_heard = now;
+  fenced_ = false;
+}
+
+void membership::joined(const std::vector<member_record>& members, steady::time_point now) {
+  members_.resize(1);
+  members_[0].last_heard = now;
+  fenced_ = false;
+  for (auto& m : members) {
+    max_seq_ = std::max(max_seq_, m.seq);
+    if (m.name == self().name)
+      members_[0].record.seq = m.seq;
+    else
+      learn(m, now);
+  }
+}
+
+std::optional<member_record> membership::admit(member_record newcomer, steady::time_point now) {
+  if (newcomer.name == self().name)
+    return std::nullopt;
+  if (auto* known = find_mutable(newcomer.name)) {
+    if (known->record.incarnation == newcomer.incarnation)
+      return known->record;  // a retried join: the same answer
+    if (known->up)
+      return std::nullopt;  // a live member has this name
+  }
+  newcomer.seq = ++max_seq_;
+  learn(newcomer, now);
+  return newcomer;
+}
+
+bool membership::learn(const member_record& m, steady::time_point now) {
+  if (m.name == self().name)
+    return false;
+  max_seq_ = std::max(max_seq_, m.seq);
+  if (auto* known = find_mutable(m.name)) {
+    if (known->record.incarnation == m.incarnation)
+      return false;
+    // The same name, another incarnation: that member came back as a new one.
+    *known = member_view{m, true, now};
+    return true;
+  }
+  members_.push_back(member_view{m, true, now});
+  return true;
+}
+
+bool membership::heard(const std::string& name, std::uint64_t incarnation, steady::time_point now) {
+  auto* m = find_mutable(name);
+  if (!m || m->record.incarnation != incarnation || !m->up)
+    return false;
+  m->last_heard = std::max(m->last_heard, now);
+  return true;
+}
+
+void membership::lost(const std::string& name, std::uint64_t incarnation) {
+  auto* m = find_mutable(name);
+  if (m && m != &members_[0] && m->record.incarnation == incarnation)
+    m->last_heard = steady::time_point{};  // unreachable from now on (until heard again)
+}
+
+bool membership::declared_down(const std::string& name, std::uint64_t incarnation) {
+  if (name == self().name) {
+    if (incarnation == self().incarnation)
+      fenced_ = true;
+    return false;
+  }
+  auto* m = find_mutable(name);
+  if (!m || m->record.incarnation != incarnation || !m->up)
+    return false;
+  m->up = false;
+  return true;
+}
+
+bool membership::reachable(const member_view& m, steady::time_point now) const {
+  if (&m == &members_[0])
+    return true;
+  return m.up && m.last_heard != steady::time_point{} && now - m.last_heard <= failure_timeout_;
+}
+
+check_verdict membership::check(steady::time_point now) {
+  check_verdict v;
+  if (fenced_)
+    return v;
+  std::size_t up = 0;
+  std::size_t reach = 0;
+  const member_view* oldest = nullptr;
+  for (auto& m : members_) {
+    if (!m.up)
+      continue;
+    ++up;
+    if (reachable(m, now))
+      ++reach;
+    if (!oldest || older(m.record, oldest->record))
+      oldest = &m;
+  }
+  if (reach == up)
+    return v;
+  bool majority = 2 * reach > up || (2 * reach == up && reachable(*oldest, now));
+  if (!majority) {
+    fenced_ = true;
+    v.fenced = true;
+    return v;
+  }
+  for (auto& m : members_)
+    if (m.up && !reachable(m, now)) {
+      m.up = false;
+      v.declared_down.push_back(m.record);
+    }
+  return v;
+}
+
+bool membership::has_quorum(steady::time_point now) const {
+  if (fenced_)
+    return false;
+  std::size_t up = 0;
+  std::size_t reach = 0;
+  const member_view* oldest = nullptr;
+  for (auto& m : members_) {
+    if (!m.up)
+      continue;
+    ++up;
+    reach += reachable(m, now);
+    if (!oldest || older(m.record, oldest->record))
+      oldest = &m;
+  }
+  return 2 * reach > up || (2 * reach == up && reachable(*oldest, now));
+}
+
+const member_record* membership::leader() const {
+  const member_record* best = nullptr;
+  for (auto& m : members_)
+    if (m.up && (!best || older(m.record, *best)))
+      best = &m.record;
+  return best;
+}
+
+bool membership::leads() const {
+  auto* l = leader();
+  return !fenced_ && l && l->name == self().name;
+}
+
+const member_view* membership::find(const std::string& name) const {
+  for (auto& m : members_)
+    if (m.record.name == name)
+      return &m;
+  return nullptr;
+}
+
+member_view* membership::find_mutable(const std::string& name) {
+  return const_cast<member_view*>(static_cast<const membership*>(this)->find(name));
+}
+
+std::size_t membership::up_count() const {
+  return static_cast<std::size_t>(std::count_if(members_.begin(), members_.end(), [](auto& m) { return m.up; }));
+}
+
+}  // namespace troupe::cluster

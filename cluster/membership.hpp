@@ -1,0 +1,119 @@
+#pragma once
+/// \file
+/// The cluster's membership as one member sees it: who the members are, how
+/// old each is, who was heard from lately, who is down, who leads (hosts the
+/// commander), and whether this member may serve at all (it fences itself
+/// when it lost contact with the majority). Plain data owned by the member's
+/// agent actor; no clocks of its own (every call is given `now`), so a unit
+/// test drives it through any history (docs/CLUSTER.md "Membership").
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::cluster {
+
+using steady = std::chrono::steady_clock;
+
+/// One member of the cluster, as the members tell each other about it.
+struct member_record {
+  std::string name;              ///< node.name: unique among live members
+  std::uint64_t incarnation = 0; ///< random per start (and per rejoin): a member that comes back is a new one
+  std::string address;           ///< HOST:PORT of its cluster listener
+  std::uint64_t seq = 0;         ///< join order (age): the member that admitted it gave it the next number
+};
+
+/// What this member knows of one other (or itself).
+struct member_view {
+  member_record record;
+  bool up = true;
+  steady::time_point last_heard{};
+};
+
+/// The outcome of a check: members newly declared down, and whether this
+/// member must stop serving (fence itself) because it is on the minority side.
+struct check_verdict {
+  std::vector<member_record> declared_down;
+  bool fenced = false;
+};
+
+class membership {
+public:
+  /// `self` is this member (its seq is set by start_alone or joined).
+  membership(member_record self, std::chrono::milliseconds failure_timeout);
+
+  /// This member starts a new cluster: it is the oldest (seq 1).
+  void start_alone(steady::time_point now);
+
+  /// This member was admitted: `members` (itself among them, with its seq) is
+  /// the list the admitting member sent.
+  void joined(const std::vector<member_record>& members, steady::time_point now);
+
+  /// Admits `newcomer` (sent to this member by a joining node): gives it the
+  /// next seq and returns the record to tell everybody. A newcomer with the
+  /// name of a live member of another incarnation is refused (nullopt):
+  /// two nodes must never share a name. One with a down member's name
+  /// replaces it (that member came back as a new incarnation).
+  std::optional<member_record> admit(member_record newcomer, steady::time_point now);
+
+  /// Another member told us about a member (a newcomer, or its list).
+  /// Returns true when it is new to us (we must connect to it).
+  bool learn(const member_record& m, steady::time_point now);
+
+  /// A heartbeat (or any message) from `name`/`incarnation`. Returns false
+  /// when that member is not known as up (down, or an old incarnation): the
+  /// sender must be told it is down (it must fence itself and rejoin).
+  bool heard(const std::string& name, std::uint64_t incarnation, steady::time_point now);
+
+  /// Its connection is gone (a CAF down message: kill -9, closed socket):
+  /// it counts as unreachable from now on; check() decides.
+  void lost(const std::string& name, std::uint64_t incarnation);
+
+  /// Another member declared `name`/`incarnation` down: so do we (no quorum
+  /// arithmetic: one member's verdict is everybody's). Returns true when it
+  /// was up here. Declaring this member itself down fences it.
+  bool declared_down(const std::string& name, std::uint64_t incarnation);
+
+  /// Declares down every member not heard from within the failure timeout —
+  /// unless this member cannot reach the majority of the members up before,
+  /// in which case it fences itself instead (an even split: the side with the
+  /// oldest member lives). Idempotent; call it every heartbeat.
+  check_verdict check(steady::time_point now);
+
+  /// This member lost its standing (fenced): it must rejoin as a new incarnation.
+  bool fenced() const noexcept { return fenced_; }
+
+  /// The oldest member up (lowest seq, then name): where the commander runs.
+  const member_record* leader() const;
+
+  /// True when this member is the leader.
+  bool leads() const;
+
+  /// True when this member heard from a majority of the members up (itself
+  /// included) within the failure timeout, and is not fenced.
+  bool has_quorum(steady::time_point now) const;
+
+  const member_record& self() const noexcept { return members_.front().record; }
+  const std::vector<member_view>& members() const noexcept { return members_; }
+  const member_view* find(const std::string& name) const;
+
+  /// Members up, this one included.
+  std::size_t up_count() const;
+
+private:
+  member_view* find_mutable(const std::string& name);
+  bool reachable(const member_view& m, steady::time_point now) const;
+
+  std::vector<member_view> members_;  // members_[0] is this member
+  std::chrono::milliseconds failure_timeout_;
+  std::uint64_t max_seq_ = 0;
+  bool fenced_ = false;
+};
+
+/// Orders members by age: lower seq first, then name (two members admitted
+/// at once by different members may share a seq).
+bool older(const member_record& a, const member_record& b);
+
+}  // namespace troupe::cluster
