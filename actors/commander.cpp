@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <unordered_set>
 #include <unordered_map>
@@ -37,6 +39,20 @@ struct lease_waiter {
 
 using global_table = registry::lease_table<lease_waiter>;
 
+// One worker the commander places users on: a slot of the placement index.
+struct worker_slot {
+  worker_handle handle;
+  std::string node;  // the member it runs on
+  std::string name;  // <group>-w<n>
+};
+
+// A request that arrived before the commander knew where everybody lives (a
+// takeover): carried out once it does, or refused after the hold budget.
+struct deferred_request {
+  std::function<void()> go;
+  std::function<void(caf::error)> refuse;
+};
+
 struct commander_state {
   static const char* name;
 
@@ -45,8 +61,15 @@ struct commander_state {
   node_context_ptr ctx;
   deposit_handle deposit;
   std::string group;                    // the group new users are placed in (the first)
-  std::vector<worker_handle> workers;   // its workers, by slot
+  std::vector<worker_slot> slots;       // its workers on every member, by slot
+  std::map<std::string, std::vector<std::size_t>> node_slots;  // member → its slots
   std::optional<registry::placement_index> index;
+  // A takeover: members whose workers have not registered yet, scans of
+  // workers' users still out, whether the global store is loaded, and what waits for all that.
+  std::set<std::string> expected_nodes;
+  std::size_t scans_pending = 0;
+  bool global_loaded = true;
+  std::vector<deferred_request> until_ready;
   // Users writing their parcels: their resolves wait here until frozen or thaw.
   std::unordered_map<std::string, std::vector<held_resolve>> departing;
   // Connections unknown here whose parcel is being looked up: resolves wait here.
@@ -59,6 +82,147 @@ struct commander_state {
   std::unordered_map<caf::actor_addr, std::string> holders;  // monitored holder → its name in the table
   std::uint64_t timer_generation = 0;
   std::optional<steady::time_point> timer_due;
+
+  // -- readiness (a takeover) ------------------------------------------------------------
+
+  bool ready() const { return index && expected_nodes.empty() && scans_pending == 0 && global_loaded; }
+
+  // Runs `go` now, or once ready (refused after the hold budget).
+  void when_ready(std::function<void()> go, std::function<void(caf::error)> refuse) {
+    if (ready())
+      return go();
+    until_ready.push_back({std::move(go), std::move(refuse)});
+  }
+
+  void check_ready() {
+    if (!ready())
+      return;
+    auto waiting = std::move(until_ready);
+    until_ready.clear();
+    for (auto& w : waiting)
+      w.go();
+  }
+
+  // The hold budget of a takeover is over: go on with what is known (a member
+  // that did not register is counted as gone; its users wake elsewhere).
+  void end_takeover_wait() {
+    if (!expected_nodes.empty() || scans_pending)
+      spdlog::warn("commander: takeover: {} member(s) and {} worker scan(s) did not answer within the hold budget; "
+                   "going on without them", expected_nodes.size(), scans_pending);
+    expected_nodes.clear();
+    scans_pending = 0;
+    if (ready())
+      return check_ready();
+    auto waiting = std::move(until_ready);
+    until_ready.clear();
+    for (auto& w : waiting)
+      w.refuse(make_error(errc::unavailable, "the commander is still taking over; retry"));
+  }
+
+  void load_global() {
+    global_loaded = false;
+    self->request(deposit, ctx->hold_timeout(), get_atom::value, parcel_kind::user, global_snapshot_key)
+      .then(
+        [this](std::vector<store::parcel>& found) {
+          try {
+            if (!found.empty()) {
+              global_snapshot values;
+              store::unpack(found.front().payload, values);
+              for (auto& [key, value] : values)
+                global->set(key, std::move(value));
+            }
+            global_loaded = true;
+            count_global();
+            check_ready();
+          } catch (const std::exception& e) {
+            spdlog::critical("commander: takeover: the global store's snapshot does not decode: {}", e.what());
+          }
+        },
+        [this](caf::error& err) {
+          spdlog::error("commander: takeover: the global store's snapshot cannot be read: {}; retrying",
+                        self->system().render(err));
+          load_global();
+        });
+  }
+
+  // -- workers across members ----------------------------------------------------------
+
+  void register_workers(const std::string& node, std::vector<worker_handle>& workers) {
+    auto known = node_slots.find(node);
+    if (known != node_slots.end() && known->second.size() == workers.size()) {
+      for (std::size_t i = 0; i < workers.size(); ++i)  // a worker was replaced: same slots
+        slots[known->second[i]].handle = workers[i];
+      return;
+    }
+    if (known != node_slots.end())
+      retire_node_slots(known->second);
+    std::size_t first = index ? index->add_slots(workers.size()) : (index.emplace(workers.size()), 0);
+    auto& mine = node_slots[node];
+    mine.clear();
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      slots.push_back(worker_slot{workers[i], node, group + "-w" + std::to_string(i + 1)});
+      mine.push_back(first + i);
+    }
+    if (expected_nodes.erase(node)) {
+      // A takeover: learn who lives on these workers before placing anybody.
+      for (auto slot : mine) {
+        ++scans_pending;
+        self->request(slots[slot].handle, ctx->hold_timeout(), scan_atom::value)
+          .then(
+            [this, slot](std::vector<std::string>& users) {
+              for (auto& u : users)
+                if (!index->place_at(u, slot))
+                  spdlog::error("commander: takeover: user {} reported by two workers; the first keeps him",
+                                registry::redact(u));
+              if (scans_pending)
+                --scans_pending;
+              check_ready();
+            },
+            [this, slot](caf::error& err) {
+              spdlog::warn("commander: takeover: worker {} of {} did not tell its users: {}", slots[slot].name,
+                           slots[slot].node, self->system().render(err));
+              if (scans_pending)
+                --scans_pending;
+              check_ready();
+            });
+      }
+    }
+    check_ready();
+  }
+
+  void retire_node_slots(const std::vector<std::size_t>& mine) {
+    for (auto slot : mine)
+      for (auto& user : index->retire_slot(slot))
+        end_departure(user, true);  // he is gone: held requests wake him elsewhere
+  }
+
+  // A member is down: its users wake elsewhere, its actors' leases are released.
+  void node_down(const caf::node_id& node) {
+    std::string name;
+    for (auto& [n, mine] : node_slots)
+      if (!mine.empty() && slots[mine.front()].handle.node() == node)
+        name = n;
+    if (!name.empty()) {
+      auto& mine = node_slots[name];
+      std::size_t users = 0;
+      for (auto slot : mine)
+        users += index->loads()[slot];
+      retire_node_slots(mine);
+      node_slots.erase(name);
+      ctx->metrics.node_failovers.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("commander: member {} is down: its {} user(s) wake elsewhere on their next request", name, users);
+    }
+    std::vector<caf::actor_addr> gone;
+    for (auto& [addr, holder] : holders)
+      if (addr.node() == node)
+        gone.push_back(addr);
+    for (auto& addr : gone) {
+      caf::down_msg dm{addr, caf::make_error(caf::exit_reason::remote_link_unreachable)};
+      on_down(dm);
+    }
+    if (!name.empty() && expected_nodes.erase(name))
+      check_ready();
+  }
 
   // -- the global store ----------------------------------------------------------------
 
@@ -256,7 +420,11 @@ struct commander_state {
       return;
     }
     auto slot = index->place(user);
-    promise.delegate(workers[slot], attach_atom::value, attach_order{user, cid, std::move(parcel), wake});
+    if (!slot) {
+      promise.deliver(make_error(errc::unavailable, "no worker in service"));
+      return;
+    }
+    promise.delegate(slots[*slot].handle, attach_atom::value, attach_order{user, cid, std::move(parcel), wake});
   }
 
   placement_promise promise() { return self->make_response_promise<placement>(); }
@@ -326,7 +494,7 @@ struct commander_state {
     if (!registry::is_guest(user))
       return;
     if (auto slot = index->worker_of(user)) {
-      self->send(workers[*slot], release_atom::value, user);
+      self->send(slots[*slot].handle, release_atom::value, user);
       index->remove(user);
     }
     remove_parcel(parcel_kind::user, user);
@@ -374,13 +542,24 @@ struct commander_state {
   // then the global store is written; answers (frozen, not saved). Writes the
   // deposit refuses are retried and parked in the fallback by the deposit
   // actor itself: what comes back as not saved here is really lost.
-  caf::result<std::uint64_t, std::vector<std::string>> quit() {
+  caf::result<std::uint64_t, std::vector<std::string>> quit(const std::string& node) {
     using names = std::vector<std::string>;
     auto promise = self->make_response_promise<std::uint64_t, names>();
     auto total = std::make_shared<std::uint64_t>(0);
     auto not_saved = std::make_shared<names>();
-    // After every user froze (they may commit on their way out), the global store.
-    auto finish = [this, promise, total, not_saved]() mutable {
+    // Its workers take no new user (the last in service of a single node stays: nobody else could).
+    std::vector<std::size_t> mine;
+    if (auto n = node_slots.find(node); n != node_slots.end())
+      mine = n->second;
+    for (auto slot : mine)
+      index->set_in_service(slot, false);
+    // After every user froze (they may commit on their way out), the global
+    // store — when the commander runs on the quitting node.
+    auto finish = [this, promise, total, not_saved, node]() mutable {
+      if (node != ctx->node_name) {
+        promise.deliver(*total, std::move(*not_saved));
+        return;
+      }
       persist_global().then(
         [promise, total, not_saved](std::uint64_t) mutable { promise.deliver(*total, std::move(*not_saved)); },
         [this, promise, total, not_saved](caf::error& err) mutable {
@@ -389,14 +568,14 @@ struct commander_state {
           promise.deliver(*total, std::move(*not_saved));
         });
     };
-    if (workers.empty()) {
+    if (mine.empty()) {
       finish();
       return promise;
     }
-    auto pending = std::make_shared<std::size_t>(workers.size());
+    auto pending = std::make_shared<std::size_t>(mine.size());
     auto budget = node_context::to_duration(ctx->recipe.node.shutdown_freeze_seconds);
-    for (std::size_t i = 0; i < workers.size(); ++i)
-      self->request(workers[i], budget, quit_atom::value)
+    for (auto slot : mine)
+      self->request(slots[slot].handle, budget, quit_atom::value)
         .then(
           [finish, total, not_saved, pending](std::uint64_t n, names& failed) mutable {
             *total += n;
@@ -404,7 +583,7 @@ struct commander_state {
             if (--*pending == 0)
               finish();
           },
-          [this, finish, not_saved, pending, name = group + "-w" + std::to_string(i + 1)](caf::error& err) mutable {
+          [this, finish, not_saved, pending, name = slots[slot].name](caf::error& err) mutable {
             spdlog::error("soft quit: worker {} did not answer: {}", name, self->system().render(err));
             not_saved->push_back("the users of worker " + name);
             if (--*pending == 0)
@@ -432,7 +611,7 @@ struct commander_state {
       promise.deliver(std::move(err));
     };
     if (auto slot = index->worker_of(user)) {
-      self->request(workers[*slot], ctx->request_timeout(), drop_atom::value, user)
+      self->request(slots[*slot].handle, ctx->request_timeout(), drop_atom::value, user)
         .then([this, promise, user](bool) { finish_drop(promise, user, "active"); },
               [this, promise, user, fail](caf::error& err) mutable {
                 if (is(err, errc::no_such_user))  // placed, but his actor is gone (crashed for good)
@@ -490,19 +669,25 @@ struct commander_state {
   caf::result<std::uint64_t, std::uint64_t> drain(const std::string& name) {
     if (!index)
       return make_error(errc::unavailable, "no workers registered yet");
+    // A worker is named <group>-w<n>, or <member>/<group>-w<n> where several members have one.
     std::optional<std::size_t> slot;
-    for (std::size_t i = 0; i < workers.size(); ++i)
-      if (group + "-w" + std::to_string(i + 1) == name)
+    std::size_t matches = 0;
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      if (!index->retired(i) && (slots[i].name == name || slots[i].node + "/" + slots[i].name == name)) {
         slot = i;
+        ++matches;
+      }
     if (!slot)
       return make_error(errc::no_such_user, "no worker called " + name);
+    if (matches > 1)
+      return make_error(errc::bad_request, "several members have a worker called " + name + "; name it MEMBER/" + name);
     if (!index->in_service(*slot))
       return make_error(errc::refused, "worker " + name + " is drained or being drained");
     if (!index->set_in_service(*slot, false))
       return make_error(errc::refused, "worker " + name + " is the last of group " + group + " in service");
     auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
     auto s = *slot;
-    self->request(workers[s], caf::infinite, drain_atom::value)
+    self->request(slots[s].handle, caf::infinite, drain_atom::value)
       .then(
         [this, promise, s](std::uint64_t frozen, std::uint64_t failed) mutable {
           if (failed)
@@ -545,7 +730,7 @@ struct commander_state {
 const char* commander_state::name = "troupe.commander";
 
 commander_handle::behavior_type commander_impl(commander_handle::stateful_pointer<commander_state> self,
-                                               node_context_ptr ctx, caf::actor deposit, global_snapshot global) {
+                                               node_context_ptr ctx, caf::actor deposit, commander_start start) {
   auto& st = self->state;
   st.self = self;
   st.gauge.emplace(ctx->metrics, actor_kind::commander);
@@ -556,9 +741,19 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
   st.global.emplace(global_table::limits{256, cc.global_max_value_bytes, cc.global_max_waiters,
                                          std::chrono::milliseconds(
                                            static_cast<std::int64_t>(cc.global_max_lease_seconds * 1000))});
-  for (auto& [key, value] : global)
+  for (auto& [key, value] : start.global)
     st.global->set(key, std::move(value));
   st.count_global();
+  if (!start.expected_nodes.empty()) {
+    // A takeover: the members' workers, their users and the global store
+    // first; placements wait for them (for at most the hold budget).
+    st.expected_nodes.insert(start.expected_nodes.begin(), start.expected_nodes.end());
+    st.load_global();
+    self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(st.ctx->recipe.limits.hold_seconds * 1000)),
+                       tick_atom::value, std::uint64_t{0});
+    spdlog::warn("commander: taking over on {}: waiting for {} member(s) to tell their users", st.ctx->node_name,
+                 st.expected_nodes.size());
+  }
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
   st.schedule_sweep();
   if (st.ctx->census) {
@@ -571,18 +766,19 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
   return {
     [=](resolve_atom, const std::string& cid, bool minted) -> caf::result<placement> {
       auto& st = self->state;
-      if (!st.index)
+      if (!st.index && st.expected_nodes.empty())
         return unavailable();
       if (!st.ctx->cids->verify(cid))  // the front minted it or verified it: defence in depth
         return make_error(errc::bad_request, "not a connection id this node minted");
       auto p = st.promise();
-      st.resolve(p, cid, minted);
+      st.when_ready([self, p, cid, minted] { self->state.resolve(p, cid, minted); },
+                    [p](caf::error err) mutable { p.deliver(std::move(err)); });
       return p;
     },
     [=](login_atom, login_request& req) -> caf::result<placement> {
       auto& st = self->state;
-      if (!st.index)
-        return unavailable();
+      if (!st.ready())
+        return make_error(errc::unavailable, "the commander is taking over; retry");
       if (!registry::valid_user_name(req.to_user))
         return make_error(errc::bad_request, "invalid user name");
       auto minted = st.mint();
@@ -604,8 +800,8 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     },
     [=](logout_atom, const std::string& cid, const std::string& from_user) -> caf::result<placement> {
       auto& st = self->state;
-      if (!st.index)
-        return unavailable();
+      if (!st.ready())
+        return make_error(errc::unavailable, "the commander is taking over; retry");
       // A new id for a new guest: nothing of his can be in the deposit.
       auto minted = st.mint();
       if (!minted)
@@ -617,20 +813,19 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       st.attach(p, fresh, new_cid, {}, false);
       return p;
     },
-    [=](workers_atom, const std::string& group, std::vector<worker_handle>& workers) {
+    [=](workers_atom, const std::string& group, const std::string& node, std::vector<worker_handle>& workers) {
       auto& st = self->state;
       if (group != st.group || workers.empty())
         return;
-      if (!st.index || st.index->loads().size() != workers.size())
-        st.index.emplace(workers.size());
-      st.workers = std::move(workers);
+      st.register_workers(node, workers);
     },
+    [=](node_down_atom, const caf::node_id& node) { self->state.node_down(node); },
     [=](freeze_atom, const std::string& user) -> caf::result<bool> {
       auto& st = self->state;
       auto slot = st.index ? st.index->worker_of(user) : std::nullopt;
       if (!slot)
         return make_error(errc::no_such_user, user);
-      return self->delegate(st.workers[*slot], freeze_atom::value, user);
+      return self->delegate(st.slots[*slot].handle, freeze_atom::value, user);
     },
     [=](freezing_atom, const std::string& user) { self->state.departing.try_emplace(user); },
     [=](frozen_atom, const std::string& user) { self->state.end_departure(user, true); },
@@ -646,21 +841,25 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
         st.index->unbind(cid);
     },
     [=](thaw_atom, const std::string& user) { self->state.end_departure(user, false); },
-    [=](quit_atom) { return self->state.quit(); },
+    [=](quit_atom, const std::string& node) { return self->state.quit(node); },
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },
     [=](drain_atom, const std::string& worker) { return self->state.drain(worker); },
     [=](tick_atom) { self->state.sweep(); },
     [=](global_atom, detail::global_op& op) { return self->state.global_op(op); },
     [=](global_atom) { return self->state.describe_global(); },
-    [=](tick_atom, std::uint64_t generation) { self->state.on_lease_timer(generation); },
+    [=](tick_atom, std::uint64_t generation) {
+      if (generation == 0)  // the takeover's hold budget (lease timers count from 1)
+        return self->state.end_takeover_wait();
+      self->state.on_lease_timer(generation);
+    },
   };
 }
 
 }  // namespace
 
 commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
-                                 global_snapshot global) {
-  return sys.spawn(commander_impl, std::move(ctx), std::move(deposit), std::move(global));
+                                 commander_start start) {
+  return sys.spawn(commander_impl, std::move(ctx), std::move(deposit), std::move(start));
 }
 
 }  // namespace troupe

@@ -57,8 +57,13 @@ using commander_handle = caf::typed_actor<
   caf::replies_to<login_atom, login_request>::with<placement>,
   /// Move connection `cid` (of user `from`) to a fresh guest; answers its placement.
   caf::replies_to<logout_atom, std::string, std::string>::with<placement>,
-  /// The workers of group `name` (in slot order), at start and after a worker restart.
-  caf::reacts_to<workers_atom, std::string, std::vector<worker_handle>>,
+  /// The workers of group `name` on node `node` (in slot order), at start,
+  /// after a worker restart, and to a new commander after a takeover.
+  caf::reacts_to<workers_atom, std::string, std::string, std::vector<worker_handle>>,
+  /// A cluster member was declared down: its workers' users are forgotten
+  /// (woken elsewhere on their next request) and the leases its actors held
+  /// are released, nothing applied.
+  caf::reacts_to<node_down_atom, caf::node_id>,
   /// Freeze user `name` now (an operator's order): answers once he is durable; no_such_user if not hosted.
   caf::replies_to<freeze_atom, std::string>::with<bool>,
   /// From a user actor: he starts freezing; requests for him are held until frozen or thaw.
@@ -76,10 +81,11 @@ using commander_handle = caf::typed_actor<
   /// An operator drains worker `name`: answers (frozen, failed); no_such_user
   /// when unknown, refused when it is the group's last worker in service.
   caf::replies_to<drain_atom, std::string>::with<std::uint64_t, std::uint64_t>,
-  /// Soft quit: freeze every user of every worker, then write the global
-  /// store; answers how many users froze and what was not saved (user names,
-  /// "the global store", "the users of worker W" when a worker did not answer).
-  caf::replies_to<quit_atom>::with<std::uint64_t, std::vector<std::string>>,
+  /// Soft quit of node `node`: freeze every user of its workers, then (when
+  /// the commander runs there) write the global store; answers how many users
+  /// froze and what was not saved (user names, "the global store", "the users
+  /// of worker W" when a worker did not answer). Its workers get no new user.
+  caf::replies_to<quit_atom, std::string>::with<std::uint64_t, std::vector<std::string>>,
   /// Internal: the periodic expiry sweep.
   caf::reacts_to<tick_atom>,
   /// The global store: get, set, erase, lease, commit, abort (the sender of a
@@ -90,9 +96,19 @@ using commander_handle = caf::typed_actor<
   /// Internal: lease TTLs and waits are due (timer generation).
   caf::reacts_to<tick_atom, std::uint64_t>>;
 
+/// How a commander starts: alone (a node's own, or a cluster's first), or
+/// taking over from a commander that died with its member.
+struct commander_start {
+  global_snapshot global;                ///< the global store's values (read from the deposit)
+  /// A takeover: the members whose workers must have registered (and told
+  /// their users) before placements go on; they wait meanwhile, for at most
+  /// the hold budget. Empty: nobody is expected (a first start).
+  std::vector<std::string> expected_nodes;
+};
+
 /// Spawns the commander (a top-level actor: the node stops it on shutdown).
 /// `deposit` is the deposit actor (a deposit_handle).
 commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
-                                 global_snapshot global = {});
+                                 commander_start start = {});
 
 }  // namespace troupe

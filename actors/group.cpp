@@ -69,7 +69,7 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
       ++st.replaced;
       st.note(self);
       self->send(caf::actor_cast<commander_handle>(st.commander), workers_atom::value, st.settings.name,
-                 st.workers);
+                 st.ctx->node_name, st.workers);
       return;
     }
     if (em.reason)
@@ -77,6 +77,10 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
   });
   return {
     [=](workers_atom) { return self->state.workers; },
+    [=](fence_atom) {
+      for (auto& w : self->state.workers)
+        self->send(w, fence_atom::value);
+    },
   };
 }
 

@@ -13,7 +13,9 @@ namespace troupe {
 /// The group's typed interface.
 using group_handle = caf::typed_actor<
   /// Its current workers, in slot order.
-  caf::replies_to<workers_atom>::with<std::vector<worker_handle>>>;
+  caf::replies_to<workers_atom>::with<std::vector<worker_handle>>,
+  /// Its node fenced itself: every worker stops its users, unwritten.
+  caf::reacts_to<fence_atom>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";

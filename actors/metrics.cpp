@@ -84,6 +84,8 @@ std::string node_metrics::prometheus_text() const {
   counter("troupe_user_wakes_total", "Users woken from their parcel.", user_wakes.load(std::memory_order_relaxed));
   counter("troupe_users_expired_total", "Frozen users forgotten after their expiry.",
           users_expired.load(std::memory_order_relaxed));
+  counter("troupe_node_failovers_total", "Cluster members declared down whose users the commander placed elsewhere.",
+          node_failovers.load(std::memory_order_relaxed));
   counter("troupe_requests_expired_total", "Requests dropped from a user's queue past their deadline, never run.",
           requests_expired.load(std::memory_order_relaxed));
   counter("troupe_changes_rolled_back_total", "Changes the deposit refused (durability reply): state put back, 503.",

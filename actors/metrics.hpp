@@ -48,6 +48,8 @@ struct node_metrics {
   std::atomic<std::uint64_t> user_wakes{0};
   std::atomic<std::int64_t> users_frozen{0};   ///< parcels in the deposit (counted at start, then kept)
   std::atomic<std::uint64_t> users_expired{0};
+  /// Cluster members declared down whose users this node's commander handed elsewhere.
+  std::atomic<std::uint64_t> node_failovers{0};
   seconds_histogram user_wake_seconds;
   std::atomic<std::int64_t> global_keys{0};
   std::atomic<std::int64_t> global_leases_active{0};

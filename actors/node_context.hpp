@@ -15,11 +15,26 @@
 #include <caf/actor.hpp>
 #include <caf/duration.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 
 namespace troupe {
+
+/// Whether this cluster member may serve its users right now: it may until
+/// `until_ms` (steady clock), which its cluster agent pushes forward at every
+/// heartbeat while it has the majority. A member that was stopped (SIGSTOP, a
+/// starved process) therefore refuses requests from the instant it resumes,
+/// before its agent even ran (read on the io threads).
+struct serving_signal {
+  std::atomic<std::int64_t> until_ms{0};
+  bool may_serve() const noexcept { return now_ms() < until_ms.load(std::memory_order_relaxed); }
+  static std::int64_t now_ms() noexcept {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+  }
+};
 
 struct node_context {
   std::string node_name;
@@ -37,6 +52,9 @@ struct node_context {
   /// nobody gave one signs under a random secret of its own (tests).
   std::shared_ptr<const registry::cid_signer> cids =
     std::make_shared<const registry::cid_signer>(registry::cid_signer::with_random_secret());
+
+  /// Set on a cluster member (null on a lone node): the front serves users only while it says so.
+  std::shared_ptr<const serving_signal> serving;
 
   /// limits.hold_seconds as a CAF timeout.
   caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }

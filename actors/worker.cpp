@@ -327,6 +327,23 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](drain_atom) { return self->state.drain(); },
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },
     [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
+    [=](scan_atom) {
+      std::vector<std::string> hosted;
+      hosted.reserve(self->state.users->size());
+      for (auto& [name, h] : *self->state.users)
+        hosted.push_back(name);
+      return hosted;
+    },
+    [=](fence_atom) {
+      auto& st = *self;
+      auto& state = st.state;
+      if (!state.users->empty())
+        spdlog::warn("worker {}: fenced: {} user(s) stop unwritten", state.spec.name, state.users->size());
+      for (auto& [name, h] : *state.users)
+        self->send_exit(h, make_error(errc::dropped));
+      state.users->clear();
+      state.restart_from.clear();
+    },
     [=](tick_atom, std::uint64_t id, std::uint8_t which, std::uint64_t arg) {
       auto& st = self->state;
       auto n = st.names.find(id);

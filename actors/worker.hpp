@@ -40,6 +40,11 @@ using worker_handle = caf::typed_actor<
   caf::replies_to<drop_atom, std::string>::with<bool>,
   /// The census's probe (sent with high priority).
   caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
+  /// The users it hosts (a new commander learns where everybody lives).
+  caf::replies_to<scan_atom>::with<std::vector<std::string>>,
+  /// Its node fenced itself: every user stops at once, unwritten (another
+  /// member serves them now; what they hold is stale).
+  caf::reacts_to<fence_atom>,
   /// What his users need of him (user_supervisor): their timers, their restart state.
   caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
   caf::reacts_to<restart_atom, std::string, store::bytes>>;

@@ -6,7 +6,8 @@
 
 namespace troupe::registry {
 
-placement_index::placement_index(std::size_t workers) : loads_(workers, 0), in_service_(workers, true) {
+placement_index::placement_index(std::size_t workers)
+  : loads_(workers, 0), in_service_(workers, true), retired_(workers, false) {
   if (workers == 0)
     throw std::invalid_argument("placement_index needs at least one worker");
 }
@@ -35,16 +36,53 @@ std::optional<std::size_t> placement_index::worker_of(const std::string& user) c
   return i->second;
 }
 
-std::size_t placement_index::place(const std::string& user) {
+std::optional<std::size_t> placement_index::place(const std::string& user) {
   if (auto i = users_.find(user); i != users_.end())
     return i->second;
   std::size_t slot = loads_.size();
   for (std::size_t i = 0; i < loads_.size(); ++i)
     if (in_service_[i] && (slot == loads_.size() || loads_[i] < loads_[slot]))
       slot = i;
+  if (slot == loads_.size())
+    return std::nullopt;
   users_.emplace(user, slot);
   ++loads_[slot];
   return slot;
+}
+
+bool placement_index::place_at(const std::string& user, std::size_t slot) {
+  if (slot >= loads_.size() || retired_[slot])
+    return false;
+  auto [i, fresh] = users_.try_emplace(user, slot);
+  if (fresh)
+    ++loads_[slot];
+  return i->second == slot;
+}
+
+std::size_t placement_index::add_slots(std::size_t n) {
+  auto first = loads_.size();
+  loads_.resize(first + n, 0);
+  in_service_.resize(first + n, true);
+  retired_.resize(first + n, false);
+  return first;
+}
+
+std::vector<std::string> placement_index::retire_slot(std::size_t slot) {
+  std::vector<std::string> gone;
+  if (slot >= loads_.size() || retired_[slot])
+    return gone;
+  retired_[slot] = true;
+  in_service_[slot] = false;
+  for (auto i = users_.begin(); i != users_.end();) {
+    if (i->second == slot) {
+      gone.push_back(i->first);
+      i = users_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  loads_[slot] = 0;
+  return gone;
 }
 
 void placement_index::remove(const std::string& user) {
@@ -55,7 +93,7 @@ void placement_index::remove(const std::string& user) {
 }
 
 bool placement_index::set_in_service(std::size_t slot, bool in_service) {
-  if (slot >= in_service_.size())
+  if (slot >= in_service_.size() || retired_[slot])
     return false;
   if (!in_service && in_service_[slot] && std::count(in_service_.begin(), in_service_.end(), true) == 1)
     return false;

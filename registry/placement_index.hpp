@@ -14,7 +14,8 @@ namespace troupe::registry {
 /// Connection → user → worker slot, with per-worker user counts for placement.
 class placement_index {
 public:
-  /// An index over `workers` worker slots (slot numbers 0..workers-1).
+  /// An index over `workers` worker slots (slot numbers 0..workers-1; more
+  /// are added by add_slots, and slot numbers are never reused).
   explicit placement_index(std::size_t workers);
 
   /// The user a connection belongs to, if the connection is known.
@@ -31,12 +32,25 @@ public:
   std::optional<std::size_t> worker_of(const std::string& user) const;
 
   /// Places a user on the least loaded worker slot in service (ties: the
-  /// lowest slot) unless he is placed already; returns his slot.
-  std::size_t place(const std::string& user);
+  /// lowest slot) unless he is placed already; returns his slot, or nullopt
+  /// when no slot is in service (every worker retired).
+  std::optional<std::size_t> place(const std::string& user);
+
+  /// Places a user on `slot` (a takeover learns where users live); false if
+  /// the slot is retired or he is placed elsewhere.
+  bool place_at(const std::string& user, std::size_t slot);
+
+  /// Adds `n` worker slots in service (another member's workers); returns the first.
+  std::size_t add_slots(std::size_t n);
+
+  /// Retires a slot for good (its worker's node is down): it gets no user
+  /// again, and the users placed on it are forgotten; returns them.
+  std::vector<std::string> retire_slot(std::size_t slot);
+  bool retired(std::size_t slot) const { return slot < retired_.size() && retired_[slot]; }
 
   /// Takes a slot out of service (a drained worker) or puts it back: a slot
   /// out of service gets no new users. The last slot in service cannot be
-  /// taken out (returns false).
+  /// taken out (returns false), and a retired slot never comes back.
   bool set_in_service(std::size_t slot, bool in_service);
   bool in_service(std::size_t slot) const { return slot < in_service_.size() && in_service_[slot]; }
 
@@ -57,6 +71,7 @@ private:
   std::unordered_map<std::string, std::size_t> users_;        // user → worker slot
   std::vector<std::size_t> loads_;
   std::vector<bool> in_service_;
+  std::vector<bool> retired_;
 };
 
 }  // namespace troupe::registry

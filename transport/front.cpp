@@ -394,6 +394,13 @@ void http_session::handle() {
 
   if (static_cast<std::uint64_t>(ctx.metrics.inflight.load(std::memory_order_relaxed)) >= limits_.max_inflight)
     return do_write(503, error_body("the node is at its in-flight request limit"), "application/json", 1);
+  // A cluster member without the majority (fenced, stopped, cut off) serves
+  // nobody: another member may serve these users now (docs/CLUSTER.md).
+  if (ctx.serving && !ctx.serving->may_serve()) {
+    front_.routes().erase(cid);
+    return do_write(503, error_body("this node is not serving: it is not in contact with the cluster's majority"),
+                    "application/json", 1);
+  }
   ctx.metrics.inflight.fetch_add(1, std::memory_order_relaxed);
   counted_ = true;
 

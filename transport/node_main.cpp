@@ -6,12 +6,15 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/health.hpp"
+#include "cluster/agent.hpp"
+#include "cluster/commander_link.hpp"
 #include "transport/bridge.hpp"
 #include "transport/census_cli.hpp"
 #include "transport/front.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <openssl/crypto.h>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -89,6 +92,7 @@ struct node_flags {
   std::string deposit;
   std::string admin_token;
   std::string app;
+  std::string join;
   std::vector<std::string> sets;
 };
 
@@ -103,6 +107,8 @@ config::recipe_sources sources_of(const node_flags& f) {
     src.sets.push_back("deposit.path=" + f.deposit);
   if (!f.admin_token.empty())
     src.sets.push_back("node.admin_token=" + f.admin_token);
+  if (!f.join.empty())
+    src.sets.push_back("cluster.join=" + f.join);
   for (auto& s : f.sets)
     src.sets.push_back(s);
   return src;
@@ -185,6 +191,11 @@ int run_node(const node_flags& flags, const app_types& types) {
   ctx->health.deposit_last_success_unix_ms.store(unix_now_ms());  // it was just created and probed
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
+  if (recipe.cluster.enabled() && recipe.node.name.empty()) {
+    // Members must have distinct names, and several may share a host.
+    auto port = config::split_listen(recipe.cluster.listen, "cluster.listen").second;
+    ctx->node_name += "-" + (port ? std::to_string(port) : registry::redact(ctx->cids->mint()).substr(0, 6));
+  }
   spdlog::info("connection ids are signed with the secret of {}", secret_origin);
 
 
@@ -203,6 +214,10 @@ int run_node(const node_flags& flags, const app_types& types) {
   // -- the actors -----------------------------------------------------------------------
   caf::actor_system_config cfg;
   register_types(cfg);
+  cluster::register_types(cfg);
+  // The middleman carries node-to-node traffic; a lone node publishes nothing
+  // (no port opens; automatic connections stay off: CAF-0.17-NOTES.md).
+  cfg.load<caf::io::middleman>();
   cfg.set("scheduler.max-threads", recipe.node.actor_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
   auto sys = std::make_unique<caf::actor_system>(cfg);
@@ -229,8 +244,37 @@ int run_node(const node_flags& flags, const app_types& types) {
     ctx->metrics.users_frozen.fetch_add(found);
     caf::anon_send(census, scan_atom::value, std::move(batch), true);
   });
-  auto commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), std::move(global));
+  // A lone node runs its own commander. A cluster member talks to the
+  // cluster's (on the oldest member) through its commander link, and runs
+  // it itself when it becomes the oldest (its agent starts it).
+  commander_handle commander;
+  caf::actor cluster_agent;
   std::vector<group_handle> groups;
+  std::shared_ptr<serving_signal> serving;
+  if (!recipe.cluster.enabled()) {
+    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), commander_start{std::move(global), {}});
+  } else {
+    auto link = cluster::spawn_commander_link(
+      *sys, ctx->node_name, std::chrono::milliseconds(static_cast<std::int64_t>(recipe.limits.hold_seconds * 1000)),
+      recipe.limits.max_inflight);
+    commander = caf::actor_cast<commander_handle>(link);
+    serving = std::make_shared<serving_signal>();
+    ctx->serving = serving;
+  }
+  // What a start that fails from here on must stop (the actor system waits for every actor).
+  auto abandon_start = [&] {
+    if (cluster_agent)
+      caf::anon_send_exit(cluster_agent, caf::exit_reason::user_shutdown);
+    for (auto& g : groups)
+      caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    deposit = nullptr;
+    if (census_of_deposit.joinable())
+      census_of_deposit.join();
+  };
   {
     caf::scoped_actor self{*sys};  // start-up only: never on an asio thread
     for (auto& g : recipe.groups) {
@@ -241,13 +285,61 @@ int run_node(const node_flags& flags, const app_types& types) {
       self->request(group, std::chrono::seconds(10), workers_atom::value)
         .receive(
           [&](std::vector<worker_handle>& workers) {
-            self->send(commander, workers_atom::value, g.name, std::move(workers));
+            self->send(commander, workers_atom::value, g.name, ctx->node_name, std::move(workers));
             ok = true;
           },
           [&](caf::error& err) { spdlog::critical("group {} did not start: {}", g.name, sys->render(err)); });
-      if (!ok)
+      if (!ok) {
+        abandon_start();
         return 1;
+      }
     }
+  }
+  // A cluster member joins (or starts) its cluster once its groups exist:
+  // its agent is published on cluster.listen, and the node serves nothing
+  // until it is a member (docs/CLUSTER.md).
+  if (recipe.cluster.enabled()) {
+    auto& cc = recipe.cluster;
+    auto cluster_listen = config::split_listen(cc.listen, "cluster.listen");
+    cluster::agent_config ac;
+    ac.cluster_name = cc.name;
+    ac.join = cc.join;
+    ac.heartbeat_interval = std::chrono::milliseconds(cc.heartbeat_interval_ms);
+    ac.failure_timeout = std::chrono::milliseconds(cc.failure_timeout_ms);
+    ac.join_timeout = std::chrono::milliseconds(cc.join_timeout_ms);
+    ac.connector = sys->middleman().actor_handle();
+    ac.listeners = {caf::actor_cast<caf::actor>(commander)};
+    for (auto& g : groups)
+      ac.fence_listeners.push_back(caf::actor_cast<caf::actor>(g));
+    ac.serving = serving;
+    ac.start_commander = [sys = sys.get(), ctx, deposit_actor = caf::actor_cast<caf::actor>(deposit)](
+                           std::vector<std::string> members) {
+      return caf::actor_cast<caf::actor>(spawn_commander(*sys, ctx, deposit_actor, commander_start{{}, std::move(members)}));
+    };
+    ac.self = cluster::member_record{ctx->node_name, cluster::new_incarnation(), "", 0};
+    auto agent = cluster::spawn_agent(*sys, std::move(ac));
+    cluster_agent = caf::actor_cast<caf::actor>(agent);
+    auto published = sys->middleman().publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true);
+    if (!published) {
+      abandon_start();
+      return usage_error("cluster.listen: cannot listen on " + cc.listen + ": " + sys->render(published.error()));
+    }
+    std::string shown = cluster_listen.first.find(':') != std::string::npos ? "[" + cluster_listen.first + "]"
+                                                                              : cluster_listen.first;
+    std::string address = shown + ":" + std::to_string(*published);
+    bool joined = false;
+    std::string why;
+    {
+      caf::scoped_actor self{*sys};
+      self->request(agent, std::chrono::milliseconds(cc.join_timeout_ms * 2 + 1000), cluster::ready_atom::value, address)
+        .receive([&](bool) { joined = true; }, [&](caf::error& err) { why = sys->render(err); });
+    }
+    if (!joined) {
+      spdlog::critical("cluster: node {} cannot join {} through {}: {}", ctx->node_name, cc.name, cc.join, why);
+      abandon_start();
+      return 1;
+    }
+    spdlog::info("cluster: member {} of {} at {}", ctx->node_name, cc.name, address);
   }
   auto bridge = spawn_bridge(*sys, commander, census, ctx->hold_timeout(), ctx->request_timeout());
   auto log_node = [&](const char* what, const std::string& outcome, nlohmann::json numbers) {
@@ -255,6 +347,8 @@ int run_node(const node_flags& flags, const app_types& types) {
                    orchestration_entry{"node", "", what, "node", outcome, numbers.dump(), ""});
   };
   auto stop_actors = [&] {
+    if (cluster_agent)
+      caf::anon_send_exit(cluster_agent, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
@@ -342,7 +436,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     self->request(deposit, std::chrono::seconds(5), quit_atom::value, retry_ms, fallback_dir)
       .receive([](bool) {},
                [&](caf::error& err) { spdlog::error("soft quit: the deposit did not answer: {}", sys->render(err)); });
-    self->request(commander, budget + std::chrono::seconds(1), quit_atom::value)
+    self->request(commander, budget + std::chrono::seconds(1), quit_atom::value, ctx->node_name)
       .receive(
         [&](std::uint64_t n, std::vector<std::string>& failed) {
           frozen = n;
@@ -418,6 +512,7 @@ int node_main(int argc, char** argv, app_types types) {
   node->add_option("--config", flags.config_file, "TOML recipe")->check(CLI::ExistingFile);
   node->add_option("--set", flags.sets, "KEY=VALUE, overrides any recipe key (repeatable)");
   node->add_option("--app", flags.app, "user actor type of the default group (group.default.user_type)");
+  node->add_option("--join", flags.join, "HOST:PORT of any member of the cluster to join (cluster.join)");
   census_flags cflags;
   auto* census = app.add_subcommand("census", "show a node's census (docs/census.md)");
   add_census_options(*census, cflags);

@@ -65,7 +65,7 @@ protected:
                         caf::actor_cast<caf::actor>(deposit));
     (*self)->request(group, 5s, workers_atom::value).receive(
       [&](std::vector<worker_handle>& ws) {
-        (*self)->send(commander, workers_atom::value, std::string("default"), std::move(ws));
+        (*self)->send(commander, workers_atom::value, std::string("default"), ctx->node_name, std::move(ws));
       },
       [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
   }

@@ -65,3 +65,28 @@ TEST(placement_index, unbinds_every_connection_of_a_user) {
   ASSERT_NE(idx.user_of("c2"), nullptr);
   EXPECT_EQ(idx.connections(), 1u);
 }
+
+TEST(PlacementIndex, SlotsOfAnotherMemberJoinAndRetireWithTheirUsers) {
+  troupe::registry::placement_index ix(1);
+  EXPECT_EQ(ix.place("a"), 0u);
+  EXPECT_EQ(ix.add_slots(2), 1u);
+  EXPECT_EQ(ix.place("b"), 1u) << "the new slots are empty: they get the newcomers";
+  EXPECT_EQ(ix.place("c"), 2u);
+  EXPECT_TRUE(ix.place_at("d", 2));
+  EXPECT_FALSE(ix.place_at("d", 1)) << "placed elsewhere already";
+  auto gone = ix.retire_slot(2);
+  std::sort(gone.begin(), gone.end());
+  EXPECT_EQ(gone, (std::vector<std::string>{"c", "d"}));
+  EXPECT_FALSE(ix.worker_of("c"));
+  EXPECT_TRUE(ix.retired(2));
+  EXPECT_FALSE(ix.set_in_service(2, true)) << "a retired slot never comes back";
+  EXPECT_FALSE(ix.place_at("e", 2));
+  EXPECT_EQ(ix.place("c"), 0u) << "woken again on a live slot (0 and 1 hold one each: the lower wins)";
+}
+
+TEST(PlacementIndex, NoSlotInServiceMeansNoPlacement) {
+  troupe::registry::placement_index ix(1);
+  ix.retire_slot(0);
+  EXPECT_FALSE(ix.place("a"));
+  EXPECT_EQ(ix.users(), 0u);
+}

@@ -1,0 +1,143 @@
+#pragma once
+/// \file
+/// The cluster agent: one per member, published on `cluster.listen`. It joins
+/// the cluster (through any member, then directly to every member: a full
+/// mesh, never relayed), tells every member it is alive, declares members
+/// down (their CAF connection closed, or silent for `failure_timeout_ms`),
+/// fences its own node when it loses the majority, starts the commander when
+/// its node becomes the oldest live member, and tells its node's actors what
+/// changed (docs/CLUSTER.md "Membership").
+
+#include "actors/messages.hpp"
+#include "actors/node_context.hpp"
+#include "cluster/membership.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/node_id.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+namespace troupe::cluster {
+
+using join_atom = caf::atom_constant<caf::atom("join")>;        ///< a node asks to join
+using member_atom = caf::atom_constant<caf::atom("member")>;    ///< a member was admitted
+using beat_atom = caf::atom_constant<caf::atom("beat")>;        ///< a heartbeat
+using down_atom = caf::atom_constant<caf::atom("down")>;        ///< a member was declared down
+using leader_atom = caf::atom_constant<caf::atom("leader")>;    ///< the commander now runs there
+using members_atom = caf::atom_constant<caf::atom("members")>;  ///< the member list
+using ready_atom = caf::atom_constant<caf::atom("ready")>;      ///< joined (or alone) and led
+
+/// A member as members tell each other: its record and its agent.
+struct member_hello {
+  std::string name;
+  std::uint64_t incarnation = 0;
+  std::string address;
+  std::uint64_t seq = 0;
+  caf::actor agent;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member_hello& x) {
+  return f(caf::meta::type_name("troupe.member_hello"), x.name, x.incarnation, x.address, x.seq, x.agent);
+}
+
+/// Who leads: its name and incarnation, and its commander.
+struct leader_notice {
+  std::string name;
+  std::uint64_t incarnation = 0;
+  caf::actor commander;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, leader_notice& x) {
+  return f(caf::meta::type_name("troupe.leader_notice"), x.name, x.incarnation, x.commander);
+}
+
+/// The answer to a join: the members (the newcomer among them, with its age) and the leader.
+struct join_reply {
+  std::vector<member_hello> members;
+  leader_notice leader;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
+  return f(caf::meta::type_name("troupe.join_reply"), x.members, x.leader);
+}
+
+/// One member as the census shows it.
+struct member_status {
+  std::string name;
+  std::uint64_t incarnation = 0;
+  std::string address;
+  std::uint64_t seq = 0;
+  std::string state;          ///< up | down | self
+  std::int64_t heartbeat_age_ms = -1;  ///< since last heard (-1: never, or this member)
+  bool leader = false;
+  caf::node_id node;          ///< its CAF node (invalid for a member never reached)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member_status& x) {
+  return f(caf::meta::type_name("troupe.member_status"), x.name, x.incarnation, x.address, x.seq, x.state,
+           x.heartbeat_age_ms, x.leader, x.node);
+}
+
+/// The agent's typed interface (between agents, and from its own node).
+using agent_handle = caf::typed_actor<
+  /// A node asks to join (cluster name, itself): answers the members and the leader.
+  caf::replies_to<join_atom, std::string, member_hello>::with<join_reply>,
+  /// A member admitted a newcomer (or tells what it knows): learn it.
+  caf::reacts_to<member_atom, member_hello>,
+  /// A heartbeat from (name, incarnation).
+  caf::reacts_to<beat_atom, std::string, std::uint64_t>,
+  /// A member declared (name, incarnation) down.
+  caf::reacts_to<down_atom, std::string, std::uint64_t>,
+  /// The commander runs there now.
+  caf::reacts_to<leader_atom, leader_notice>,
+  /// The member list for the census.
+  caf::replies_to<members_atom>::with<std::vector<member_status>>,
+  /// From its own node at start, with the address it is published at:
+  /// joins (or starts the cluster) and answers once done — an error when joining failed.
+  caf::replies_to<ready_atom, std::string>::with<bool>,
+  /// Internal: the heartbeat period, and a rejoin attempt.
+  caf::reacts_to<tick_atom>,
+  caf::reacts_to<join_atom>>;
+
+/// What the agent's node gives it.
+struct agent_config {
+  std::string cluster_name;
+  member_record self;              ///< name and incarnation (the address comes with ready, the seq with the join)
+  std::string join;                ///< HOST:PORT of a member, "" to start a cluster
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds failure_timeout{3000};
+  std::chrono::milliseconds join_timeout{10000};
+  /// Opens node-to-node connections: the middleman's actor (or the openssl manager's, for TLS).
+  caf::io::middleman_actor connector;
+  /// Starts the commander on this node (called when it becomes the leader),
+  /// given the members up (this one included) whose workers it must learn.
+  std::function<caf::actor(std::vector<std::string>)> start_commander;
+  /// Told `(leader_atom, leader_notice)` when the leader changes (an invalid
+  /// commander: none right now), and `(node_down_atom, caf::node_id)` when a
+  /// member is declared down: the node's commander link, forwarder, commander.
+  std::vector<caf::actor> listeners;
+  /// Told `(fence_atom)` when this node fences itself (its users must stop).
+  std::vector<caf::actor> fence_listeners;
+  /// Written by the agent, read by the front: may this node serve now?
+  std::shared_ptr<troupe::serving_signal> serving;
+};
+
+/// Spawns the agent (a top-level actor: the node stops it). Publishing it on
+/// the cluster port is the caller's (it must happen before others can join).
+agent_handle spawn_agent(caf::actor_system& sys, agent_config config);
+
+/// Registers the cluster's message types with `cfg` (every member must).
+void register_types(caf::actor_system_config& cfg);
+
+/// A fresh random incarnation number (never 0).
+std::uint64_t new_incarnation();
+
+}  // namespace troupe::cluster

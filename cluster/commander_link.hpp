@@ -1,0 +1,22 @@
+#pragma once
+/// \file
+/// The commander link: on a cluster member, the one handle its actors use as
+/// "the commander". It forwards every message to the commander wherever it
+/// runs now (delegating, so answers go straight back to the asker); while
+/// there is none (a takeover) it holds them, each for at most the hold
+/// budget, then answers errc::unavailable. It also tells each new commander
+/// about this node's workers (a takeover needs every member's).
+
+#include "actors/commander.hpp"
+
+#include <chrono>
+
+namespace troupe::cluster {
+
+/// Spawns the link of node `node_name` (a top-level actor: the node stops it).
+/// It is told `(leader_atom, leader_notice)` by the agent; it turns the
+/// groups' `(workers_atom, group, workers)` into `(workers_atom, group, node_name, workers)`.
+caf::actor spawn_commander_link(caf::actor_system& sys, std::string node_name, std::chrono::milliseconds hold,
+                                std::size_t max_held);
+
+}  // namespace troupe::cluster
