@@ -84,6 +84,11 @@ std::string node_metrics::prometheus_text() const {
   counter("troupe_user_wakes_total", "Users woken from their parcel.", user_wakes.load(std::memory_order_relaxed));
   counter("troupe_users_expired_total", "Frozen users forgotten after their expiry.",
           users_expired.load(std::memory_order_relaxed));
+  out += "# HELP troupe_cluster_members Cluster members as this member sees them, by state (self_fenced: 1 while this member is fenced).\n"
+         "# TYPE troupe_cluster_members gauge\n";
+  line("troupe_cluster_members", "state=\"up\"", cluster_members_up.load(std::memory_order_relaxed));
+  line("troupe_cluster_members", "state=\"down\"", cluster_members_down.load(std::memory_order_relaxed));
+  line("troupe_cluster_members", "state=\"self_fenced\"", cluster_fenced.load(std::memory_order_relaxed));
   counter("troupe_node_failovers_total", "Cluster members declared down whose users the commander placed elsewhere.",
           node_failovers.load(std::memory_order_relaxed));
   counter("troupe_requests_expired_total", "Requests dropped from a user's queue past their deadline, never run.",

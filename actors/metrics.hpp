@@ -48,6 +48,11 @@ struct node_metrics {
   std::atomic<std::uint64_t> user_wakes{0};
   std::atomic<std::int64_t> users_frozen{0};   ///< parcels in the deposit (counted at start, then kept)
   std::atomic<std::uint64_t> users_expired{0};
+  /// troupe_cluster_members{state}: members up and down as this member sees
+  /// them, and whether this member is fenced (1) — 0 everywhere on a lone node.
+  std::atomic<std::int64_t> cluster_members_up{0};
+  std::atomic<std::int64_t> cluster_members_down{0};
+  std::atomic<std::int64_t> cluster_fenced{0};
   /// Cluster members declared down whose users this node's commander handed elsewhere.
   std::atomic<std::uint64_t> node_failovers{0};
   seconds_histogram user_wake_seconds;

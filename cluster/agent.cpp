@@ -38,6 +38,7 @@ struct agent_state {
   agent_config cfg;
   std::optional<membership> mem;
   std::unordered_map<std::string, agent_handle> agents;          // member name → its agent
+  std::unordered_map<std::string, caf::actor> censuses;          // member name → its census
   std::unordered_map<caf::actor_addr, std::string> watched;      // monitored agent → member name
   leader_notice leader;                                          // who leads (commander invalid: none yet)
   caf::actor own_commander;                                      // when this node leads
@@ -48,11 +49,15 @@ struct agent_state {
   steady::time_point now() const { return steady::now(); }
 
   member_hello hello_of(const member_record& r) const {
-    member_hello h{r.name, r.incarnation, r.address, r.seq, {}};
-    if (r.name == mem->self().name)
+    member_hello h{r.name, r.incarnation, r.address, r.seq, {}, {}};
+    if (r.name == mem->self().name) {
       h.agent = caf::actor_cast<caf::actor>(self);
-    else if (auto a = agents.find(r.name); a != agents.end())
+      h.census = cfg.census;
+    } else if (auto a = agents.find(r.name); a != agents.end()) {
       h.agent = caf::actor_cast<caf::actor>(a->second);
+      if (auto c = censuses.find(r.name); c != censuses.end())
+        h.census = c->second;
+    }
     return h;
   }
 
@@ -73,6 +78,8 @@ struct agent_state {
       return;
     auto handle = caf::actor_cast<agent_handle>(h.agent);
     agents[h.name] = handle;
+    if (h.census)
+      censuses[h.name] = h.census;
     if (watched.emplace(handle.address(), h.name).second)
       self->monitor(handle);
   }
@@ -87,6 +94,14 @@ struct agent_state {
   }
 
   void publish_serving() {
+    if (cfg.metrics) {
+      std::int64_t up = 0, down = 0;
+      for (auto& m : mem->members())
+        (m.up ? up : down) += 1;
+      cfg.metrics->cluster_members_up.store(joined ? up : 0, std::memory_order_relaxed);
+      cfg.metrics->cluster_members_down.store(down, std::memory_order_relaxed);
+      cfg.metrics->cluster_fenced.store(joined ? 0 : 1, std::memory_order_relaxed);
+    }
     if (!cfg.serving)
       return;
     auto t = now();
@@ -147,6 +162,7 @@ struct agent_state {
       self->demonitor(a->second.address());
       agents.erase(a);
     }
+    censuses.erase(r.name);
     if (node) {
       tell_node_down(node);
       if (own_commander)
@@ -379,11 +395,14 @@ struct agent_state {
     auto* l = mem->leader();
     for (auto& m : mem->members()) {
       member_status s{m.record.name, m.record.incarnation, m.record.address, m.record.seq, m.up ? "up" : "down",
-                      -1, l && l->name == m.record.name, {}};
+                      -1, l && l->name == m.record.name, {}, {}};
       if (m.record.name == mem->self().name) {
         s.state = mem->fenced() || !joined ? "fenced" : "self";
         s.node = self->node();
+        s.census = cfg.census;
       } else {
+        if (auto c = censuses.find(m.record.name); c != censuses.end())
+          s.census = c->second;
         if (m.last_heard != steady::time_point{})
           s.heartbeat_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - m.last_heard).count();
         if (auto a = agents.find(m.record.name); a != agents.end())

@@ -38,11 +38,12 @@ struct member_hello {
   std::string address;
   std::uint64_t seq = 0;
   caf::actor agent;
+  caf::actor census;  ///< its node's census (a census_handle)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, member_hello& x) {
-  return f(caf::meta::type_name("troupe.member_hello"), x.name, x.incarnation, x.address, x.seq, x.agent);
+  return f(caf::meta::type_name("troupe.member_hello"), x.name, x.incarnation, x.address, x.seq, x.agent, x.census);
 }
 
 /// Who leads: its name and incarnation, and its commander.
@@ -78,12 +79,13 @@ struct member_status {
   std::int64_t heartbeat_age_ms = -1;  ///< since last heard (-1: never, or this member)
   bool leader = false;
   caf::node_id node;          ///< its CAF node (invalid for a member never reached)
+  caf::actor census;          ///< its census (a census_handle; invalid when unknown)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, member_status& x) {
   return f(caf::meta::type_name("troupe.member_status"), x.name, x.incarnation, x.address, x.seq, x.state,
-           x.heartbeat_age_ms, x.leader, x.node);
+           x.heartbeat_age_ms, x.leader, x.node, x.census);
 }
 
 /// The agent's typed interface (between agents, and from its own node).
@@ -115,6 +117,10 @@ struct agent_config {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds failure_timeout{3000};
   std::chrono::milliseconds join_timeout{10000};
+  /// This node's census (told to every member: a census on any member answers for all).
+  caf::actor census;
+  /// This node's counters (troupe_cluster_members{state}); may be null in tests.
+  node_metrics* metrics = nullptr;
   /// Opens node-to-node connections: the middleman's actor (or the openssl manager's, for TLS).
   caf::io::middleman_actor connector;
   /// Starts the commander on this node (called when it becomes the leader),

@@ -312,6 +312,8 @@ int run_node(const node_flags& flags, const app_types& types) {
     for (auto& g : groups)
       ac.fence_listeners.push_back(caf::actor_cast<caf::actor>(g));
     ac.serving = serving;
+    ac.census = caf::actor_cast<caf::actor>(census);
+    ac.metrics = &ctx->metrics;
     ac.start_commander = [sys = sys.get(), ctx, deposit_actor = caf::actor_cast<caf::actor>(deposit)](
                            std::vector<std::string> members) {
       return caf::actor_cast<caf::actor>(spawn_commander(*sys, ctx, deposit_actor, commander_start{{}, std::move(members)}));
