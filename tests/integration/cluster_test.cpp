@@ -1,0 +1,330 @@
+// A cluster of real member processes on loopback sharing one deposit (issue 11):
+// users spread over every member and reached through every front, a member
+// killed under load loses no acknowledged write, a stopped member is declared
+// down and serves nothing stale when it resumes, the commander's member dies
+// and the next oldest takes over with every user and global value, and a
+// member joining under load gets new users.
+#include "../support/test_support.hpp"
+
+#include <atomic>
+#include <csignal>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <thread>
+
+using namespace troupe::test;
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+const std::string token = "cluster-admin-" + random_token(16);
+
+headers_t bearer() { return {{"Authorization", "Bearer " + token}}; }
+
+// Members of one cluster, started one after the other on one shared deposit.
+class Cluster : public ::testing::Test {
+protected:
+  // Starts member `name`; the first starts the cluster, the others join the first live one.
+  node_process& start_member(const std::string& name, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--admin-token", token, "--deposit", deposit_.path, "--set", "node.name=" + name,
+                                  "--set", "cluster.listen=127.0.0.1:0"};
+    for (auto& [n, address] : addresses_)
+      if (alive(n)) {
+        args.push_back("--join");
+        args.push_back(address);
+        break;
+      }
+    args.insert(args.end(), extra.begin(), extra.end());
+    node_options o;
+    o.with_deposit = false;
+    auto node = std::make_unique<node_process>(std::move(args), o);
+    std::string address;
+    std::regex line("cluster: member " + name + " of [a-z0-9_-]+ at (127\\.0\\.0\\.1:[0-9]+)");
+    eventually(milliseconds(10000), [&] {
+      std::smatch m;
+      auto log = node->stderr_log();
+      if (!std::regex_search(log, m, line))
+        return false;
+      address = m[1];
+      return true;
+    });
+    EXPECT_FALSE(address.empty()) << node->diagnostics();
+    addresses_.emplace_back(name, address);
+    members_[name] = std::move(node);
+    return *members_[name];
+  }
+
+  node_process& member(const std::string& name) { return *members_.at(name); }
+  bool alive(const std::string& name) { return members_.count(name) && members_[name]->running(); }
+
+  double metric(const std::string& name, const std::string& metric_name, const std::string& labels = "") {
+    return troupe::test::metric(member(name).port(), bearer(), metric_name, labels);
+  }
+
+  // Waits until `observer` sees `up` members up (itself included).
+  bool members_up(const std::string& observer, double up, milliseconds within = milliseconds(15000)) {
+    return eventually(within, [&] { return metric(observer, "troupe_cluster_members", "state=\"up\"") == up; });
+  }
+
+  void TearDown() override {
+    if (!HasFailure())
+      return;
+    for (auto& [name, m] : members_)
+      print_node_diagnostics(*m);
+  }
+
+  scratch_dir deposit_{"troupe-cluster-"};
+  std::vector<std::pair<std::string, std::string>> addresses_;  // in start order
+  std::map<std::string, std::unique_ptr<node_process>> members_;
+};
+
+// One browser: its cookie, used against any front.
+struct user_session {
+  std::string cookie;
+  std::string node;  // where whoami said he lives
+};
+
+response with_cookie(uint16_t port, const std::string& method, const std::string& target, const std::string& cookie,
+                     std::string body = {}, milliseconds timeout = milliseconds(10000)) {
+  http_client c(port);
+  c.set_cookie(cookie);
+  return c.request(method, target, std::move(body), {}, timeout);
+}
+
+// A new guest made through `port`'s front who incremented his counter once.
+user_session new_user(uint16_t port) {
+  http_client c(port);
+  auto r = c.post("/api/counter/incr");
+  EXPECT_STATUS(r, 200);
+  user_session u;
+  u.cookie = c.cookie().value_or("");
+  auto who = c.get("/api/whoami");
+  EXPECT_STATUS(who, 200);
+  u.node = who.json().value("node", "");
+  return u;
+}
+
+long long counter_via(uint16_t port, const std::string& cookie) {
+  auto r = with_cookie(port, "GET", "/api/counter", cookie);
+  return r.status == 200 ? count_of(r) : -1;
+}
+
+}  // namespace
+
+TEST_F(Cluster, UsersSpreadOverEveryMemberAndEveryFrontServesTheSameState) {
+  start_member("n1");
+  start_member("n2");
+  start_member("n3");
+  ASSERT_TRUE(members_up("n1", 3)) << "n1 sees the three members";
+  ASSERT_TRUE(members_up("n3", 3));
+  std::vector<uint16_t> fronts{member("n1").port(), member("n2").port(), member("n3").port()};
+  std::vector<user_session> users;
+  std::map<std::string, int> per_node;
+  for (int i = 0; i < 300; ++i) {
+    users.push_back(new_user(fronts[i % 3]));
+    per_node[users.back().node]++;
+  }
+  EXPECT_EQ(per_node.size(), 3u) << "users live on every member";
+  for (auto& [node, n] : per_node)
+    EXPECT_GE(n, 50) << node << " holds too few of 300 users for placement by load";
+  // Stickiness across fronts: every front reaches every user's one actor.
+  for (std::size_t i = 0; i < users.size(); ++i) {
+    auto r = with_cookie(fronts[(i + 1) % 3], "POST", "/api/counter/incr", users[i].cookie);
+    ASSERT_STATUS(r, 200);
+    EXPECT_EQ(count_of(r), 2);
+    for (auto port : fronts)
+      ASSERT_EQ(counter_via(port, users[i].cookie), 2) << "user " << i << " through port " << port;
+  }
+  EXPECT_GT(metric("n1", "troupe_forwarded_requests_total"), 0);
+}
+
+TEST_F(Cluster, KilledMemberUnderLoadLosesNoAcknowledgedWrite) {
+  std::vector<std::string> reply{"--set", "group.default.durability=reply"};
+  start_member("n1", reply);
+  start_member("n2", reply);
+  start_member("n3", reply);
+  ASSERT_TRUE(members_up("n1", 3));
+  auto front1 = member("n1").port();
+  auto front2 = member("n2").port();
+  std::vector<user_session> users;
+  for (int i = 0; i < 30; ++i)
+    users.push_back(new_user(i % 2 ? front1 : front2));
+  std::vector<std::atomic<long long>> acked(users.size());
+  std::vector<std::atomic<long long>> sent(users.size());
+  for (auto& a : acked)
+    a = 1;  // new_user incremented once
+  for (auto& s : sent)
+    s = 1;
+  std::atomic<bool> stop{false};
+  std::atomic<int> unanswered{0};
+  std::vector<std::thread> load;
+  for (std::size_t i = 0; i < users.size(); ++i)
+    load.emplace_back([&, i] {
+      while (!stop) {
+        ++sent[i];
+        try {
+          auto r = with_cookie(i % 2 ? front1 : front2, "POST", "/api/counter/incr", users[i].cookie, {},
+                               milliseconds(15000));
+          if (r.status == 200)
+            acked[i] = std::max<long long>(acked[i], count_of(r));
+          else if (r.status != 503)
+            ++unanswered;
+        } catch (const transport_error&) {
+          ++unanswered;
+        }
+      }
+    });
+  ASSERT_TRUE(eventually(milliseconds(5000), [&] { return acked[0] > 5; }));
+  member("n3").kill9();
+  ASSERT_TRUE(members_up("n1", 2)) << "n3 declared down";
+  // Every user is served again, those of n3 too (woken from their last durable parcel).
+  auto served_again = [&] {
+    for (auto& a : acked)
+      if (a < 10)
+        return false;
+    return true;
+  };
+  EXPECT_TRUE(eventually(milliseconds(20000), served_again));
+  stop = true;
+  for (auto& t : load)
+    t.join();
+  EXPECT_EQ(unanswered, 0) << "every request got 200 or 503, none timed out or was cut";
+  for (std::size_t i = 0; i < users.size(); ++i) {
+    auto now = counter_via(front1, users[i].cookie);
+    EXPECT_GE(now, acked[i]) << "user " << i << " (lived on " << users[i].node << ") lost an acknowledged increment";
+    EXPECT_LE(now, sent[i]) << "user " << i << " has more increments than were sent: one was applied twice";
+    EXPECT_EQ(counter_via(front2, users[i].cookie), now) << "both fronts see one user " << i;
+  }
+  EXPECT_GE(metric("n1", "troupe_node_failovers_total"), 1);
+}
+
+TEST_F(Cluster, StoppedMemberIsDeclaredDownAndServesNothingStaleWhenResumed) {
+  std::vector<std::string> reply{"--set", "group.default.durability=reply"};
+  start_member("n1", reply);
+  start_member("n2", reply);
+  start_member("n3", reply);
+  ASSERT_TRUE(members_up("n1", 3));
+  // A user who lives on n3.
+  user_session on3;
+  for (int i = 0; i < 60 && on3.node != "n3"; ++i)
+    on3 = new_user(member("n3").port());
+  ASSERT_EQ(on3.node, "n3");
+  auto stale_front = member("n3").port();
+  member("n3").send_signal(SIGSTOP);
+  ASSERT_TRUE(members_up("n1", 2)) << "the stopped member is declared down";
+  // He is served elsewhere, from his durable parcel, and changes there.
+  auto r = with_cookie(member("n1").port(), "POST", "/api/counter/incr", on3.cookie);
+  ASSERT_STATUS(r, 200);
+  EXPECT_EQ(count_of(r), 2) << "woken from his parcel on a live member";
+  member("n3").send_signal(SIGCONT);
+  // The resumed member never serves his old state (1): refused, or forwarded to his new home.
+  auto seen = with_cookie(stale_front, "GET", "/api/counter", on3.cookie);
+  if (seen.status == 200)
+    EXPECT_EQ(count_of(seen), 2) << seen.describe();
+  else
+    EXPECT_STATUS(seen, 503);
+  // It rejoins as a new incarnation and serves the cluster's state.
+  ASSERT_TRUE(members_up("n1", 3, milliseconds(20000))) << "n3 rejoined";
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return counter_via(stale_front, on3.cookie) == 2; }));
+  EXPECT_EQ(metric("n3", "troupe_cluster_members", "state=\"self_fenced\""), 0);
+}
+
+TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGlobalValue) {
+  std::vector<std::string> reply{"--set", "group.default.durability=reply", "--set", "commander.durability=reply"};
+  start_member("n1", reply);
+  start_member("n2", reply);
+  start_member("n3", reply);
+  ASSERT_TRUE(members_up("n2", 3));
+  auto front2 = member("n2").port();
+  auto front3 = member("n3").port();
+  std::vector<user_session> users;
+  for (int i = 0; i < 30; ++i)
+    users.push_back(new_user(i % 2 ? front2 : front3));
+  for (int k = 0; k < 5; ++k) {
+    auto put = with_cookie(front2, "PUT", "/api/global/k" + std::to_string(k), users[0].cookie,
+                           json{{"value", k * 10}}.dump());
+    ASSERT_STATUS(put, 200);
+  }
+  auto add = with_cookie(front3, "POST", "/api/global/sum/add", users[1].cookie, json{{"delta", 7}}.dump());
+  ASSERT_STATUS(add, 200);
+  // The lease token before the takeover (seen while a lease is held).
+  auto token_of_held_lease = [&](uint16_t port) -> long long {
+    std::atomic<bool> done{false};
+    std::thread holder([&] {
+      with_cookie(port, "POST", "/api/global/sum/add", users[2].cookie,
+                  json{{"delta", 1}, {"hold_ms", 1500}, {"ttl_ms", 5000}}.dump());
+      done = true;
+    });
+    long long token_seen = -1;
+    eventually(milliseconds(5000), [&] {
+      http_client admin(port);
+      auto g = admin.get("/_troupe/global", bearer());
+      if (g.status != 200)
+        return false;
+      for (auto& k : g.json().at("keys"))
+        if (k.value("key", "") == "sum" && k.contains("lease"))
+          token_seen = k["lease"].value("token", -1LL);
+      return token_seen >= 0;
+    });
+    holder.join();
+    return token_seen;
+  };
+  auto before = token_of_held_lease(front2);
+  ASSERT_GE(before, 0);
+  member("n1").kill9();
+  ASSERT_TRUE(members_up("n2", 2));
+  for (std::size_t i = 0; i < users.size(); ++i)
+    EXPECT_TRUE(eventually(milliseconds(10000), [&] { return counter_via(front3, users[i].cookie) == 1; }))
+      << "user " << i << " keeps his state after the takeover";
+  for (int k = 0; k < 5; ++k) {
+    auto g = with_cookie(front3, "GET", "/api/global/k" + std::to_string(k), users[0].cookie);
+    ASSERT_STATUS(g, 200);
+    EXPECT_EQ(g.json().at("value"), k * 10);
+  }
+  auto sum = with_cookie(front2, "GET", "/api/global/sum", users[0].cookie);
+  ASSERT_STATUS(sum, 200);
+  EXPECT_EQ(sum.json().at("value"), 8) << "7, then 1 under the lease";
+  auto after = token_of_held_lease(front3);
+  EXPECT_GT(after, before) << "fencing tokens keep growing across the takeover";
+}
+
+TEST_F(Cluster, MemberJoiningUnderLoadReceivesNewUsers) {
+  start_member("n1");
+  start_member("n2");
+  ASSERT_TRUE(members_up("n1", 2));
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::thread load([&] {
+    while (!stop) {
+      http_client c(member("n1").port());
+      if (c.post("/api/counter/incr").status != 200)
+        ++failures;
+    }
+  });
+  start_member("n3");
+  ASSERT_TRUE(members_up("n1", 3));
+  std::set<std::string> homes;
+  for (int i = 0; i < 30; ++i)
+    homes.insert(new_user(member("n2").port()).node);
+  stop = true;
+  load.join();
+  EXPECT_TRUE(homes.count("n3")) << "the newcomer, the least loaded, gets new users";
+  EXPECT_EQ(failures, 0) << "the join did not disturb the load";
+}
+
+TEST_F(Cluster, JoiningANodeThatIsNotThereFailsClearly) {
+  node_options o;
+  o.with_deposit = true;
+  o.start_timeout = milliseconds(20000);
+  try {
+    node_process n({"--set", "node.name=lonely", "--set", "cluster.listen=127.0.0.1:0", "--set",
+                    "cluster.join_timeout_ms=500", "--join", "127.0.0.1:1"},
+                   o);
+    FAIL() << "a node that cannot join must not start serving";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot join"), std::string::npos) << e.what();
+  }
+}
