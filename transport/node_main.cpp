@@ -15,12 +15,14 @@
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 #include <openssl/crypto.h>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -218,6 +220,21 @@ int run_node(const node_flags& flags, const app_types& types) {
   // The middleman carries node-to-node traffic; a lone node publishes nothing
   // (no port opens; automatic connections stay off: CAF-0.17-NOTES.md).
   cfg.load<caf::io::middleman>();
+  // Node-to-node TLS (all three files, checked by the recipe): mutual, with
+  // certificates chained to cluster.tls_ca. Without them CAF's openssl module
+  // is not loaded at all, so it can never fall back to anonymous TLS.
+  bool cluster_tls = recipe.cluster.enabled() && !recipe.cluster.tls_cert.empty();
+  if (cluster_tls) {
+    for (auto [key, file] : {std::pair{"cluster.tls_cert", recipe.cluster.tls_cert},
+                             std::pair{"cluster.tls_key", recipe.cluster.tls_key},
+                             std::pair{"cluster.tls_ca", recipe.cluster.tls_ca}})
+      if (::access(file.c_str(), R_OK) != 0)
+        return usage_error(std::string(key) + ": cannot read \"" + file + "\": " + std::strerror(errno));
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = recipe.cluster.tls_cert;
+    cfg.openssl_key = recipe.cluster.tls_key;
+    cfg.openssl_cafile = recipe.cluster.tls_ca;
+  }
   cfg.set("scheduler.max-threads", recipe.node.actor_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
   auto sys = std::make_unique<caf::actor_system>(cfg);
@@ -307,7 +324,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     ac.heartbeat_interval = std::chrono::milliseconds(cc.heartbeat_interval_ms);
     ac.failure_timeout = std::chrono::milliseconds(cc.failure_timeout_ms);
     ac.join_timeout = std::chrono::milliseconds(cc.join_timeout_ms);
-    ac.connector = sys->middleman().actor_handle();
+    ac.connector = cluster_tls ? sys->openssl_manager().actor_handle() : sys->middleman().actor_handle();
     ac.listeners = {caf::actor_cast<caf::actor>(commander)};
     for (auto& g : groups)
       ac.fence_listeners.push_back(caf::actor_cast<caf::actor>(g));
@@ -321,7 +338,9 @@ int run_node(const node_flags& flags, const app_types& types) {
     ac.self = cluster::member_record{ctx->node_name, cluster::new_incarnation(), "", 0};
     auto agent = cluster::spawn_agent(*sys, std::move(ac));
     cluster_agent = caf::actor_cast<caf::actor>(agent);
-    auto published = sys->middleman().publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true);
+    auto published = cluster_tls
+                       ? caf::openssl::publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true)
+                       : sys->middleman().publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true);
     if (!published) {
       abandon_start();
       return usage_error("cluster.listen: cannot listen on " + cc.listen + ": " + sys->render(published.error()));
@@ -341,7 +360,8 @@ int run_node(const node_flags& flags, const app_types& types) {
       abandon_start();
       return 1;
     }
-    spdlog::info("cluster: member {} of {} at {}", ctx->node_name, cc.name, address);
+    spdlog::info("cluster: member {} of {} at {} ({})", ctx->node_name, cc.name, address,
+                 cluster_tls ? "TLS" : "plaintext");
   }
   auto bridge = spawn_bridge(*sys, commander, census, ctx->hold_timeout(), ctx->request_timeout());
   auto log_node = [&](const char* what, const std::string& outcome, nlohmann::json numbers) {

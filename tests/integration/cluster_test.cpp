@@ -312,6 +312,7 @@ TEST_F(Cluster, MemberJoiningUnderLoadReceivesNewUsers) {
   stop = true;
   load.join();
   EXPECT_TRUE(homes.count("n3")) << "the newcomer, the least loaded, gets new users";
+  EXPECT_FALSE(homes.count("")) << "every new user was served";
   EXPECT_EQ(failures, 0) << "the join did not disturb the load";
 }
 
@@ -326,5 +327,67 @@ TEST_F(Cluster, JoiningANodeThatIsNotThereFailsClearly) {
     FAIL() << "a node that cannot join must not start serving";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("cannot join"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+// A CA and a certificate signed by it for each name, made with the openssl
+// command line into `dir` (ca.pem, NAME.pem, NAME.key).
+void make_pki(const std::string& dir, const std::string& ca, const std::vector<std::string>& names) {
+  auto run = [](const std::string& cmd) {
+    ASSERT_EQ(std::system((cmd + " >/dev/null 2>&1").c_str()), 0) << cmd;
+  };
+  run("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + ca + " -keyout " + dir + "/" + ca +
+      ".key -out " + dir + "/" + ca + ".pem");
+  for (auto& n : names) {
+    run("openssl req -newkey rsa:2048 -nodes -subj /CN=" + n + " -keyout " + dir + "/" + n + ".key -out " + dir +
+        "/" + n + ".csr");
+    run("openssl x509 -req -days 2 -in " + dir + "/" + n + ".csr -CA " + dir + "/" + ca + ".pem -CAkey " + dir +
+        "/" + ca + ".key -CAcreateserial -out " + dir + "/" + n + ".pem");
+  }
+}
+
+std::vector<std::string> tls_args(const std::string& dir, const std::string& ca, const std::string& name) {
+  return {"--set", "cluster.tls_cert=" + dir + "/" + name + ".pem", "--set", "cluster.tls_key=" + dir + "/" + name + ".key",
+          "--set", "cluster.tls_ca=" + dir + "/" + ca + ".pem"};
+}
+
+}  // namespace
+
+TEST_F(Cluster, MembersTalkTlsAndAStrangerCertificateCannotJoin) {
+  scratch_dir pki{"troupe-pki-"};
+  make_pki(pki.path, "ca", {"n1", "n2"});
+  make_pki(pki.path, "otherca", {"intruder"});
+  auto& n1 = start_member("n1", tls_args(pki.path, "ca", "n1"));
+  EXPECT_NE(n1.stderr_log().find("(TLS)"), std::string::npos);
+  start_member("n2", tls_args(pki.path, "ca", "n2"));
+  ASSERT_TRUE(members_up("n1", 2)) << "two members with certificates of the cluster's CA";
+  ASSERT_TRUE(members_up("n2", 2));
+  // Users are served across the TLS mesh.
+  std::set<std::string> homes;
+  for (int i = 0; i < 10; ++i)
+    homes.insert(new_user(member("n1").port()).node);
+  EXPECT_EQ(homes, (std::set<std::string>{"n1", "n2"}));
+  // A certificate from another CA is refused in the handshake: no join.
+  node_options o;
+  o.with_deposit = false;
+  auto args = tls_args(pki.path, "otherca", "intruder");
+  args.insert(args.end(), {"--deposit", deposit_.path, "--set", "node.name=intruder", "--set",
+                           "cluster.listen=127.0.0.1:0", "--set", "cluster.join_timeout_ms=2000", "--join",
+                           addresses_.front().second});
+  EXPECT_THROW(node_process(args, o), std::exception);
+  EXPECT_TRUE(members_up("n1", 2, milliseconds(500)));
+}
+
+TEST_F(Cluster, UnreadableTlsFileIsAUsageError) {
+  node_options o;
+  try {
+    node_process n({"--set", "cluster.listen=127.0.0.1:0", "--set", "cluster.tls_cert=/nonexistent.pem", "--set",
+                    "cluster.tls_key=/nonexistent.key", "--set", "cluster.tls_ca=/nonexistent-ca.pem"},
+                   o);
+    FAIL() << "started without its certificate";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cluster.tls_cert"), std::string::npos) << e.what();
   }
 }
