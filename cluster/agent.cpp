@@ -42,6 +42,8 @@ struct agent_state {
   std::unordered_map<caf::actor_addr, std::string> watched;      // monitored agent → member name
   leader_notice leader;                                          // who leads (commander invalid: none yet)
   caf::actor own_commander;                                      // when this node leads
+  // The commander this agent started goes down with the agent (node shutdown).
+  std::shared_ptr<caf::actor> started = std::make_shared<caf::actor>();
   bool joined = false;
   bool joining = false;
   std::vector<caf::typed_response_promise<bool>> ready;
@@ -128,6 +130,7 @@ struct agent_state {
         if (m.up)
           up.push_back(m.record.name);
       own_commander = cfg.start_commander(std::move(up));
+      *started = own_commander;
       leader = leader_notice{mem->self().name, mem->self().incarnation, own_commander};
       tell_leader();
       for_each_peer([&](auto&, auto& a) { self->send(a, leader_atom::value, leader); });
@@ -422,6 +425,10 @@ agent_handle::behavior_type agent_impl(agent_handle::stateful_pointer<agent_stat
   st.mem.emplace(cfg.self, cfg.failure_timeout);
   st.cfg = std::move(cfg);
   self->set_down_handler([self](caf::down_msg& dm) { self->state.on_down(dm); });
+  self->attach_functor([started = st.started] {
+    if (*started)
+      caf::anon_send_exit(*started, caf::exit_reason::user_shutdown);
+  });
   return {
     [self](join_atom, const std::string& cluster, member_hello& h) { return self->state.on_join_request(cluster, h); },
     [self](member_atom, member_hello& h) { self->state.on_member(h); },
