@@ -49,6 +49,7 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;      ///< an operator
 using log_atom = caf::atom_constant<caf::atom("log")>;          ///< the orchestration log
 using order_atom = caf::atom_constant<caf::atom("order")>;      ///< an operator's order through the bridge
 using restart_atom = caf::atom_constant<caf::atom("restart")>;  ///< a failing user leaves his last good state to his worker
+using node_down_atom = caf::atom_constant<caf::atom("nodedown")>; ///< the cluster membership declared a member down
 
 /// What a member of the tree (user, worker, group, commander) tells the
 /// census when it starts and whenever its state or its counts change — never

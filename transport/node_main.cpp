@@ -8,10 +8,12 @@
 #include "actors/health.hpp"
 #include "transport/bridge.hpp"
 #include "transport/census_cli.hpp"
+#include "transport/forwarder.hpp"
 #include "transport/front.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <openssl/crypto.h>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -205,6 +207,12 @@ int run_node(const node_flags& flags, const app_types& types) {
   register_types(cfg);
   cfg.set("scheduler.max-threads", recipe.node.actor_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
+  // CAF's middleman, so that actors of other nodes can exist here (their
+  // requests go through the forwarder). It listens on nothing by itself: a
+  // port opens only when the cluster publishes one ([cluster], issue 11).
+  // Automatic connections would open a wildcard plain-TCP listener: never.
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.enable-automatic-connections", false);
   auto sys = std::make_unique<caf::actor_system>(cfg);
   auto deposit = spawn_deposit(*sys, deposit_store, &ctx->health);
   auto health = spawn_health(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
@@ -250,6 +258,13 @@ int run_node(const node_flags& flags, const app_types& types) {
     }
   }
   auto bridge = spawn_bridge(*sys, commander, census, ctx->hold_timeout(), ctx->request_timeout());
+  // Users on other nodes are served through the forwarder; a node declared
+  // down leaves the routing cache with its in-flight requests.
+  auto routes = std::make_shared<route_cache>();
+  auto forwarder = spawn_forwarder(*sys, ctx, [weak = std::weak_ptr<route_cache>(routes)](const caf::node_id& node) {
+    if (auto r = weak.lock())
+      r->forget_node(node);
+  });
   auto log_node = [&](const char* what, const std::string& outcome, nlohmann::json numbers) {
     caf::anon_send(census, log_atom::value,
                    orchestration_entry{"node", "", what, "node", outcome, numbers.dump(), ""});
@@ -257,6 +272,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   auto stop_actors = [&] {
     caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(forwarder, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
@@ -268,7 +284,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   };
 
   // -- the front ------------------------------------------------------------------------
-  auto http = std::make_unique<front>(ctx, bridge);
+  auto http = std::make_unique<front>(ctx, bridge, forwarder, routes);
   try {
     http->listen(listen.first, listen.second);
   } catch (const std::exception& e) {
