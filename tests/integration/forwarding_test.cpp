@@ -59,7 +59,7 @@ std::vector<unsigned> listening_ports(pid_t pid, const std::set<std::string>& in
   return ports;
 }
 
-TEST(forwarding, a_single_node_listens_on_its_http_port_alone) {
+TEST(Forwarding, a_single_node_listens_on_its_http_port_alone) {
   node_process node({"--admin-token", "forward-test-token"});
   http_client c(node.port());
   ASSERT_EQ(c.get("/api/whoami").status, 200);  // every part of the node is up
@@ -70,7 +70,7 @@ TEST(forwarding, a_single_node_listens_on_its_http_port_alone) {
   EXPECT_EQ(ports[0], node.port());
 }
 
-TEST(forwarding, local_users_are_served_without_the_forwarder_and_it_is_counted) {
+TEST(Forwarding, local_users_are_served_without_the_forwarder_and_it_is_counted) {
   node_process node({"--admin-token", "forward-test-token"});
   http_client c(node.port());
   for (int i = 1; i <= 5; ++i) {
