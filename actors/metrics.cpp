@@ -127,6 +127,17 @@ std::string node_metrics::prometheus_text() const {
   out += "# HELP troupe_global_lease_wait_seconds Time from asking for a lease to its grant.\n"
          "# TYPE troupe_global_lease_wait_seconds histogram\n";
   global_lease_wait_seconds.write(out, "troupe_global_lease_wait_seconds");
+  out += "# HELP troupe_forwarded_requests_total Requests forwarded to a user actor on another node, by outcome.\n"
+         "# TYPE troupe_forwarded_requests_total counter\n";
+  line("troupe_forwarded_requests_total", "outcome=\"answered\"", forwarded.answered.load(std::memory_order_relaxed));
+  line("troupe_forwarded_requests_total", "outcome=\"target_down\"",
+       forwarded.target_down.load(std::memory_order_relaxed));
+  line("troupe_forwarded_requests_total", "outcome=\"timeout\"", forwarded.timed_out.load(std::memory_order_relaxed));
+  line("troupe_forwarded_requests_total", "outcome=\"refused\"", forwarded.refused.load(std::memory_order_relaxed));
+  line("troupe_forwarded_requests_total", "outcome=\"error\"", forwarded.failed.load(std::memory_order_relaxed));
+  out += "# HELP troupe_forwarded_pending Forwarded requests awaiting their remote answer.\n"
+         "# TYPE troupe_forwarded_pending gauge\n";
+  line("troupe_forwarded_pending", "", forwarded.pending.load(std::memory_order_relaxed));
   out += "# HELP troupe_user_wake_seconds Time from a user actor's start to his installed parcel.\n"
          "# TYPE troupe_user_wake_seconds histogram\n";
   user_wake_seconds.write(out, "troupe_user_wake_seconds");

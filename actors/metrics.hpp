@@ -62,6 +62,15 @@ struct node_metrics {
   std::atomic<std::uint64_t> global_reclaimed_holder_down{0};
   std::atomic<std::uint64_t> global_reclaimed_ttl{0};
   seconds_histogram global_lease_wait_seconds;
+  /// Requests forwarded to a user actor on another node (transport/forwarder.hpp), by how they ended.
+  struct forwarded_counters {
+    std::atomic<std::uint64_t> answered{0};     ///< the remote actor's answer was delivered
+    std::atomic<std::uint64_t> target_down{0};  ///< failed at once (target or node down): the front re-resolves
+    std::atomic<std::uint64_t> timed_out{0};    ///< the deadline passed first: 504
+    std::atomic<std::uint64_t> refused{0};      ///< past limits.max_forwarded_requests: 503
+    std::atomic<std::uint64_t> failed{0};       ///< any other error of the remote request: 502
+    std::atomic<std::int64_t> pending{0};       ///< in flight now
+  } forwarded;
   /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
   const store::deposit_counters* deposit = nullptr;
 

@@ -615,6 +615,34 @@ void deposit_scenarios(const fs::path& tmp, const options& o) {
     }
 }
 
+// F1: a request forwarded to the user's node against a raw CAF remote request
+// between the same two processes (bench/forward_bench, issue 11); its JSON line.
+void forwarding_scenario(const fs::path& tmp, const options& o) {
+  for (int run = 0; run < o.runs; ++run) {
+    auto log = (tmp / "forward_bench.log").string();
+    child f({bin("forward_bench"), "--requests", o.smoke ? "500" : "10000"}, log);
+    int code = f.wait();
+    std::ifstream in(log);
+    std::string line, last;
+    while (std::getline(in, line))
+      if (!line.empty() && line[0] == '{')
+        last = line;
+    if (code != 0 || last.empty()) {
+      say("  forward_bench exited " + std::to_string(code) + " (its log: " + log + ")");
+      continue;
+    }
+    auto j = json::parse(last);
+    add("F1", "forwarded request to another node: p50 / raw CAF remote request p50", "×", 3, "≤ 1.2×",
+        at_most(1.2))
+      .values.v.push_back(j["p50_ratio"].get<double>());
+    add("F1", "raw CAF remote request p50", "µs", 1).values.v.push_back(j["raw_p50_us"].get<double>());
+    add("F1", "forwarded request p50", "µs", 1).values.v.push_back(j["forwarded_p50_us"].get<double>());
+    add("F1", "raw CAF remote request p99", "µs", 1).values.v.push_back(j["raw_p99_us"].get<double>());
+    add("F1", "forwarded request p99", "µs", 1).values.v.push_back(j["forwarded_p99_us"].get<double>());
+    say("  forward_bench run " + std::to_string(run + 1) + ": " + last);
+  }
+}
+
 // S8: lease-protected increments of one hot key; the sum must be exact.
 void hot_key(server& t, const options& o, const fs::path& tmp) {
   http_client c(t.port);
@@ -809,6 +837,8 @@ int main(int argc, char** argv) {
     step("S5 memory per idle active user", [&] { memory_per_user(tmp, o); });
   if (o.wants("S3") || o.wants("S6") || o.wants("S7"))
     step("S3, S6, S7 (deposit_bench)", [&] { deposit_scenarios(tmp, o); });
+  if (!o.smoke && o.wants("F1"))
+    step("F1 forwarding to another node (forward_bench)", [&] { forwarding_scenario(tmp, o); });
   if (o.smoke)  // 2 s on a busy test machine: it shows the harness works, it judges nothing
     for (auto& f : figures)
       f.goal.clear();

@@ -66,12 +66,12 @@ struct agent_state {
   member_record record_of(const member_hello& h) const { return {h.name, h.incarnation, h.address, h.seq}; }
 
   void tell_leader() {
-    for (auto& l : cfg.listeners)
+    for (auto& l : cfg.leader_listeners)
       caf::anon_send(l, leader_atom::value, leader);
   }
 
   void tell_node_down(const caf::node_id& node) {
-    for (auto& l : cfg.listeners)
+    for (auto& l : cfg.down_listeners)
       caf::anon_send(l, node_down_atom::value, node);
   }
 

@@ -127,9 +127,11 @@ struct agent_config {
   /// given the members up (this one included) whose workers it must learn.
   std::function<caf::actor(std::vector<std::string>)> start_commander;
   /// Told `(leader_atom, leader_notice)` when the leader changes (an invalid
-  /// commander: none right now), and `(node_down_atom, caf::node_id)` when a
-  /// member is declared down: the node's commander link, forwarder, commander.
-  std::vector<caf::actor> listeners;
+  /// commander: none right now): the node's commander link.
+  std::vector<caf::actor> leader_listeners;
+  /// Told `(node_down_atom, caf::node_id)` when a member is declared down: the
+  /// node's forwarder (and the commander, when it runs here).
+  std::vector<caf::actor> down_listeners;
   /// Told `(fence_atom)` when this node fences itself (its users must stop).
   std::vector<caf::actor> fence_listeners;
   /// Written by the agent, read by the front: may this node serve now?

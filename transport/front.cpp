@@ -610,6 +610,8 @@ void http_session::dispatch(bool retry) {
 void http_session::send_to(const caf::actor& actor, std::uint64_t id) {
   // The slot shares the request: one the actor does not take (not_here, died) is sent once more.
   auto slot = std::make_shared<http_call>(weak_from_this(), stream_.get_executor(), id, call_req_);
+  if (front_.is_remote(actor))  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
+    return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
   caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, local_reply{std::move(slot)});
 }
 
@@ -760,11 +762,13 @@ void http_session::close() {
 
 // -- the listener --------------------------------------------------------------------
 
-front::front(node_context_ptr ctx, bridge_handle bridge)
+front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwarder,
+             std::shared_ptr<route_cache> routes)
   : ctx_(std::move(ctx)),
     limits_(front_limits::from(ctx_->recipe.limits)),
     bridge_(std::move(bridge)),
-    routes_(std::make_shared<route_cache>()),
+    forwarder_(std::move(forwarder)),
+    routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
     acceptor_(ioc_),
     accept_pause_(ioc_) {}
 

@@ -8,6 +8,7 @@
 #include "actors/node_context.hpp"
 #include "actors/rate_limited_log.hpp"
 #include "transport/bridge.hpp"
+#include "transport/forwarder.hpp"
 #include "transport/route_cache.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -46,7 +47,11 @@ struct front_limits {
 
 class front {
 public:
-  front(node_context_ptr ctx, bridge_handle bridge);
+  /// `forwarder`: this node's forwarder, which serves users whose actor lives
+  /// on another node (none: every user is taken to be local). `routes`: the
+  /// routing cache, when another part of the node must reach it too (none: a fresh one).
+  front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwarder = {},
+        std::shared_ptr<route_cache> routes = nullptr);
   ~front();
 
   /// Binds and listens; throws std::system_error when the address cannot be used.
@@ -78,6 +83,9 @@ public:
   const front_limits& limits() const noexcept { return limits_; }
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
+  /// True when `actor` lives on another node: its requests go through the forwarder.
+  bool is_remote(const caf::actor& actor) const noexcept { return forwarder_ && actor.node() != forwarder_.node(); }
+  const forwarder_handle& forwarder() const noexcept { return forwarder_; }
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   /// True when the admin surface is on and `presented` is its token (constant-time compare).
   bool admin_token_matches(std::string_view presented) const noexcept;
@@ -110,6 +118,7 @@ private:
   node_context_ptr ctx_;
   front_limits limits_;
   bridge_handle bridge_;
+  forwarder_handle forwarder_;
   std::shared_ptr<route_cache> routes_;
   // Declared before the io_context: sessions still queued in it when it is
   // destroyed report their end to these.

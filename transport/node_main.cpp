@@ -10,6 +10,7 @@
 #include "cluster/commander_link.hpp"
 #include "transport/bridge.hpp"
 #include "transport/census_cli.hpp"
+#include "transport/forwarder.hpp"
 #include "transport/front.hpp"
 
 #include <CLI/CLI.hpp>
@@ -217,9 +218,12 @@ int run_node(const node_flags& flags, const app_types& types) {
   caf::actor_system_config cfg;
   register_types(cfg);
   cluster::register_types(cfg);
-  // The middleman carries node-to-node traffic; a lone node publishes nothing
-  // (no port opens; automatic connections stay off: CAF-0.17-NOTES.md).
+  // CAF's middleman, so that actors of other nodes can exist here (their
+  // requests go through the forwarder). It listens on nothing by itself: a
+  // port opens only when the cluster publishes one ([cluster], issue 11).
+  // Automatic connections would open a wildcard plain-TCP listener: never.
   cfg.load<caf::io::middleman>();
+  cfg.set("middleman.enable-automatic-connections", false);
   // Node-to-node TLS (all three files, checked by the recipe): mutual, with
   // certificates chained to cluster.tls_ca. Without them CAF's openssl module
   // is not loaded at all, so it can never fall back to anonymous TLS.
@@ -241,6 +245,13 @@ int run_node(const node_flags& flags, const app_types& types) {
   auto deposit = spawn_deposit(*sys, deposit_store, &ctx->health);
   auto health = spawn_health(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
   auto census = spawn_census(*sys, ctx, operations);
+  // Users on other nodes are served through the forwarder; a node declared
+  // down leaves the routing cache with its in-flight requests.
+  auto routes = std::make_shared<route_cache>();
+  auto forwarder = spawn_forwarder(*sys, ctx, [weak = std::weak_ptr<route_cache>(routes)](const caf::node_id& node) {
+    if (auto r = weak.lock())
+      r->forget_node(node);
+  });
   ctx->census = census;
   // How many users the deposit holds, and who they are (the census lists them
   // as frozen): counted beside the start, never before it.
@@ -286,6 +297,7 @@ int run_node(const node_flags& flags, const app_types& types) {
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(forwarder, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
     deposit = nullptr;
@@ -325,7 +337,8 @@ int run_node(const node_flags& flags, const app_types& types) {
     ac.failure_timeout = std::chrono::milliseconds(cc.failure_timeout_ms);
     ac.join_timeout = std::chrono::milliseconds(cc.join_timeout_ms);
     ac.connector = cluster_tls ? sys->openssl_manager().actor_handle() : sys->middleman().actor_handle();
-    ac.listeners = {caf::actor_cast<caf::actor>(commander)};
+    ac.leader_listeners = {caf::actor_cast<caf::actor>(commander)};
+    ac.down_listeners = {caf::actor_cast<caf::actor>(forwarder)};
     for (auto& g : groups)
       ac.fence_listeners.push_back(caf::actor_cast<caf::actor>(g));
     ac.serving = serving;
@@ -373,6 +386,7 @@ int run_node(const node_flags& flags, const app_types& types) {
       caf::anon_send_exit(cluster_agent, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(bridge, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(forwarder, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
@@ -384,7 +398,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   };
 
   // -- the front ------------------------------------------------------------------------
-  auto http = std::make_unique<front>(ctx, bridge);
+  auto http = std::make_unique<front>(ctx, bridge, forwarder, routes);
   try {
     http->listen(listen.first, listen.second);
   } catch (const std::exception& e) {

@@ -5,6 +5,8 @@
 /// its actor; the front never routes to a known-dead actor.
 
 #include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
+#include <caf/node_id.hpp>
 
 #include <memory>
 #include <mutex>
@@ -26,14 +28,19 @@ public:
   /// Forgets `cid`.
   void erase(const std::string& cid);
 
+  /// Forgets every route to an actor of `node` (the cluster declared it down;
+  /// its proxies may live on, silently dropping what they are sent).
+  void forget_node(const caf::node_id& node);
+
   std::size_t size() const;
 
 private:
-  void forget_actor(caf::actor_id id);
+  void forget_actor(const caf::actor_addr& addr);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, caf::actor> by_cid_;
-  std::unordered_map<caf::actor_id, std::vector<std::string>> by_actor_;  // watched actors
+  // Watched actors, by address: an actor id is unique on its node only.
+  std::unordered_map<caf::actor_addr, std::vector<std::string>> by_actor_;
 };
 
 }  // namespace troupe

@@ -153,6 +153,7 @@ TEST(recipe, defaults_without_sources) {
   EXPECT_DOUBLE_EQ(r.limits.read_timeout_seconds, 30);
   EXPECT_EQ(r.limits.user_queue_length, 1024u);
   EXPECT_EQ(r.limits.max_pages_per_connection, 32u);
+  EXPECT_EQ(r.limits.max_forwarded_requests, 10000u);
   EXPECT_EQ(r.deposit.path, "./deposit");
   EXPECT_DOUBLE_EQ(r.commander.user_expiry_hours, 720);
   EXPECT_DOUBLE_EQ(r.commander.guest_expiry_hours, 24);
@@ -224,6 +225,14 @@ TEST(recipe, partial_file_keeps_the_other_defaults_and_the_default_group) {
   EXPECT_EQ(r.node.listen, "127.0.0.1:8080");
   ASSERT_EQ(r.groups.size(), 1u);
   EXPECT_EQ(r.groups[0].name, "default");
+}
+
+TEST(recipe, max_forwarded_requests_comes_from_the_file_and_from_set) {
+  temp_dir dir;
+  EXPECT_EQ(from_file(dir, "[limits]\nmax_forwarded_requests = 12\n").limits.max_forwarded_requests, 12u);
+  recipe_sources s;
+  s.sets = {"limits.max_forwarded_requests=3"};
+  EXPECT_EQ(load_recipe(s).limits.max_forwarded_requests, 3u);
 }
 
 TEST(recipe, empty_file_is_the_defaults) {
@@ -525,6 +534,7 @@ TEST(recipe_errors, out_of_range_values_name_their_key) {
     {"limits.user_queue_length", "0", "must be at least 1"},
     {"limits.max_pages_per_connection", "0", "must be at least 1"},
     {"limits.max_unauthenticated_consoles", "0", "must be at least 1"},
+    {"limits.max_forwarded_requests", "0", "must be at least 1"},
     {"deposit.path", "", "must not be empty"},
     {"commander.user_expiry_hours", "0", "must be greater than 0"},
     {"commander.guest_expiry_hours", "-1", "must be greater than 0"},

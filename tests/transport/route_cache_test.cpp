@@ -3,6 +3,7 @@
 #include "transport/route_cache.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -16,6 +17,7 @@ class route_cache_test : public ::testing::Test {
 protected:
   route_cache_test() {
     cfg.set("scheduler.max-threads", 1);
+    cfg.load<caf::io::middleman>();  // as on a node: without it, every node id is the empty one
     sys.emplace(cfg);
   }
   ~route_cache_test() override { sys.reset(); }
@@ -83,4 +85,60 @@ TEST_F(route_cache_test, routing_to_an_already_dead_actor_is_forgotten_at_once) 
   }
   cache->put("c1", a);
   EXPECT_FALSE(cache->find("c1"));
+}
+
+// Actor ids are unique on their node only: in a cluster the cache holds actors
+// of several nodes, and two of them may share an id. Each is watched for
+// itself, and one's death takes only its own routes.
+TEST_F(route_cache_test, actors_of_two_nodes_with_the_same_id_are_told_apart) {
+  caf::actor_system_config other_cfg;  // another node of this process
+  other_cfg.set("scheduler.max-threads", 1);
+  other_cfg.load<caf::io::middleman>();
+  caf::actor_system other{other_cfg};
+  ASSERT_NE(other.node(), sys->node());
+  auto spawn_other = [&] { return other.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; }); };
+  // Ids grow by one per spawn on each node: spawn on the one behind until they meet.
+  auto a = spawn_dummy();
+  auto twin = spawn_other();
+  std::vector<caf::actor> spawned;
+  for (int i = 0; i < 1000 && a.id() != twin.id(); ++i) {
+    spawned.push_back(a.id() < twin.id() ? a : twin);
+    if (a.id() < twin.id())
+      a = spawn_dummy();
+    else
+      twin = spawn_other();
+  }
+  ASSERT_EQ(a.id(), twin.id()) << "no two actors with the same id";
+  auto cache = std::make_shared<route_cache>();
+  cache->put("on_a", a);
+  cache->put("on_twin", twin);
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  EXPECT_TRUE(eventually_forgotten(*cache, "on_a"));
+  ASSERT_TRUE(cache->find("on_twin"));  // not the other node's actor of the same id
+  EXPECT_EQ(*cache->find("on_twin"), twin);
+  caf::anon_send_exit(twin, caf::exit_reason::user_shutdown);
+  EXPECT_TRUE(eventually_forgotten(*cache, "on_twin"));  // and he was watched for himself
+  for (auto& s : spawned)
+    caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(route_cache_test, a_node_declared_down_takes_its_routes_and_only_them) {
+  caf::actor_system_config other_cfg;  // another node of this process
+  other_cfg.set("scheduler.max-threads", 1);
+  other_cfg.load<caf::io::middleman>();
+  caf::actor_system other{other_cfg};
+  auto local = spawn_dummy();
+  auto remote = other.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  auto cache = std::make_shared<route_cache>();
+  cache->put("here", local);
+  cache->put("there", remote);
+  cache->put("there_too", remote);
+  cache->forget_node(other.node());
+  EXPECT_FALSE(cache->find("there"));
+  EXPECT_FALSE(cache->find("there_too"));
+  ASSERT_TRUE(cache->find("here"));
+  cache->put("there", remote);  // routed there again later (the member came back): watched again
+  caf::anon_send_exit(remote, caf::exit_reason::user_shutdown);
+  EXPECT_TRUE(eventually_forgotten(*cache, "there"));
+  EXPECT_TRUE(cache->find("here"));
 }
