@@ -3,7 +3,8 @@
 /// The front: Boost.Beast HTTP/1.1 listener. Not an actor: it reads a request
 /// (with a deadline and a size limit on every read), finds the connection's
 /// user actor through the routing cache (or the bridge on a miss), hands the
-/// request over without ever blocking on an actor, and writes the reply.
+/// request over without ever blocking on an actor (to a user on another node
+/// through the forwarder, transport/forwarder.hpp), and writes the reply.
 
 #include "actors/node_context.hpp"
 #include "actors/rate_limited_log.hpp"
