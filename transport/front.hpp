@@ -85,7 +85,7 @@ public:
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
   /// True when `actor` lives on another node: its requests go through the forwarder.
-  bool is_remote(const caf::actor& actor) const noexcept { return forwarder_ && actor.node() != forwarder_.node(); }
+  bool is_remote(const caf::actor& actor) const noexcept { return forwarder_ && actor.node() != local_node_; }
   const forwarder_handle& forwarder() const noexcept { return forwarder_; }
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   /// True when the admin surface is on and `presented` is its token (constant-time compare).
@@ -120,6 +120,7 @@ private:
   front_limits limits_;
   bridge_handle bridge_;
   forwarder_handle forwarder_;
+  caf::node_id local_node_;  // the forwarder's: this node
   std::shared_ptr<route_cache> routes_;
   // Declared before the io_context: sessions still queued in it when it is
   // destroyed report their end to these.
