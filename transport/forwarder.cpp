@@ -62,8 +62,7 @@ forward_table::failed forward_table::fail_target(const target_ref& target) {
     return out;
   if (w->second.ids.empty())
     --idle_watches_;
-  for (auto id : w->second.ids)
-    out.requests += by_id_.erase(id);  // the slot goes with its record: released undelivered
+  release(w->second.ids, out);
   out.unwatched.push_back(std::move(w->second.addr));
   n->second.erase(w);
   --watched_;
@@ -89,13 +88,20 @@ forward_table::failed forward_table::fail_node(const caf::node_id& node, bool de
   for (auto& [aid, w] : n->second) {
     if (w.ids.empty())
       --idle_watches_;
-    for (auto id : w.ids)
-      out.requests += by_id_.erase(id);
+    release(w.ids, out);
     out.unwatched.push_back(std::move(w.addr));
     --watched_;
   }
   by_node_.erase(n);
   return out;
+}
+
+void forward_table::release(const std::unordered_set<std::uint64_t>& ids, failed& out) {
+  for (auto id : ids)
+    if (auto r = by_id_.find(id); r != by_id_.end()) {
+      out.released.push_back(std::move(r->second.slot));
+      by_id_.erase(r);
+    }
 }
 
 std::vector<caf::actor_addr> forward_table::sweep_idle_watches() {
@@ -158,9 +164,14 @@ std::int64_t unix_now_ms() {
     .count();
 }
 
-void count_released(forwarder_state& st, const forward_table::failed& f) {
-  st.ctx->metrics.forwarded.target_down.fetch_add(f.requests, std::memory_order_relaxed);
+// Counts the requests failed, then fails them: their slots go undelivered (the front re-resolves).
+void release(forwarder_pointer self, forward_table::failed& f) {
+  auto& st = self->state;
+  st.ctx->metrics.forwarded.target_down.fetch_add(f.released.size(), std::memory_order_relaxed);
   st.ctx->metrics.forwarded.pending.store(static_cast<std::int64_t>(st.table->pending()), std::memory_order_relaxed);
+  f.released.clear();
+  for (auto& addr : f.unwatched)
+    self->demonitor(addr);
 }
 
 void demonitor_all(forwarder_pointer self, const std::vector<caf::actor_addr>& targets) {
@@ -220,8 +231,7 @@ forwarder_handle::behavior_type forwarder_impl(forwarder_pointer self, node_cont
     auto f = msg.reason == caf::exit_reason::remote_link_unreachable
                ? st.table->fail_node(node, false, forward_table::clock::now())
                : st.table->fail_target({node, msg.source.id()});
-    count_released(st, f);
-    demonitor_all(self, f.unwatched);
+    release(self, f);
   });
   return {
     [self](http_atom, caf::actor& target, local_reply& slot) {
@@ -257,13 +267,13 @@ forwarder_handle::behavior_type forwarder_impl(forwarder_pointer self, node_cont
     [self](node_down_atom, const caf::node_id& node) {
       auto& st = self->state;
       auto f = st.table->fail_node(node, true, forward_table::clock::now());
-      count_released(st, f);
-      demonitor_all(self, f.unwatched);
-      if (st.on_node_down)
+      auto failed = f.released.size();
+      if (st.on_node_down)  // before the re-resolves: none of them finds a route to the dead node
         st.on_node_down(node);
-      if (f.requests > 0)
+      release(self, f);
+      if (failed > 0)
         spdlog::info("forwarder: node {} is down: {} request(s) in flight to it failed at once", to_string(node),
-                     f.requests);
+                     failed);
     },
   };
 }

@@ -69,9 +69,9 @@ public:
     bool watch = false;        ///< the target is not watched yet: monitor it now
   };
 
-  /// What failing a target or a node released.
+  /// What failing a target or a node took out of the table.
   struct failed {
-    std::size_t requests = 0;                ///< slots released undelivered
+    std::vector<local_reply> released;       ///< their slots: dropping them (undelivered) fails the requests
     std::vector<caf::actor_addr> unwatched;  ///< targets no longer watched (demonitor them)
   };
 
@@ -114,6 +114,8 @@ private:
     caf::actor_id target = 0;
   };
   using targets = std::unordered_map<caf::actor_id, watch>;
+
+  void release(const std::unordered_set<std::uint64_t>& ids, failed& out);
 
   std::uint64_t max_pending_;
   clock::duration down_memory_;

@@ -768,6 +768,7 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
     limits_(front_limits::from(ctx_->recipe.limits)),
     bridge_(std::move(bridge)),
     forwarder_(std::move(forwarder)),
+    local_node_(forwarder_ ? forwarder_.node() : caf::node_id{}),
     routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
     acceptor_(ioc_),
     accept_pause_(ioc_) {}

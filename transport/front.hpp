@@ -3,7 +3,8 @@
 /// The front: Boost.Beast HTTP/1.1 listener. Not an actor: it reads a request
 /// (with a deadline and a size limit on every read), finds the connection's
 /// user actor through the routing cache (or the bridge on a miss), hands the
-/// request over without ever blocking on an actor, and writes the reply.
+/// request over without ever blocking on an actor (to a user on another node
+/// through the forwarder, transport/forwarder.hpp), and writes the reply.
 
 #include "actors/node_context.hpp"
 #include "actors/rate_limited_log.hpp"
@@ -84,7 +85,7 @@ public:
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
   /// True when `actor` lives on another node: its requests go through the forwarder.
-  bool is_remote(const caf::actor& actor) const noexcept { return forwarder_ && actor.node() != forwarder_.node(); }
+  bool is_remote(const caf::actor& actor) const noexcept { return forwarder_ && actor.node() != local_node_; }
   const forwarder_handle& forwarder() const noexcept { return forwarder_; }
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   /// True when the admin surface is on and `presented` is its token (constant-time compare).
@@ -119,6 +120,7 @@ private:
   front_limits limits_;
   bridge_handle bridge_;
   forwarder_handle forwarder_;
+  caf::node_id local_node_;  // the forwarder's: this node
   std::shared_ptr<route_cache> routes_;
   // Declared before the io_context: sessions still queued in it when it is
   // destroyed report their end to these.

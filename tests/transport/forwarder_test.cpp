@@ -11,6 +11,11 @@
 #include <caf/io/all.hpp>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -135,9 +140,11 @@ TEST(forward_table, a_node_failing_releases_every_request_to_it_and_no_other) {
   auto kept = t.add({b, 5}, {}, sb, t0);  // the same actor id on another node: another actor
   EXPECT_TRUE(kept.watch);
   auto f = t.fail_node(a, false, t0);
-  EXPECT_EQ(f.requests, 3u);
+  EXPECT_EQ(f.released.size(), 3u);
   EXPECT_EQ(f.unwatched.size(), 2u);  // targets 5 and 6 of node a
-  EXPECT_EQ(rec_a->drops(), 3);       // released undelivered, at once
+  EXPECT_EQ(rec_a->drops(), 0);       // the caller counts them first,
+  f.released.clear();
+  EXPECT_EQ(rec_a->drops(), 3);       // then drops them: released undelivered
   EXPECT_EQ(rec_b->drops(), 0);
   EXPECT_EQ(t.pending(), 1u);
   EXPECT_EQ(t.pending_to(a), 0u);
@@ -155,15 +162,16 @@ TEST(forward_table, a_target_failing_releases_only_its_own_requests) {
   t.add({a, 1}, {}, s2, t0);
   auto third = t.add({a, 2}, {}, s3, t0);
   auto f = t.fail_target({a, 1});
-  EXPECT_EQ(f.requests, 2u);
+  EXPECT_EQ(f.released.size(), 2u);
   EXPECT_EQ(f.unwatched.size(), 1u);
+  f.released.clear();
   EXPECT_EQ(rec->drops(), 2);
   EXPECT_EQ(other->drops(), 0);
   EXPECT_FALSE(t.watching({a, 1}));
   EXPECT_EQ(t.watched(), 1u);
   EXPECT_TRUE(t.take(third.id));
   // A target failing again (its second down message) releases nothing.
-  EXPECT_EQ(t.fail_target({a, 1}).requests, 0u);
+  EXPECT_TRUE(t.fail_target({a, 1}).released.empty());
 }
 
 TEST(forward_table, past_max_pending_a_request_is_refused_and_its_slot_left_to_the_caller) {
@@ -187,7 +195,7 @@ TEST(forward_table, a_node_declared_down_is_refused_for_a_moment_then_tried_agai
   auto a = node_number(1), b = node_number(2);
   auto s1 = make_slot(rec);
   t.add({a, 1}, {}, s1, t0);
-  EXPECT_EQ(t.fail_node(a, true, t0).requests, 1u);
+  EXPECT_EQ(t.fail_node(a, true, t0).released.size(), 1u);
   auto s2 = make_slot(rec);
   EXPECT_EQ(t.add({a, 1}, {}, s2, t0 + 1s).outcome, table::admission::node_down);
   EXPECT_NE(s2, nullptr);
@@ -433,6 +441,78 @@ TEST_F(forwarder_cluster_test, the_request_deadline_is_the_backstop_504) {
   ASSERT_EQ(rec->answers.size(), 1u);
   EXPECT_EQ(rec->answers[0].status, 504);
   EXPECT_EQ(ctx->metrics.forwarded.timed_out.load(), 1u);
+}
+
+// A serving node in a process of its own (REMOTE_USER_BIN), killed with SIGKILL
+// while requests to it are in flight: its connection closes, and they fail at once.
+class serving_process {
+public:
+  serving_process() {
+    int out[2];
+    if (pipe(out) != 0)
+      return;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    char* argv[] = {const_cast<char*>(REMOTE_USER_BIN), nullptr};
+    if (posix_spawn(&pid_, REMOTE_USER_BIN, &actions, nullptr, argv, environ) != 0)
+      pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    // "port N\n", read with a deadline.
+    std::string line;
+    auto until = std::chrono::steady_clock::now() + 15s;
+    char c;
+    while (pid_ > 0 && std::chrono::steady_clock::now() < until) {
+      fd_set fds;
+      FD_ZERO(&fds);
+      FD_SET(out[0], &fds);
+      timeval tv{0, 100000};
+      if (select(out[0] + 1, &fds, nullptr, nullptr, &tv) <= 0)
+        continue;
+      if (read(out[0], &c, 1) != 1 || c == '\n')
+        break;
+      line += c;
+    }
+    close(out[0]);
+    if (line.rfind("port ", 0) == 0)
+      port_ = static_cast<std::uint16_t>(std::stoi(line.substr(5)));
+  }
+  ~serving_process() { kill9(); }
+  std::uint16_t port() const { return port_; }
+  void kill9() {
+    if (pid_ <= 0)
+      return;
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+private:
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+TEST_F(forwarder_cluster_test, requests_in_flight_fail_at_once_when_the_serving_process_is_killed) {
+  start_forwarder();
+  serving_process other;
+  ASSERT_NE(other.port(), 0) << REMOTE_USER_BIN << " did not start";
+  auto remote = front_sys->middleman().remote_actor("127.0.0.1", other.port());
+  ASSERT_TRUE(remote) << front_sys->render(remote.error());
+  forward(*remote, "/echo");
+  ASSERT_TRUE(rec->wait_settled(1));
+  ASSERT_EQ(rec->answered(), 1u);  // it serves
+  for (int i = 0; i < 3; ++i)
+    forward(*remote, "/hold");
+  for (int i = 0; i < 2000 && ctx->metrics.forwarded.pending.load() < 3; ++i)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(ctx->metrics.forwarded.pending.load(), 3);
+  other.kill9();
+  ASSERT_TRUE(rec->wait_settled(4)) << "in flight: " << ctx->metrics.forwarded.pending.load();
+  EXPECT_EQ(rec->drops(), 3);  // not waited out: the request timeout is 120 s, the wait 10 s
+  EXPECT_EQ(ctx->metrics.forwarded.target_down.load(), 3u);
+  EXPECT_EQ(ctx->metrics.forwarded.pending.load(), 0);
 }
 
 }  // namespace
