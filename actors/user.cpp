@@ -86,6 +86,10 @@ struct user_state : detail::user_host {
   // state): he answers 503 to everything and writes nothing until an operator
   // drops him or puts back a parcel that loads (docs/deposit.md).
   std::optional<std::string> refused;
+  // His placement's owner epoch, and whether the deposit refused it as stale
+  // (a newer placement holds him elsewhere): then he leaves, writing nothing.
+  std::uint64_t owner_epoch = 0;
+  bool fenced = false;
   std::unordered_map<std::string, connection_record> connections;
   std::size_t page_count = 0;
 
@@ -489,7 +493,9 @@ struct user_state : detail::user_host {
   void wake(store::bytes carried) {
     busy = true;
     auto t0 = std::chrono::steady_clock::now();
-    self->request(deposit, ctx->hold_timeout(), get_atom::value, parcel_kind::user, user_name)
+    // The read claims him for his placement's epoch in the same step: from
+    // now on an older holder's writes are refused, even before he writes.
+    self->request(deposit, ctx->hold_timeout(), claim_atom::value, user_name, owner_epoch)
       .then(
         [this, carried, t0](std::vector<store::parcel>& found) {
           if (!found.empty()) {
@@ -513,6 +519,8 @@ struct user_state : detail::user_host {
           drain();
         },
         [this](caf::error& err) {
+          if (is(err, errc::stale_owner))  // a newer placement holds him: he was never here
+            return leave_fenced();
           log_deposit_error("waking", err);
           if (is(err, errc::bad_state))  // quarantined: no retry helps until an operator acts
             return become_refused(err.context().match_elements<std::string>() ? err.context().get_as<std::string>(0)
@@ -621,7 +629,10 @@ struct user_state : detail::user_host {
         finish_freeze(!*failed);
     };
     auto on_error = [this, done](caf::error& err) {
-      log_deposit_error("freezing", err);
+      if (is(err, errc::stale_owner))
+        fenced = true;  // finish_freeze sees it: he leaves without writing
+      else
+        log_deposit_error("freezing", err);
       done(false);
     };
     auto why = static_cast<store::parcel_cause>(cause);
@@ -666,6 +677,8 @@ struct user_state : detail::user_host {
   }
 
   void finish_freeze(bool ok) {
+    if (fenced)
+      return leave_fenced();
     auto waiters = std::move(freeze_waiters);
     freeze_waiters.clear();
     if (!ok) {
@@ -742,6 +755,8 @@ struct user_state : detail::user_host {
                   make_parcel(store::parcel_cause::checkpoint))
       .then([](std::uint64_t) {},
             [this](caf::error& err) {
+              if (is(err, errc::stale_owner))
+                return leave_fenced();
               log_deposit_error("checkpointing", err);
               dirty = true;
               schedule_checkpoint();
@@ -770,6 +785,12 @@ struct user_state : detail::user_host {
           drain();
         },
         [this, waiting](caf::error& err) {
+          if (is(err, errc::stale_owner)) {  // not applied anywhere: the front re-resolves it to his owner
+            http_response moved;
+            moved.route = route_note::not_here;
+            respond(waiting->first.to, std::move(moved));
+            return leave_fenced();
+          }
           log_deposit_error("making a change durable", err);
           if (is(err, errc::deposit_failed)) {
             keeper->roll_back();
@@ -784,6 +805,34 @@ struct user_state : detail::user_host {
           busy = false;
           drain();
         });
+  }
+
+  // The deposit refused his epoch as stale (docs/CLUSTER.md "Fencing"): a
+  // newer placement holds him, maybe on another node. The state held here is
+  // the stale one: he leaves at once and writes nothing more. What waits is
+  // answered not_here (the front re-resolves it once, then 503 + Retry-After);
+  // the commander is told he left, as after a freeze with nothing written.
+  void leave_fenced() {
+    if (stopped)
+      return;
+    fenced = true;
+    ctx->metrics.users_fenced.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("user {} on {}: fenced at owner epoch {}; he leaves without writing", registry::redact(user_name),
+                  worker_name, owner_epoch);
+    for (auto& w : freeze_waiters)
+      w.deliver(make_error(errc::stale_owner, "a newer placement holds the user; nothing was written here"));
+    freeze_waiters.clear();
+    if (deferred_call) {
+      http_response moved;
+      moved.route = route_note::not_here;
+      respond(deferred_call->to, std::move(moved));
+      deferred_call.reset();
+      deferred_then = nullptr;
+    }
+    dirty = false;
+    self->send(commander, frozen_atom::value, user_name);  // he is not placed here any more
+    note(registry::user_state::frozen);
+    retire();
   }
 
   // A guest whose only connection left, or a user who froze: answer what
@@ -828,6 +877,8 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     st.guest_idle_after = millis_of(2);
   }
   st.keeper.emplace((*spec.factory)());
+  st.owner_epoch = spec.owner_epoch;
+  st.keeper->set_owner_epoch(spec.owner_epoch);
   st.routes = router(spec.route_shapes);
   user_access::bind(st.keeper->app(), &st);
   st.keeper->app().routes(st.routes);
