@@ -90,6 +90,11 @@ struct user_state : detail::user_host {
   // (a newer placement holds him elsewhere): then he leaves, writing nothing.
   std::uint64_t owner_epoch = 0;
   bool fenced = false;
+  // His wake (the claim) is under way: connections adopted meanwhile are
+  // saved only once he is known to be here (answered then; a fenced or
+  // failed wake answers them with its error instead of leaving them waiting).
+  bool waking = false;
+  std::vector<std::pair<std::string, caf::typed_response_promise<placement>>> adoptions_after_wake;
   std::unordered_map<std::string, connection_record> connections;
   std::size_t page_count = 0;
 
@@ -492,6 +497,7 @@ struct user_state : detail::user_host {
   // half-born actor: the waiting requests get 503 and he stops.
   void wake(store::bytes carried) {
     busy = true;
+    waking = true;
     auto t0 = std::chrono::steady_clock::now();
     // The read claims him for his placement's epoch in the same step: from
     // now on an older holder's writes are refused, even before he writes.
@@ -513,6 +519,7 @@ struct user_state : detail::user_host {
           } else if (!carried.empty()) {
             install_carried(carried);
           }
+          settle_adoptions(std::nullopt);
           busy = false;
           note(registry::user_state::active);
           schedule_idle();
@@ -525,6 +532,7 @@ struct user_state : detail::user_host {
           if (is(err, errc::bad_state))  // quarantined: no retry helps until an operator acts
             return become_refused(err.context().match_elements<std::string>() ? err.context().get_as<std::string>(0)
                                                                               : "his parcel is quarantined");
+          settle_adoptions(make_error(errc::wake_failed, "the user could not be woken"));
           for (auto& call : backlog)
             respond(call.to, error_response(503, "the user could not be woken, retry", 1));
           backlog.clear();
@@ -552,6 +560,7 @@ struct user_state : detail::user_host {
   // client hammering him costs neither reads nor log lines.
   void become_refused(const std::string& why) {
     refused = why;
+    settle_adoptions(std::nullopt);  // he writes nothing: answered where he is
     busy = false;
     note(registry::user_state::active);
     for (auto& call : backlog)
@@ -661,19 +670,43 @@ struct user_state : detail::user_host {
   // too, so that after a crash the cookie still finds him ("reply": before the
   // adoption is answered, so before the login's reply).
   caf::result<placement> save_connection(const std::string& cid) {
+    auto promise = self->make_response_promise<placement>();
+    if (waking)  // saved once his wake tells he is here (settle_adoptions)
+      adoptions_after_wake.emplace_back(cid, promise);
+    else
+      save_connection(cid, promise);
+    return promise;
+  }
+
+  void save_connection(const std::string& cid, caf::typed_response_promise<placement> promise) {
     auto p = connection_parcel(cid, connections[cid], store::parcel_cause::login);
     auto write = self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid, std::move(p));
     if (mode != durability::reply) {  // interval: the write completes in the background
       write.then([](std::uint64_t) {}, [this](caf::error& err) { log_deposit_error("saving a connection", err); });
-      return where();
+      promise.deliver(where());
+      return;
     }
-    auto promise = self->make_response_promise<placement>();
     write.then([this, promise](std::uint64_t) mutable { promise.deliver(where()); },
                [this, promise](caf::error& err) mutable {
                  log_deposit_error("saving a connection", err);
                  promise.deliver(make_error(errc::deposit_failed, "the connection could not be made durable"));
                });
-    return promise;
+  }
+
+  // The wake ended: the adoptions that waited for it are saved and answered,
+  // answered without a write (he is refused and writes nothing), or failed.
+  void settle_adoptions(std::optional<caf::error> failed) {
+    waking = false;
+    auto waiting = std::move(adoptions_after_wake);
+    adoptions_after_wake.clear();
+    for (auto& [cid, promise] : waiting) {
+      if (failed)
+        promise.deliver(*failed);
+      else if (refused)
+        promise.deliver(where());
+      else
+        save_connection(cid, promise);
+    }
   }
 
   void finish_freeze(bool ok) {
@@ -816,6 +849,7 @@ struct user_state : detail::user_host {
     if (stopped)
       return;
     fenced = true;
+    settle_adoptions(make_error(errc::not_here, "a newer placement holds the user"));
     ctx->metrics.users_fenced.fetch_add(1, std::memory_order_relaxed);
     spdlog::debug("user {} on {}: fenced at owner epoch {}; he leaves without writing", registry::redact(user_name),
                   worker_name, owner_epoch);
