@@ -122,3 +122,21 @@ TEST_F(Fencing, EachNodeOnTheDepositGetsANewerCommanderGeneration) {
     EXPECT_EQ(generation, expected);
   }
 }
+
+TEST_F(Fencing, AUserRestartedAfterACrashKeepsHisPlacementsEpochAndIsNotFenced) {
+  // His worker restarts him under the same placement: his writes after the
+  // crash carry the same epoch, so the deposit takes them (an epoch lost on
+  // the way would be 0, the oldest: refused, and he would be fenced).
+  scratch_dir dir;
+  auto& n = start_on(dir.path);
+  http_client c(n.port());
+  ASSERT_STATUS(c.post_json("/api/login", {{"user", "rex"}}), 200);
+  ASSERT_EQ(incr(c), 1);
+  for (int crash = 0; crash < 2; ++crash) {
+    EXPECT_STATUS(c.post("/api/crash"), 502);
+    EXPECT_EQ(incr(c), crash + 2);  // written (durability = reply) by the restarted actor
+  }
+  EXPECT_EQ(metric(n.port(), "troupe_fenced_writes_total"), 0.0);
+  EXPECT_EQ(metric(n.port(), "troupe_users_fenced_total"), 0.0);
+  EXPECT_GE(metric(n.port(), "troupe_user_restarts_total"), 2.0);
+}
