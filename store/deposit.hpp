@@ -11,7 +11,7 @@
 ///     DIR/connections/<shard>/<escaped key>.parcel
 ///     DIR/quarantine/<escaped key>.parcel.<unix time>.<counter>
 ///     DIR/users/.fence-<shard>.lock                          (fencing: flock'ed around check + write)
-///     DIR/users/<shard>/.claim-<escaped key>.parcel          (fencing: his claimed owner epoch, text)
+///     DIR/users/<shard>/.claim-<escaped key>.parcel          (fencing: his claimed owner epoch, 20 digits)
 ///     DIR/commander-generation, DIR/.commander-generation.lock
 ///
 /// * Modes: every directory the deposit makes is 0700 (DIR itself, users,
