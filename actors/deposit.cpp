@@ -141,7 +141,9 @@ struct deposit_state {
 
   // A write or claim refused by fencing: logged (rate-limited) and answered stale_owner.
   caf::error stale(const std::string& key, const std::string& why) {
-    fenced_log("deposit: fenced: {} (user {}); the newer owner's state stands", why, registry::redact(key));
+    fenced_log("deposit: fenced: a write or claim of user {} at an owner epoch older than his current one was "
+               "refused; the newer owner's state stands",
+               registry::redact(key));
     return make_error(errc::stale_owner, why);
   }
 
