@@ -408,7 +408,7 @@ public:
     if (e == EINVAL) {
       note_failure();
       throw deposit_error("deposit: " + path + " does not hold a generation number; refusing to guess one "
-                          "(an operator restores or removes it)");
+                          "(an operator restores it: docs/deposit.md \"Fencing\")");
     }
     if (e)
       fail("cannot read", path, e);
