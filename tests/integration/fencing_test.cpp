@@ -140,3 +140,26 @@ TEST_F(Fencing, AUserRestartedAfterACrashKeepsHisPlacementsEpochAndIsNotFenced) 
   EXPECT_EQ(metric(n.port(), "troupe_users_fenced_total"), 0.0);
   EXPECT_GE(metric(n.port(), "troupe_user_restarts_total"), 2.0);
 }
+
+TEST_F(Fencing, NoUserIsPlacedWithoutAGenerationAndPlacementsResumeOnceItIsBack) {
+  // A generation file that does not hold a number is never guessed over: the
+  // commander places nobody (503 + Retry-After) and asks again at the next
+  // placement; once an operator restores the file, users are placed above it.
+  scratch_dir dir;
+  {
+    std::ofstream(dir.path + "/commander-generation") << "not a number\n";
+  }
+  auto& n = start_on(dir.path);
+  http_client c(n.port());
+  auto refused = c.get("/api/counter");
+  EXPECT_STATUS(refused, 503);
+  EXPECT_TRUE(refused.has("Retry-After")) << refused.describe();
+  {
+    std::ofstream(dir.path + "/commander-generation") << "41\n";
+  }
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return c.get("/api/counter").status == 200; }));
+  std::ifstream in(dir.path + "/commander-generation");
+  int generation = 0;
+  in >> generation;
+  EXPECT_EQ(generation, 42);
+}
