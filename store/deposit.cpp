@@ -608,11 +608,20 @@ private:
     return e;
   }
 
-  /// His claim (0: none). A claim that does not read as a number (a crash
-  /// cut it: claims are not fsynced) counts as none, logged. Throws on I/O errors.
-  std::uint64_t read_claim(const location& loc) {
+  /// His claim (0: none). An empty claim file is none (made by his first
+  /// write: see fenced_rename); one that does not read as a number (a crash
+  /// cut it: claims are not fsynced) counts as none, logged. `exists`: whether
+  /// the file is there. Throws on I/O errors.
+  std::uint64_t read_claim(const location& loc, bool* exists = nullptr) {
     int e = 0;
     auto v = read_number(claim_path(loc), e);
+    if (exists)
+      *exists = v.has_value() || e != 0;
+    if (e == EINVAL && ::access(claim_path(loc).c_str(), F_OK) == 0) {
+      struct stat st {};
+      if (::stat(claim_path(loc).c_str(), &st) == 0 && st.st_size == 0)
+        return 0;  // made empty by his first write
+    }
     if (e == EINVAL) {
       spdlog::warn("deposit: the claim {} does not read as an owner epoch; taken as none", claim_path(loc));
       return 0;
@@ -657,13 +666,16 @@ private:
     return std::max(read_claim(loc), parcel_epoch(loc));
   }
 
-  /// Under the shard lock: refuses `epoch` older than his current one (counted).
-  void check_fence(const location& loc, std::string_view key, std::uint64_t epoch) {
-    const std::uint64_t current = current_epoch(loc);
+  /// Under the shard lock: refuses `epoch` older than his current one
+  /// (counted). Returns whether his claim file exists.
+  bool check_fence(const location& loc, std::string_view key, std::uint64_t epoch) {
+    bool claim_exists = false;
+    const std::uint64_t current = std::max(read_claim(loc, &claim_exists), parcel_epoch(loc));
     if (epoch < current) {
       counters_.fenced.fetch_add(1, std::memory_order_relaxed);
       throw stale_owner_error(std::string(key), epoch, current);
     }
+    return claim_exists;
   }
 
   /// Writes his claim: a fixed-width record (20 digits and a newline)
@@ -803,8 +815,9 @@ private:
     file_lock held;
     if (int e = lock_shard(loc, held))
       return e;
+    bool claim_exists = true;
     try {
-      check_fence(loc, key, epoch);
+      claim_exists = check_fence(loc, key, epoch);
     } catch (const stale_owner_error&) {
       ::unlink(tmp.c_str());
       throw;
@@ -813,8 +826,19 @@ private:
       note_failure();
       throw;
     }
-    return rename_into_place(tmp, loc, key);
+    int e = rename_into_place(tmp, loc, key);
+    // His first write makes his (empty) claim file, so that his wake writes the
+    // claim in place instead of creating a file on the way to his first answer.
+    if (e == 0 && !claim_exists && is_user_key(key)) {
+      int fd = ::open(claim_path(loc).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, file_mode);
+      if (fd >= 0)
+        ::close(fd);
+    }
+    return e;
   }
+
+  /// Not a platform key ('%…': the global store, the health probe): nobody claims those.
+  static bool is_user_key(std::string_view key) { return !key.empty() && key[0] != '%'; }
 
   /// Renames a written temp file onto its parcel's path; 0 or an errno. A
   /// directory in the way (which rename cannot replace) is quarantined first.

@@ -201,7 +201,8 @@ public:
   /// nothing returned) when his current epoch is newer; an equal epoch is
   /// accepted (a restart of the same placement). Epoch 0 records no claim.
   /// The claim is not fsynced: it only has to outlive the processes it fences,
-  /// and a crash of the host ends them too (docs/deposit.md).
+  /// and a crash of the host ends them too (docs/deposit.md). A user's first
+  /// put makes his claim file (empty: no claim), so that his wakes write in place.
   virtual std::optional<parcel> claim_user(const std::string& user, std::uint64_t epoch) = 0;
   /// A commander generation above every one this directory gave before, to
   /// any process: read, incremented and written back durably (fsync, rename,

@@ -72,6 +72,14 @@ std::vector<std::string> files_in(const std::string& dir) {
   return out;
 }
 
+/// files_in without the users' claim files (fencing: a user's first write makes his).
+std::vector<std::string> files_but_claims_in(const std::string& dir) {
+  auto all = files_in(dir);
+  all.erase(std::remove_if(all.begin(), all.end(), [](const std::string& f) { return f.rfind(".claim-", 0) == 0; }),
+            all.end());
+  return all;
+}
+
 const std::string guest_a = "guest_abcdefghijklmnopqrstuvwx";  // 24-char cid
 const std::string guest_b = "guest_ABCDEFGHIJKLMNOPQRSTUV-_";
 
@@ -157,7 +165,7 @@ TEST_F(deposit_test, overwrite_keeps_the_newest) {
   EXPECT_EQ(text_of(*back), "v5");
   EXPECT_EQ(dep->counters().writes, 5u);
   // No temp file left behind.
-  for (const auto& f : files_in(fs::path(user_path("bob")).parent_path().string()))
+  for (const auto& f : files_but_claims_in(fs::path(user_path("bob")).parent_path().string()))
     EXPECT_NE(f[0], '.') << f;
 }
 
@@ -354,7 +362,7 @@ TEST_F(deposit_test, failed_write_throws_and_keeps_the_previous_parcel) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->generation, 1u);
   EXPECT_EQ(text_of(*back), "old state");
-  EXPECT_EQ(files_in(shard).size(), 1u);  // no temp file left
+  EXPECT_EQ(files_but_claims_in(shard).size(), 1u);  // no temp file left
 }
 
 // A write that fails half-way (as on a full disk): RLIMIT_FSIZE binds root too.
@@ -383,7 +391,7 @@ TEST_F(deposit_test, write_failing_halfway_removes_the_temp_and_keeps_the_previo
   auto back = dep->get_user("hank");
   ASSERT_TRUE(back);
   EXPECT_EQ(text_of(*back), "old state");
-  EXPECT_EQ(files_in(shard).size(), 1u);  // the temp file was removed
+  EXPECT_EQ(files_but_claims_in(shard).size(), 1u);  // the temp file was removed
 }
 
 TEST(deposit_creation, refuses_an_unusable_directory) {
@@ -1066,13 +1074,15 @@ TEST_F(fencing_test, an_equal_epoch_is_accepted_and_a_newer_one_takes_over) {
 }
 
 TEST_F(fencing_test, epoch_zero_is_the_oldest_and_records_no_claim) {
+  const auto claim = (fs::path(user_path("dave")).parent_path() / ".claim-dave.parcel").string();
   dep->put_user("dave", epoch_parcel(0, "legacy"));  // as written before fencing
   EXPECT_EQ(dep->owner_epoch("dave"), 0u);
+  EXPECT_EQ(read_file(claim), "");  // his first write made his claim file, empty: no claim
   EXPECT_TRUE(dep->claim_user("dave", 0));
-  EXPECT_FALSE(fs::exists(fs::path(user_path("dave")).parent_path() / ".claim-dave.parcel"));
+  EXPECT_EQ(read_file(claim), "");  // epoch 0 claims nothing
   dep->put_user("dave", epoch_parcel(0, "legacy again", 2));  // 0 against 0: accepted
   ASSERT_TRUE(other->claim_user("dave", 1));
-  EXPECT_TRUE(fs::exists(fs::path(user_path("dave")).parent_path() / ".claim-dave.parcel"));
+  EXPECT_EQ(read_file(claim), "00000000000000000001\n");
   EXPECT_THROW(dep->put_user("dave", epoch_parcel(0, "legacy writer", 3)), stale_owner_error);
   EXPECT_THROW(dep->claim_user("dave", 0), stale_owner_error);
   EXPECT_EQ(text_of(*dep->get_user("dave")), "legacy again");
