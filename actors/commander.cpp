@@ -2,6 +2,7 @@
 
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
+#include "registry/epoch_source.hpp"
 #include "registry/ids.hpp"
 #include "registry/lease_table.hpp"
 #include "registry/placement_index.hpp"
@@ -82,6 +83,42 @@ struct commander_state {
   std::unordered_map<caf::actor_addr, std::string> holders;  // monitored holder → its name in the table
   std::uint64_t timer_generation = 0;
   std::optional<steady::time_point> timer_due;
+  // Fencing (docs/CLUSTER.md "Fencing"): each placement's owner epoch, under
+  // a commander generation the deposit gave this commander when it started.
+  registry::epoch_source epochs;
+  bool asking_generation = false;
+
+  // Asks the deposit for a new generation. `await`: placements wait in the
+  // mailbox until it is known (no thread blocks), so no epoch is ever given
+  // under an old generation.
+  void obtain_generation() {
+    if (asking_generation || !deposit)
+      return;
+    asking_generation = true;
+    self->request(deposit, ctx->request_timeout(), generation_atom::value)
+      .await(
+        [this](std::uint64_t generation) {
+          asking_generation = false;
+          if (epochs.start(generation))
+            spdlog::info("commander: generation {} (owner epochs from {})", generation, epochs.make(generation, 1));
+          else
+            spdlog::error("commander: the deposit gave generation {}, not above {}; kept", generation,
+                          epochs.generation());
+        },
+        [this](caf::error& err) {
+          asking_generation = false;
+          spdlog::critical("commander: the deposit gave no generation ({}); users are not placed until it does",
+                           self->system().render(err));
+        });
+  }
+
+  // The owner epoch of a new placement; nullopt (asked again) without a generation.
+  std::optional<std::uint64_t> next_owner_epoch() {
+    auto epoch = epochs.next();
+    if (!epoch || epochs.wants_new_generation())
+      obtain_generation();
+    return epoch;
+  }
 
   // -- readiness (a takeover) ------------------------------------------------------------
 
@@ -419,12 +456,17 @@ struct commander_state {
       promise.deliver(make_error(errc::too_many_users, "the node is at its limit of live users"));
       return;
     }
+    auto epoch = next_owner_epoch();
+    if (!epoch) {
+      promise.deliver(make_error(errc::unavailable, "no owner epoch yet: the deposit gave no commander generation"));
+      return;
+    }
     auto slot = index->place(user);
     if (!slot) {
       promise.deliver(make_error(errc::unavailable, "no worker in service"));
       return;
     }
-    promise.delegate(slots[*slot].handle, attach_atom::value, attach_order{user, cid, std::move(parcel), wake});
+    promise.delegate(slots[*slot].handle, attach_atom::value, attach_order{user, cid, std::move(parcel), wake, *epoch});
   }
 
   placement_promise promise() { return self->make_response_promise<placement>(); }
@@ -755,6 +797,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
                  st.expected_nodes.size());
   }
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
+  st.obtain_generation();
   st.schedule_sweep();
   if (st.ctx->census) {
     census_note n;

@@ -2,6 +2,7 @@
 
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
+#include "actors/rate_limited_log.hpp"
 #include "registry/ids.hpp"
 
 #include <caf/all.hpp>
@@ -58,6 +59,8 @@ struct deposit_state {
   std::shared_ptr<store::deposit> backend;
   health_signals* health = nullptr;
   put_batch staged;
+  // Stale writes come in bursts (every user of a fenced node): one line a second.
+  rate_limited_log fenced_log{spdlog::level::warn};
 
   // -- the soft quit ---------------------------------------------------------------
   bool quitting = false;
@@ -102,12 +105,15 @@ struct deposit_state {
     auto errors = write(*backend, batch.entries);
     spdlog::debug("deposit: {} parcel(s) written in {} us", batch.size(),
                   std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - t0).count());
-    bool all_ok = std::all_of(errors.begin(), errors.end(), [](auto& e) { return e.empty(); });
+    // A stale write is the deposit working as it should: not a failure for health.
+    bool all_ok = std::all_of(errors.begin(), errors.end(), [](auto& e) { return e.empty() || store::is_stale_owner(e); });
     record(all_ok);
     put_batch refused;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (errors[i].empty())
         batch.promises[i].deliver(static_cast<std::uint64_t>(batch.entries[i].contents.payload.size()));
+      else if (store::is_stale_owner(errors[i]))  // never retried, never parked: the newer owner's state stands
+        batch.promises[i].deliver(stale(batch.entries[i].key, errors[i]));
       else if (!quitting)
         batch.promises[i].deliver(make_error(errc::deposit_failed, errors[i]));
       else
@@ -131,6 +137,14 @@ struct deposit_state {
       retry_scheduled = true;
       self->delayed_send(self, retry_period, retry_atom::value);
     }
+  }
+
+  // A write or claim refused by fencing: logged (rate-limited) and answered stale_owner.
+  caf::error stale(const std::string& key, const std::string& why) {
+    fenced_log("deposit: fenced: a write or claim of user {} at an owner epoch older than his current one was "
+               "refused; the newer owner's state stands",
+               registry::redact(key));
+    return make_error(errc::stale_owner, why);
   }
 
   // Writes every staged parcel in one batch and answers each.
@@ -238,6 +252,26 @@ deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<depo
       } catch (const std::exception& e) {
         return make_error(errc::deposit_failed, e.what());
       }
+    },
+    [=](claim_atom, const std::string& user, std::uint64_t epoch) -> caf::result<std::vector<store::parcel>> {
+      auto& st = self->state;
+      st.flush();  // his own writes queued before land first (a restart's claim follows them)
+      try {
+        auto p = st.backend->claim_user(user, epoch);
+        std::vector<store::parcel> out;
+        if (p)
+          out.push_back(std::move(*p));
+        return out;
+      } catch (const store::stale_owner_error& e) {
+        return st.stale(user, e.what());
+      } catch (const store::parcel_quarantined& e) {
+        return make_error(errc::bad_state, e.what());
+      } catch (const std::exception& e) {
+        return make_error(errc::deposit_failed, e.what());
+      }
+    },
+    [=](generation_atom) {
+      return guarded([&] { return self->state.backend->next_commander_generation(); });
     },
     [=](quarantine_atom, const std::string& user, const std::string& reason) {
       self->state.flush();  // what he wrote last is what goes to quarantine

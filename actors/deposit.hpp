@@ -36,6 +36,8 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using quarantine_atom = caf::atom_constant<caf::atom("quarantine")>;
 using retry_atom = caf::atom_constant<caf::atom("dretry")>;
 using probe_write_atom = caf::atom_constant<caf::atom("dprobe")>;
+using claim_atom = caf::atom_constant<caf::atom("claim")>;
+using generation_atom = caf::atom_constant<caf::atom("cmdgen")>;
 
 using store::parcel_kind;
 
@@ -53,12 +55,24 @@ using store::parcel_kind;
 /// too (the backend's marker) until a put or a remove of his parcel. A
 /// CONNECTION parcel in that case is answered as absent (logged): the
 /// connection becomes a guest again, nobody's state is lost.
+///
+/// Fencing (docs/deposit.md "Fencing"): a USER put whose owner_epoch is older
+/// than the user's current epoch (his claim, or his parcel's epoch) is
+/// answered errc::stale_owner — never retried, never parked in the soft
+/// quit's fallback — counted (troupe_fenced_writes_total) and logged at most
+/// once a second. A claim refused the same way is answered stale_owner too.
 using deposit_handle = caf::typed_actor<
   /// Writes a parcel durably; answers its size in bytes once it is on disk.
   /// An empty p.owner is recorded as the key.
   caf::replies_to<put_atom, parcel_kind, std::string, store::parcel>::with<std::uint64_t>,
   /// Reads a parcel: none or one; errc::bad_state for a quarantined user parcel.
   caf::replies_to<get_atom, parcel_kind, std::string>::with<std::vector<store::parcel>>,
+  /// Wakes a user's placement (user, owner epoch): reads his parcel like get
+  /// and claims him for the epoch in the same step (store::deposit::claim_user);
+  /// errc::stale_owner when a newer epoch holds him (nothing read, nothing claimed).
+  caf::replies_to<claim_atom, std::string, std::uint64_t>::with<std::vector<store::parcel>>,
+  /// A new commander generation (store::deposit::next_commander_generation).
+  caf::replies_to<generation_atom>::with<std::uint64_t>,
   /// Removes a parcel (absent is fine); a user's removal also lifts his quarantine.
   caf::replies_to<remove_atom, parcel_kind, std::string>::with<bool>,
   /// Quarantines a user's parcel on the caller's word (user, reason: e.g. his

@@ -97,6 +97,13 @@ std::string node_metrics::prometheus_text() const {
           changes_rolled_back.load(std::memory_order_relaxed));
   counter("troupe_users_refused_total", "Users whose stored state does not load: parcel quarantined, user refused.",
           users_refused.load(std::memory_order_relaxed));
+  counter("troupe_users_fenced_total",
+          "User actors that left without writing: the deposit refused their owner epoch (a newer placement holds them).",
+          users_fenced.load(std::memory_order_relaxed));
+  // Counted by the deposit itself (every refused write and claim, whoever sent it).
+  counter("troupe_fenced_writes_total",
+          "User parcel writes and claims the deposit refused: their owner epoch is older than the user's current one.",
+          deposit ? deposit->fenced.load() : 0);
   counter("troupe_live_user_refusals_total", "Newcomers refused because limits.max_live_users users are live.",
           live_user_refusals.load(std::memory_order_relaxed));
   counter("troupe_guests_retired_total", "Guests who never had a state, retired without writing a parcel.",

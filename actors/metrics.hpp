@@ -41,6 +41,7 @@ struct node_metrics {
   std::atomic<std::uint64_t> requests_expired{0};    ///< dropped from a user's queue past their deadline (never run)
   std::atomic<std::uint64_t> changes_rolled_back{0}; ///< changes refused by the deposit, the state put back
   std::atomic<std::uint64_t> users_refused{0};       ///< users whose stored state does not load (quarantined)
+  std::atomic<std::uint64_t> users_fenced{0};        ///< user actors that left because the deposit fenced their epoch
   std::atomic<std::uint64_t> live_user_refusals{0};  ///< newcomers refused at limits.max_live_users
   std::atomic<std::uint64_t> guests_retired{0};      ///< guests with no state retired without a parcel
   std::atomic<std::int64_t> inflight{0};

@@ -86,6 +86,15 @@ struct user_state : detail::user_host {
   // state): he answers 503 to everything and writes nothing until an operator
   // drops him or puts back a parcel that loads (docs/deposit.md).
   std::optional<std::string> refused;
+  // His placement's owner epoch, and whether the deposit refused it as stale
+  // (a newer placement holds him elsewhere): then he leaves, writing nothing.
+  std::uint64_t owner_epoch = 0;
+  bool fenced = false;
+  // His wake (the claim) is under way: connections adopted meanwhile are
+  // saved only once he is known to be here (answered then; a fenced or
+  // failed wake answers them with its error instead of leaving them waiting).
+  bool waking = false;
+  std::vector<std::pair<std::string, caf::typed_response_promise<placement>>> adoptions_after_wake;
   std::unordered_map<std::string, connection_record> connections;
   std::size_t page_count = 0;
 
@@ -488,8 +497,11 @@ struct user_state : detail::user_host {
   // half-born actor: the waiting requests get 503 and he stops.
   void wake(store::bytes carried) {
     busy = true;
+    waking = true;
     auto t0 = std::chrono::steady_clock::now();
-    self->request(deposit, ctx->hold_timeout(), get_atom::value, parcel_kind::user, user_name)
+    // The read claims him for his placement's epoch in the same step: from
+    // now on an older holder's writes are refused, even before he writes.
+    self->request(deposit, ctx->hold_timeout(), claim_atom::value, user_name, owner_epoch)
       .then(
         [this, carried, t0](std::vector<store::parcel>& found) {
           if (!found.empty()) {
@@ -507,16 +519,20 @@ struct user_state : detail::user_host {
           } else if (!carried.empty()) {
             install_carried(carried);
           }
+          settle_adoptions(std::nullopt);
           busy = false;
           note(registry::user_state::active);
           schedule_idle();
           drain();
         },
         [this](caf::error& err) {
+          if (is(err, errc::stale_owner))  // a newer placement holds him: he was never here
+            return leave_fenced();
           log_deposit_error("waking", err);
           if (is(err, errc::bad_state))  // quarantined: no retry helps until an operator acts
             return become_refused(err.context().match_elements<std::string>() ? err.context().get_as<std::string>(0)
                                                                               : "his parcel is quarantined");
+          settle_adoptions(make_error(errc::wake_failed, "the user could not be woken"));
           for (auto& call : backlog)
             respond(call.to, error_response(503, "the user could not be woken, retry", 1));
           backlog.clear();
@@ -544,6 +560,7 @@ struct user_state : detail::user_host {
   // client hammering him costs neither reads nor log lines.
   void become_refused(const std::string& why) {
     refused = why;
+    settle_adoptions(std::nullopt);  // he writes nothing: answered where he is
     busy = false;
     note(registry::user_state::active);
     for (auto& call : backlog)
@@ -621,7 +638,10 @@ struct user_state : detail::user_host {
         finish_freeze(!*failed);
     };
     auto on_error = [this, done](caf::error& err) {
-      log_deposit_error("freezing", err);
+      if (is(err, errc::stale_owner))
+        fenced = true;  // finish_freeze sees it: he leaves without writing
+      else
+        log_deposit_error("freezing", err);
       done(false);
     };
     auto why = static_cast<store::parcel_cause>(cause);
@@ -650,22 +670,48 @@ struct user_state : detail::user_host {
   // too, so that after a crash the cookie still finds him ("reply": before the
   // adoption is answered, so before the login's reply).
   caf::result<placement> save_connection(const std::string& cid) {
+    auto promise = self->make_response_promise<placement>();
+    if (waking)  // saved once his wake tells he is here (settle_adoptions)
+      adoptions_after_wake.emplace_back(cid, promise);
+    else
+      save_connection(cid, promise);
+    return promise;
+  }
+
+  void save_connection(const std::string& cid, caf::typed_response_promise<placement> promise) {
     auto p = connection_parcel(cid, connections[cid], store::parcel_cause::login);
     auto write = self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid, std::move(p));
     if (mode != durability::reply) {  // interval: the write completes in the background
       write.then([](std::uint64_t) {}, [this](caf::error& err) { log_deposit_error("saving a connection", err); });
-      return where();
+      promise.deliver(where());
+      return;
     }
-    auto promise = self->make_response_promise<placement>();
     write.then([this, promise](std::uint64_t) mutable { promise.deliver(where()); },
                [this, promise](caf::error& err) mutable {
                  log_deposit_error("saving a connection", err);
                  promise.deliver(make_error(errc::deposit_failed, "the connection could not be made durable"));
                });
-    return promise;
+  }
+
+  // The wake ended: the adoptions that waited for it are saved and answered,
+  // answered without a write (he is refused and writes nothing), or failed.
+  void settle_adoptions(std::optional<caf::error> failed) {
+    waking = false;
+    auto waiting = std::move(adoptions_after_wake);
+    adoptions_after_wake.clear();
+    for (auto& [cid, promise] : waiting) {
+      if (failed)
+        promise.deliver(*failed);
+      else if (refused)
+        promise.deliver(where());
+      else
+        save_connection(cid, promise);
+    }
   }
 
   void finish_freeze(bool ok) {
+    if (fenced)
+      return leave_fenced();
     auto waiters = std::move(freeze_waiters);
     freeze_waiters.clear();
     if (!ok) {
@@ -742,6 +788,8 @@ struct user_state : detail::user_host {
                   make_parcel(store::parcel_cause::checkpoint))
       .then([](std::uint64_t) {},
             [this](caf::error& err) {
+              if (is(err, errc::stale_owner))
+                return leave_fenced();
               log_deposit_error("checkpointing", err);
               dirty = true;
               schedule_checkpoint();
@@ -770,6 +818,12 @@ struct user_state : detail::user_host {
           drain();
         },
         [this, waiting](caf::error& err) {
+          if (is(err, errc::stale_owner)) {  // not applied anywhere: the front re-resolves it to his owner
+            http_response moved;
+            moved.route = route_note::not_here;
+            respond(waiting->first.to, std::move(moved));
+            return leave_fenced();
+          }
           log_deposit_error("making a change durable", err);
           if (is(err, errc::deposit_failed)) {
             keeper->roll_back();
@@ -784,6 +838,35 @@ struct user_state : detail::user_host {
           busy = false;
           drain();
         });
+  }
+
+  // The deposit refused his epoch as stale (docs/CLUSTER.md "Fencing"): a
+  // newer placement holds him, maybe on another node. The state held here is
+  // the stale one: he leaves at once and writes nothing more. What waits is
+  // answered not_here (the front re-resolves it once, then 503 + Retry-After);
+  // the commander is told he left, as after a freeze with nothing written.
+  void leave_fenced() {
+    if (stopped)
+      return;
+    fenced = true;
+    settle_adoptions(make_error(errc::not_here, "a newer placement holds the user"));
+    ctx->metrics.users_fenced.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("user {} on {}: fenced at owner epoch {}; he leaves without writing", registry::redact(user_name),
+                  worker_name, owner_epoch);
+    for (auto& w : freeze_waiters)
+      w.deliver(make_error(errc::stale_owner, "a newer placement holds the user; nothing was written here"));
+    freeze_waiters.clear();
+    if (deferred_call) {
+      http_response moved;
+      moved.route = route_note::not_here;
+      respond(deferred_call->to, std::move(moved));
+      deferred_call.reset();
+      deferred_then = nullptr;
+    }
+    dirty = false;
+    self->send(commander, frozen_atom::value, user_name);  // he is not placed here any more
+    note(registry::user_state::frozen);
+    retire();
   }
 
   // A guest whose only connection left, or a user who froze: answer what
@@ -828,6 +911,8 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     st.guest_idle_after = millis_of(2);
   }
   st.keeper.emplace((*spec.factory)());
+  st.owner_epoch = spec.owner_epoch;
+  st.keeper->set_owner_epoch(spec.owner_epoch);
   st.routes = router(spec.route_shapes);
   user_access::bind(st.keeper->app(), &st);
   st.keeper->app().routes(st.routes);

@@ -75,6 +75,11 @@ struct user_spec {
   const router* route_shapes = nullptr;  ///< his type's routes parsed once (shared)
   node_context_ptr ctx;
   std::uint32_t restarts = 0;            ///< times his worker restarted him in the current window
+  /// His placement's owner epoch (attach_order::owner_epoch): stamped on every
+  /// parcel he writes; a woken user claims it in the deposit before serving. A
+  /// write or claim the deposit refuses as stale ends him without writing
+  /// anything more (docs/CLUSTER.md "Fencing").
+  std::uint64_t owner_epoch = 0;
 };
 
 /// Spawns a user actor monitored by `parent` (his worker), which takes him

@@ -27,6 +27,7 @@ store::parcel user_store::next_parcel(store::parcel_cause cause, const std::stri
   p.cause = cause;
   p.payload = user_access::save(*app_);
   p.state_version = user_access::version(*app_);
+  p.owner_epoch = owner_epoch_;
   return p;
 }
 
@@ -59,6 +60,7 @@ store::bytes user_store::last_good_encoded(const std::string& node, const std::s
   p.cause = store::parcel_cause::checkpoint;
   p.payload = good_;
   p.state_version = user_access::version(*app_);
+  p.owner_epoch = owner_epoch_;
   return store::encode(p);
 }
 

@@ -43,6 +43,11 @@ public:
   /// bytes when he never had a state.
   store::bytes last_good_encoded(const std::string& node, const std::string& worker) const;
 
+  /// The owner epoch of his placement (fencing): stamped on every parcel made
+  /// here (next_parcel, last_good_encoded). 0 until set.
+  void set_owner_epoch(std::uint64_t epoch) noexcept { owner_epoch_ = epoch; }
+  std::uint64_t owner_epoch() const noexcept { return owner_epoch_; }
+
   /// True until he first holds a state: nothing installed, nothing kept.
   bool pristine() const noexcept { return !had_state_; }
   std::uint64_t generation() const noexcept { return generation_; }
@@ -52,6 +57,7 @@ private:
   store::bytes good_;                ///< payload of the last good state
   std::uint64_t good_generation_ = 0;
   std::uint64_t generation_ = 0;     ///< of the last parcel written or installed
+  std::uint64_t owner_epoch_ = 0;
   bool had_state_ = false;
 };
 

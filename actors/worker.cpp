@@ -40,12 +40,15 @@ struct worker_state {
   // The last good state a failing user left (an encoded parcel): what his
   // restart starts from; kept until he is started again (or written at quit).
   std::unordered_map<std::string, store::bytes> restart_from;
+  // The owner epoch of each hosted user's placement: a crashed user is
+  // restarted under the same placement, so with the same epoch.
+  std::unordered_map<std::string, std::uint64_t> epochs;
   bool draining = false;
   rate_limited_log restart_log;  // a crash storm restarts thousands a second: one line a second
   std::uint32_t restarts = 0;  // user restarts on this worker
   actor_meter meter;
 
-  user_handle start(const std::string& user, store::bytes parcel, bool wake) {
+  user_handle start(const std::string& user, store::bytes parcel, bool wake, std::uint64_t owner_epoch) {
     if (auto r = restart_from.find(user); r != restart_from.end()) {
       if (!r->second.empty()) {  // his last good state wins over his parcel, which is as old or older
         parcel = std::move(r->second);
@@ -65,6 +68,8 @@ struct worker_state {
     us.factory = factory;
     us.route_shapes = route_shapes;
     us.ctx = spec.ctx;
+    us.owner_epoch = owner_epoch;
+    epochs[user] = owner_epoch;
     if (auto c = crashes.find(user); c != crashes.end())
       us.restarts = static_cast<std::uint32_t>(c->second.size());
     auto h = spawn_user(*self, std::move(us));
@@ -82,7 +87,7 @@ struct worker_state {
       promise.deliver(make_error(errc::unavailable, "worker " + spec.name + " is being drained"));
       return;
     }
-    user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake);
+    user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake, order.owner_epoch);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
       .then([promise, cid = order.cid](placement& p) mutable {
               p.cid = cid;
@@ -111,14 +116,19 @@ struct worker_state {
       d->second.deliver(true);
       dropping.erase(d);
       restart_from.erase(user);
+      if (!users->count(user))
+        epochs.erase(user);
       return;
     }
     auto u = users->find(user);
     bool current = u != users->end() && u->second.address() == dm.source;
     if (current)
       users->erase(u);
-    if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown || is(dm.reason, errc::wake_failed))
+    if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown || is(dm.reason, errc::wake_failed)) {
+      if (!users->count(user))  // his placement ended; the next one brings its own epoch
+        epochs.erase(user);
       return;  // left normally, shut down, or could not wake (his next request retries)
+    }
     auto now = steady::now();
     auto& history = crashes[user];
     auto window = std::chrono::duration<double>(settings->restart_window_seconds);
@@ -138,7 +148,9 @@ struct worker_state {
     }
     restart_log("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
                 self->system().render(dm.reason));
-    start(user, {}, true);  // from the last good state he left, else his last durable parcel
+    // From the last good state he left, else his last durable parcel; under the same placement's epoch.
+    auto epoch = epochs.find(user);
+    start(user, {}, true, epoch == epochs.end() ? 0 : epoch->second);
   }
 
   // Freezes every user (cause quit or freeze), each within `timeout`; calls

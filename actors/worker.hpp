@@ -15,11 +15,15 @@ struct attach_order {
   std::string cid;
   store::bytes parcel;  ///< a store to start from if he must be spawned and has no parcel (a login's carry)
   bool wake = true;     ///< if he must be spawned, look for his parcel first (false: he is brand new)
+  /// The placement's owner epoch (fencing; registry::epoch_source): the user
+  /// spawned for this order stamps it on every parcel, and a restart after
+  /// a crash keeps it. 0: none (oldest; tests that do not care).
+  std::uint64_t owner_epoch = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attach_order& x) {
-  return f(caf::meta::type_name("troupe.attach_order"), x.user, x.cid, x.parcel, x.wake);
+  return f(caf::meta::type_name("troupe.attach_order"), x.user, x.cid, x.parcel, x.wake, x.owner_epoch);
 }
 
 /// The worker's typed interface.

@@ -10,6 +10,9 @@
 //      wake) against a request of an active user, interleaved in the same run.
 //   2. soft quit: N guests minted as fast as possible, then SIGTERM; users frozen per
 //      second (the node's own log line), parcel files written, SIGTERM-to-exit time.
+//   4. fencing (store level, no node): what the owner-epoch check adds to a user write
+//      (the flock of the shard's lock, the claim and header reads) against the write
+//      itself, and a wake's claim (read + claim written) against a plain read.
 //   3. start-up with M frozen users: M parcels written directly with the store library,
 //      then a node started on an empty deposit and on the M-user deposit: time to the
 //      ready line, RSS at ready and 10 s later, time for troupe_users{state="frozen"} to
@@ -49,6 +52,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <vector>
 
@@ -67,6 +72,7 @@ struct options {
   std::size_t frozen = 1000000;      // scenario 3: M
   std::size_t wake_users = 2000;     // scenario 1: K
   std::size_t wake_gap_ms = 0;       // scenario 1: pause before each wake
+  std::size_t fence_users = 2000;    // scenario 4: users written, checked, claimed
   std::string only = "123";
   unsigned quit_threads = 16;
   unsigned gen_threads = 2;
@@ -86,7 +92,8 @@ struct options {
                "  --wake-users K    scenario 1: frozen users woken one by one (default 2000)\n"
                "  --wake-gap-ms MS  scenario 1: pause before each wake (default 0; shows what the\n"
                "                    node still does in the background after the previous one)\n"
-               "  --only LIST       scenarios to run, e.g. 13 (default 123)\n"
+               "  --fence-users F   scenario 4: users written, checked and claimed (default 2000)\n"
+               "  --only LIST       scenarios to run, e.g. 13 (default 123; 4 = fencing costs)\n"
                "  --quit-threads T  scenario 2: client threads minting guests (default 16)\n"
                "  --gen-threads G   scenario 3: threads writing parcels (default 2)\n"
                "  --gen-budget S    scenario 3: if the first 100k parcels project past S seconds,\n"
@@ -120,6 +127,7 @@ options parse(int argc, char** argv) {
     else if (a == "--wake-users") o.wake_users = to_count(a, value());
     else if (a == "--wake-gap-ms") o.wake_gap_ms = to_count(a, value());
     else if (a == "--only") o.only = value();
+    else if (a == "--fence-users") o.fence_users = std::max<std::size_t>(1, to_count(a, value()));
     else if (a == "--quit-threads") o.quit_threads = static_cast<unsigned>(std::max<std::size_t>(1, to_count(a, value())));
     else if (a == "--gen-threads") o.gen_threads = static_cast<unsigned>(std::max<std::size_t>(1, to_count(a, value())));
     else if (a == "--gen-budget") o.gen_budget_s = static_cast<double>(to_count(a, value()));
@@ -895,6 +903,82 @@ void startup(const options& o) {
 
 }  // namespace
 
+// ---- scenario 4: fencing costs (store level) --------------------------------------
+
+void fencing_costs(const options& o) {
+  namespace store = troupe::store;
+  const std::string dir = make_temp_dir("deposit-bench-fence-");
+  struct cleanup {
+    std::string d;
+    ~cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } gone{dir};
+  auto dep = store::make_filesystem_deposit(dir + "/deposit");
+  auto time_us = [](auto&& fn) {
+    auto t = steady::now();
+    fn();
+    return us_between(t, steady::now());
+  };
+  const std::size_t n = o.fence_users;
+  store::parcel p;
+  p.writer_node = "bench";
+  p.writer_worker = "bench-w1";
+  p.cause = store::parcel_cause::checkpoint;
+  p.payload = store::pack(std::string(4000, 'x'));  // the ~4 KiB store of scenario 1
+  std::vector<double> write_us, check_us, lock_us, get_us, claim_new_us, claim_same_us, reclaim_us;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string user = "f" + std::to_string(i);
+    p.owner_epoch = (std::uint64_t{1} << 32) | (i + 1);
+    write_us.push_back(time_us([&] { dep->put_user(user, p); }));
+    // The check alone: the claim and the parcel header, as the write reads them under the lock.
+    check_us.push_back(time_us([&] { (void)dep->owner_epoch(user); }));
+    // The lock alone: open, flock, close of the shard's lock file (what the write takes).
+    const std::string lock = dir + "/deposit/users/.fence-" +
+                             fs::path(store::filesystem_parcel_path(dir + "/deposit", store::parcel_kind::user, user))
+                               .parent_path().filename().string() + ".lock";
+    lock_us.push_back(time_us([&] {
+      int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        ::flock(fd, LOCK_EX);
+        ::close(fd);
+      }
+    }));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string user = "f" + std::to_string(i);
+    get_us.push_back(time_us([&] { (void)dep->get_user(user); }));
+    const std::uint64_t newer = (std::uint64_t{2} << 32) | (i + 1);
+    claim_new_us.push_back(time_us([&] { (void)dep->claim_user(user, newer); }));     // a wake: claim written
+    claim_same_us.push_back(time_us([&] { (void)dep->claim_user(user, newer); }));    // a restart: nothing written
+  }
+  for (std::size_t i = 0; i < n; ++i) {  // woken again by a newer placement: his claim file exists
+    const std::string user = "f" + std::to_string(i);
+    reclaim_us.push_back(time_us([&] { (void)dep->claim_user(user, (std::uint64_t{3} << 32) | (i + 1)); }));
+  }
+  auto w = stats_of(write_us), c = stats_of(check_us), l = stats_of(lock_us);
+  auto g = stats_of(get_us), cn = stats_of(claim_new_us), cs = stats_of(claim_same_us), rc = stats_of(reclaim_us);
+  say("\n## Fencing costs (store level, ", n, " users, 4 KiB parcels, ", dir, ")");
+  say("user write (fsync'd, fenced), us:     ", stats_text(w));
+  say("  of which the check (reads), us:     ", stats_text(c));
+  say("  of which the lock (open+flock), us: ", stats_text(l));
+  say("plain read (get_user), us:            ", stats_text(g));
+  say("wake claim, new epoch (read + claim), us: ", stats_text(cn));
+  say("claim at the same epoch (read), us:   ", stats_text(cs));
+  say("wake claim, his claim file exists, us: ", stats_text(rc));
+  add("4 fencing", "user write p50 / p99 (us)", fmt(w.p50) + " / " + fmt(w.p99));
+  add("4 fencing", "check + lock p50 / p99 (us)", fmt(c.p50 + l.p50) + " / " + fmt(c.p99 + l.p99),
+      "small against the write");
+  add("4 fencing", "get vs wake claim (first / again) p50 (us)",
+      fmt(g.p50) + " vs " + fmt(cn.p50) + " / " + fmt(rc.p50));
+  figures["fence_write_p50_us"] = w.p50;
+  figures["fence_check_lock_p50_us"] = c.p50 + l.p50;
+  figures["fence_get_p50_us"] = g.p50;
+  figures["fence_claim_p50_us"] = cn.p50;
+  figures["fence_reclaim_p50_us"] = rc.p50;
+}
+
 int main(int argc, char** argv) {
   options o = parse(argc, argv);
   say("# deposit_bench");
@@ -928,6 +1012,7 @@ int main(int argc, char** argv) {
   run('1', "wake", wake_latency);
   run('2', "quit", soft_quit);
   run('3', "start", startup);
+  run('4', "fencing", fencing_costs);
 
   std::ostringstream t;
   t << "\n## Results (total run " << fmt(secs_since(t0), 1) << " s, " << std::thread::hardware_concurrency()

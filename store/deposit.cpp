@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,11 @@ constexpr std::string_view suffix = ".parcel";
 constexpr std::string_view temp_prefix = ".tmp-";
 constexpr std::string_view tomb_prefix = ".sweep-";
 constexpr std::string_view marker_prefix = ".quarantined-";
+constexpr std::string_view claim_prefix = ".claim-";
+constexpr std::string_view generation_name = "commander-generation";
+constexpr std::string_view generation_lock_name = ".commander-generation.lock";
+/// How much of a parcel the fencing check reads first (its header is far smaller).
+constexpr std::size_t header_prefix_bytes = 4096;
 /// Modes of everything the deposit makes: nobody but the node's user reads a parcel.
 constexpr mode_t dir_mode = 0700;
 constexpr mode_t file_mode = 0600;
@@ -92,6 +98,7 @@ const char* kind_of(mode_t mode) {
 
 /// Where one parcel lives.
 struct location {
+  std::string lock;  ///< its shard's fencing lock: <base>/.fence-<shard>.lock
   std::string dir;   ///< its directory (the shard, or the deepest piece directory)
   std::string name;  ///< last piece + ".parcel"
   std::string path;  ///< dir + "/" + name
@@ -101,7 +108,9 @@ struct location {
 location locate(const std::string& base, std::string_view key) {
   location loc;
   loc.escaped = escape_key(key);
-  loc.dir = base + "/" + shard_of(key);
+  const std::string shard = shard_of(key);
+  loc.dir = base + "/" + shard;
+  loc.lock = base + "/.fence-" + shard + ".lock";
   std::size_t pos = 0;
   while (loc.escaped.size() - pos > max_piece) {
     loc.dir += '/';
@@ -208,6 +217,88 @@ bool is_shard_name(std::string_view n) {
   return n.size() == 2 && hex(n[0]) && hex(n[1]);
 }
 
+/// An flock(2)'ed file, unlocked (closed) on destruction. Every holder opens
+/// its own description, so threads of one process exclude each other as
+/// processes do.
+class file_lock {
+public:
+  file_lock() = default;
+  file_lock(const file_lock&) = delete;
+  file_lock& operator=(const file_lock&) = delete;
+  ~file_lock() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  /// Opens (creating it, 0600) and locks `path` exclusively; 0 or an errno.
+  int lock(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+      return errno;
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno == EINTR)
+        continue;
+      int e = errno;
+      ::close(fd);
+      return e;
+    }
+    fd_ = fd;
+    return 0;
+  }
+
+private:
+  int fd_ = -1;
+};
+
+/// Reads up to `limit` bytes of `fd` from its start into `out`; 0 or an errno.
+int read_prefix(int fd, std::size_t limit, bytes& out) {
+  out.clear();
+  char buf[16384];
+  while (out.size() < limit) {
+    ssize_t n = ::read(fd, buf, std::min(sizeof buf, limit - out.size()));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return errno;
+    }
+    if (n == 0)
+      break;
+    out.insert(out.end(), buf, buf + n);
+  }
+  return 0;
+}
+
+/// A small text file holding one decimal number (a claim, the generation).
+/// ENOENT: nullopt with e = 0. Anything but digits (and a trailing newline): nullopt, e = EINVAL.
+std::optional<std::uint64_t> read_number(const std::string& path, int& e) {
+  e = 0;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno != ENOENT)
+      e = errno;
+    return std::nullopt;
+  }
+  bytes text;
+  e = read_prefix(fd, 64, text);
+  ::close(fd);
+  if (e)
+    return std::nullopt;
+  while (!text.empty() && text.back() == '\n')
+    text.pop_back();
+  if (text.empty() || text.size() > 20) {
+    e = EINVAL;
+    return std::nullopt;
+  }
+  std::uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9' || v > (~std::uint64_t{0} - 9) / 10) {
+      e = EINVAL;
+      return std::nullopt;
+    }
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return v;
+}
+
 class filesystem_deposit final : public deposit {
 public:
   explicit filesystem_deposit(const std::string& dir)
@@ -269,6 +360,81 @@ public:
     note_success();  // nothing to move (qpath ""): the marker is left all the same
     return qpath;
   }
+  std::uint64_t owner_epoch(const std::string& user) override {
+    location loc = locate(users_, user);
+    try {
+      auto e = current_epoch(loc);
+      note_success();
+      return e;
+    } catch (const std::exception&) {
+      note_failure();
+      throw;
+    }
+  }
+
+  std::optional<parcel> claim_user(const std::string& user, std::uint64_t epoch) override {
+    location loc = locate(users_, user);
+    file_lock held;
+    if (int e = lock_shard(loc, held))
+      fail("cannot lock", loc.lock, e);
+    std::uint64_t claimed = 0;
+    try {
+      claimed = read_claim(loc);
+    } catch (const std::exception&) {
+      note_failure();
+      throw;
+    }
+    auto p = get(users_, user);  // quarantines, counts and throws as get_user does
+    const std::uint64_t current = std::max(claimed, p ? p->owner_epoch : 0);
+    if (epoch < current) {
+      counters_.fenced.fetch_add(1, std::memory_order_relaxed);
+      throw stale_owner_error(std::string(user), epoch, current);
+    }
+    if (epoch > current)
+      write_claim(loc, epoch);
+    return p;
+  }
+
+  std::uint64_t next_commander_generation() override {
+    const std::string path = root_ + "/" + std::string(generation_name);
+    const std::string lock_path = root_ + "/" + std::string(generation_lock_name);
+    file_lock held;
+    int e = held.lock(lock_path);
+    if (e == ENOENT && heal("locking " + lock_path))
+      e = held.lock(lock_path);
+    if (e)
+      fail("cannot lock", lock_path, e);
+    auto current = read_number(path, e);
+    if (e == EINVAL) {
+      note_failure();
+      throw deposit_error("deposit: " + path + " does not hold a generation number; refusing to guess one "
+                          "(an operator restores it: docs/deposit.md \"Fencing\")");
+    }
+    if (e)
+      fail("cannot read", path, e);
+    const std::uint64_t next = current.value_or(0) + 1;
+    const std::string text = std::to_string(next) + "\n";
+    std::string tmp = temp_name(root_);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode);
+    if (fd < 0)
+      fail("cannot create temp file", tmp, errno);
+    e = write_all(fd, text.data(), text.size());
+    if (!e && ::fsync(fd) != 0)
+      e = errno;
+    if (::close(fd) != 0 && !e)
+      e = errno;
+    if (!e && ::rename(tmp.c_str(), path.c_str()) != 0)
+      e = errno;
+    if (e) {
+      ::unlink(tmp.c_str());
+      fail("cannot write", path, e);
+    }
+    if (int se = fsync_dir(root_))
+      fail("cannot fsync directory", root_, se);
+    note_success();
+    return next;
+  }
+
   void put_connection(const std::string& cid, const parcel& p) override {
     put(connections_, cid, p);
   }
@@ -309,10 +475,22 @@ public:
         if (dash == std::string::npos || now - ns_of(de.st.st_ctim) <= leftover_grace_ns)
           return;
         std::string parcel_name = name.substr(dash + 1);
-        if (parcel_name.empty() || parcel_name[0] == '.' || !ends_with(parcel_name, suffix))
+        const bool claim = users && starts_with(parcel_name, claim_prefix);
+        const std::string key_name = claim ? parcel_name.substr(claim_prefix.size()) : parcel_name;
+        if (key_name.empty() || key_name[0] == '.' || !ends_with(parcel_name, suffix))
           return;
-        if (settle(dir + "/" + parcel_name, dir + "/" + name, max_age(users, key_prefix + parcel_name), now) && users)
+        if (settle(dir + "/" + parcel_name, dir + "/" + name, max_age(users, key_prefix + key_name), now) && users &&
+            !claim)
           ++users_removed;
+        return;
+      }
+      if (users && starts_with(name, claim_prefix)) {  // a claim goes when it is as old as an expired parcel
+        const std::string key_name = name.substr(claim_prefix.size());
+        if (key_name.empty() || key_name[0] == '.' || !ends_with(name, suffix))
+          return;
+        const std::int64_t max_ns = max_age(users, key_prefix + key_name);
+        if (now - ns_of(de.st.st_mtim) > max_ns)
+          expire(dir, name, max_ns, now);
         return;
       }
       if (name.empty() || name[0] == '.' || !ends_with(name, suffix) || is_platform_key(key_prefix + name))
@@ -416,6 +594,126 @@ private:
     return true;
   }
 
+  // --- fencing ------------------------------------------------------------------
+
+  static std::string claim_path(const location& loc) {
+    return loc.dir + "/" + std::string(claim_prefix) + loc.name;
+  }
+
+  /// Locks the shard of `loc` (its lock file beside the shards); 0 or an errno.
+  int lock_shard(const location& loc, file_lock& held) {
+    int e = held.lock(loc.lock);
+    if (e == ENOENT && heal("locking " + loc.lock))
+      e = held.lock(loc.lock);
+    return e;
+  }
+
+  /// His claim (0: none). An empty claim file is none (made by his first
+  /// write: see fenced_rename); one that does not read as a number (a crash
+  /// cut it: claims are not fsynced) counts as none, logged. `exists`: whether
+  /// the file is there. Throws on I/O errors.
+  std::uint64_t read_claim(const location& loc, bool* exists = nullptr) {
+    int e = 0;
+    auto v = read_number(claim_path(loc), e);
+    if (exists)
+      *exists = v.has_value() || e != 0;
+    if (e == EINVAL && ::access(claim_path(loc).c_str(), F_OK) == 0) {
+      struct stat st {};
+      if (::stat(claim_path(loc).c_str(), &st) == 0 && st.st_size == 0)
+        return 0;  // made empty by his first write
+    }
+    if (e == EINVAL) {
+      spdlog::warn("deposit: the claim {} does not read as an owner epoch; taken as none", claim_path(loc));
+      return 0;
+    }
+    if (e)
+      throw deposit_error("deposit: cannot read " + claim_path(loc) + ": " + errno_text(e));
+    return v.value_or(0);
+  }
+
+  /// The owner epoch in the header of his parcel in place (0: none, not a
+  /// parcel, or format 1). Reads only the header's bytes. Throws on I/O errors.
+  std::uint64_t parcel_epoch(const location& loc) {
+    int fd = ::open(loc.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == ELOOP || errno == ENXIO)  // none, or not a parcel (a write replaces it)
+        return 0;
+      throw deposit_error("deposit: cannot open " + loc.path + ": " + errno_text(errno));
+    }
+    bytes head;
+    int e = read_prefix(fd, header_prefix_bytes, head);
+    bool truncated = false;
+    std::optional<std::uint64_t> epoch;
+    if (!e) {
+      epoch = peek_owner_epoch(head.data(), head.size(), &truncated);
+      if (!epoch && truncated && head.size() == header_prefix_bytes) {  // a header longer than the prefix
+        ::lseek(fd, 0, SEEK_SET);
+        e = read_prefix(fd, ~std::size_t{0}, head);
+        if (!e)
+          epoch = peek_owner_epoch(head.data(), head.size());
+      }
+    }
+    ::close(fd);
+    if (e == EISDIR)
+      return 0;
+    if (e)
+      throw deposit_error("deposit: cannot read " + loc.path + ": " + errno_text(e));
+    return epoch.value_or(0);  // unreadable: its read quarantines it; a write replaces it
+  }
+
+  /// The larger of his claim and his parcel's epoch (no lock taken here).
+  std::uint64_t current_epoch(const location& loc) {
+    return std::max(read_claim(loc), parcel_epoch(loc));
+  }
+
+  /// Under the shard lock: refuses `epoch` older than his current one
+  /// (counted). Returns whether his claim file exists.
+  bool check_fence(const location& loc, std::string_view key, std::uint64_t epoch) {
+    bool claim_exists = false;
+    const std::uint64_t current = std::max(read_claim(loc, &claim_exists), parcel_epoch(loc));
+    if (epoch < current) {
+      counters_.fenced.fetch_add(1, std::memory_order_relaxed);
+      throw stale_owner_error(std::string(key), epoch, current);
+    }
+    return claim_exists;
+  }
+
+  /// Writes his claim: a fixed-width record (20 digits and a newline)
+  /// written in place, so that a user woken again costs no new file (only his
+  /// first claim creates one). Readers see it whole: every reader that acts on
+  /// it holds the shard lock, as this writer does. Not fsynced (see
+  /// claim_user); a record a crash cut reads as no claim. Throws deposit_error.
+  void write_claim(const location& loc, std::uint64_t epoch) {
+    char text[22];
+    std::snprintf(text, sizeof text, "%020llu\n", static_cast<unsigned long long>(epoch));
+    const std::size_t size = 21;
+    const std::string path = claim_path(loc);
+    int fd = -1;
+    for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
+      fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, file_mode);
+      if (fd >= 0 || errno != ENOENT || attempt > 0)
+        break;
+      int me = make_dirs(users_, loc.dir);  // a new user's shard (or the removed structure)
+      if (me == ENOENT && heal("claiming " + path))
+        me = make_dirs(users_, loc.dir);
+      if (me)
+        fail("cannot create directory", loc.dir, me);
+    }
+    if (fd < 0)
+      fail("cannot write the claim", path, errno);
+    int e = 0;
+    ssize_t n = ::pwrite(fd, text, size, 0);
+    if (n < 0)
+      e = errno;
+    else if (static_cast<std::size_t>(n) != size)
+      e = EIO;
+    if (::close(fd) != 0 && !e)
+      e = errno;
+    if (e)
+      fail("cannot write the claim", path, e);
+    note_success();
+  }
+
   /// Refuses a parcel that names another owner than its key (it could never be read back).
   void check_owner(std::string_view key, const parcel& p) {
     if (!p.owner.empty() && p.owner != key) {
@@ -473,7 +771,16 @@ private:
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (!done[i])
         continue;
-      int e = rename_into_place(done[i]->tmp, done[i]->loc, batch[i].key);
+      int e = 0;
+      try {
+        e = batch[i].connection
+              ? rename_into_place(done[i]->tmp, done[i]->loc, batch[i].key)
+              : fenced_rename(done[i]->tmp, done[i]->loc, batch[i].key, batch[i].contents.owner_epoch);
+      } catch (const std::exception& x) {  // stale (the temp file is gone), or the check could not read
+        errors[i] = x.what();
+        done[i].reset();
+        continue;
+      }
       if (e != 0) {
         ::unlink(done[i]->tmp.c_str());
         note_failure();
@@ -499,6 +806,39 @@ private:
       note_success();
     return errors;
   }
+
+  /// rename_into_place of a USER parcel, fenced: under the shard lock, the
+  /// epoch is checked against his current one, then renamed. A stale one
+  /// removes the temp file and throws stale_owner_error; a check that cannot
+  /// read removes it and throws deposit_error. Else 0 or the rename's errno.
+  int fenced_rename(const std::string& tmp, const location& loc, std::string_view key, std::uint64_t epoch) {
+    file_lock held;
+    if (int e = lock_shard(loc, held))
+      return e;
+    bool claim_exists = true;
+    try {
+      claim_exists = check_fence(loc, key, epoch);
+    } catch (const stale_owner_error&) {
+      ::unlink(tmp.c_str());
+      throw;
+    } catch (const std::exception&) {
+      ::unlink(tmp.c_str());
+      note_failure();
+      throw;
+    }
+    int e = rename_into_place(tmp, loc, key);
+    // His first write makes his (empty) claim file, so that his wake writes the
+    // claim in place instead of creating a file on the way to his first answer.
+    if (e == 0 && !claim_exists && is_user_key(key)) {
+      int fd = ::open(claim_path(loc).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, file_mode);
+      if (fd >= 0)
+        ::close(fd);
+    }
+    return e;
+  }
+
+  /// Not a platform key ('%…': the global store, the health probe): nobody claims those.
+  static bool is_user_key(std::string_view key) { return !key.empty() && key[0] != '%'; }
 
   /// Renames a written temp file onto its parcel's path; 0 or an errno. A
   /// directory in the way (which rename cannot replace) is quarantined first.
@@ -570,7 +910,7 @@ private:
     const bytes data = encode(p, key);
     for (int attempt = 0;; ++attempt) {
       std::string tmp = write_temp(base, loc, data, true);
-      int e = rename_into_place(tmp, loc, key);
+      int e = &base == &users_ ? fenced_rename(tmp, loc, key, p.owner_epoch) : rename_into_place(tmp, loc, key);
       if (e == 0)
         break;
       ::unlink(tmp.c_str());

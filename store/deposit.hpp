@@ -10,6 +10,9 @@
 ///     DIR/users/<shard>/.quarantined-<escaped key>.parcel   (see get_user)
 ///     DIR/connections/<shard>/<escaped key>.parcel
 ///     DIR/quarantine/<escaped key>.parcel.<unix time>.<counter>
+///     DIR/users/.fence-<shard>.lock                          (fencing: flock'ed around check + write)
+///     DIR/users/<shard>/.claim-<escaped key>.parcel          (fencing: his claimed owner epoch, 20 digits)
+///     DIR/commander-generation, DIR/.commander-generation.lock
 ///
 /// * Modes: every directory the deposit makes is 0700 (DIR itself, users,
 ///   connections, quarantine, shards, piece directories), every file 0600
@@ -96,6 +99,31 @@ private:
   std::string key_, reason_, quarantine_path_;
 };
 
+/// Thrown by put_user and claim_user when the write's owner epoch is older
+/// than the user's current one (fencing: see "Fencing" below). Nothing was
+/// changed. Derived from deposit_error, so a caller that does not know it
+/// fails safe (it does not believe the write landed).
+class stale_owner_error : public deposit_error {
+public:
+  stale_owner_error(const std::string& key, std::uint64_t epoch, std::uint64_t current)
+      : deposit_error(std::string(stale_owner_prefix) + "the write of " + key + " at owner epoch " +
+                      std::to_string(epoch) + " is older than his current epoch " + std::to_string(current)),
+        epoch_(epoch),
+        current_(current) {}
+  /// The start of what() (and of put_batch's text for a stale entry).
+  static constexpr std::string_view stale_owner_prefix = "stale owner: ";
+  std::uint64_t epoch() const noexcept { return epoch_; }    ///< the refused write's
+  std::uint64_t current() const noexcept { return current_; }  ///< the user's, newer
+
+private:
+  std::uint64_t epoch_, current_;
+};
+
+/// True when a put_batch text says the entry was refused as stale (fencing).
+inline bool is_stale_owner(std::string_view error_text) noexcept {
+  return error_text.substr(0, stale_owner_error::stale_owner_prefix.size()) == stale_owner_error::stale_owner_prefix;
+}
+
 /// What a connection parcel's payload holds: who owns the connection and its pages.
 /// The deposit does not interpret payloads; callers pack()/unpack() this.
 struct connection_record {
@@ -113,6 +141,7 @@ struct deposit_counters {
   std::atomic<std::uint64_t> quarantined{0};  ///< parcels (or non-files) moved to quarantine
   std::atomic<std::uint64_t> removed{0};      ///< USER parcels removed by sweep (expired users)
   std::atomic<std::uint64_t> healed{0};       ///< times the missing structure (DIR, users/, …) was recreated
+  std::atomic<std::uint64_t> fenced{0};       ///< user writes and claims refused as stale (an older owner epoch)
   // Health (for /_troupe/health): updated by every put, get, remove and batch entry.
   std::atomic<std::int64_t> last_failure_unix_ms{0};  ///< wall clock of the last failed operation; 0 = never
   std::atomic<std::int64_t> last_success_unix_ms{0};  ///< wall clock of the last successful operation; 0 = never
@@ -128,6 +157,9 @@ public:
   /// intact. `p.owner` left empty is recorded as `user`; an owner set to
   /// anything else is refused (deposit_error: it could never be read back).
   /// Clears the user's quarantine marker (a new parcel supersedes it).
+  /// Fenced: throws stale_owner_error (counted in counters().fenced) when
+  /// p.owner_epoch is older than owner_epoch(user), checked and written
+  /// atomically against every other deposit object on the same directory.
   virtual void put_user(const std::string& user, const parcel& p) = 0;
   /// nullopt: none, and none was ever quarantined. Throws:
   /// * parcel_quarantined when the parcel in place fails verification, names
@@ -152,6 +184,33 @@ public:
   /// parcel (the marker is left all the same). Throws deposit_error on failure.
   virtual std::string quarantine_user(const std::string& user, const std::string& reason) = 0;
 
+  // --- fencing (docs/deposit.md "Fencing") -------------------------------------
+  // A user's CURRENT owner epoch is the larger of his claim and the owner_epoch
+  // of his parcel in place (0 when neither exists; epoch 0 is the oldest). A
+  // user parcel whose owner_epoch is older is refused (stale_owner_error);
+  // an equal or newer one is written. The check and the write (or the claim)
+  // are one step under an flock(2) of the user's shard, so processes sharing
+  // the directory (or a mount with flock and rename semantics) see them in one
+  // order. Connection parcels are not fenced.
+
+  /// The user's current owner epoch (no lock: a snapshot).
+  virtual std::uint64_t owner_epoch(const std::string& user) = 0;
+  /// Reads his parcel exactly like get_user and claims him for `epoch`, in one
+  /// step: afterwards every write older than `epoch` is refused, even before
+  /// he wrote anything. Throws stale_owner_error (counted, nothing changed,
+  /// nothing returned) when his current epoch is newer; an equal epoch is
+  /// accepted (a restart of the same placement). Epoch 0 records no claim.
+  /// The claim is not fsynced: it only has to outlive the processes it fences,
+  /// and a crash of the host ends them too (docs/deposit.md). A user's first
+  /// put makes his claim file (empty: no claim), so that his wakes write in place.
+  virtual std::optional<parcel> claim_user(const std::string& user, std::uint64_t epoch) = 0;
+  /// A commander generation above every one this directory gave before, to
+  /// any process: read, incremented and written back durably (fsync, rename,
+  /// fsync) under an flock of DIR/.commander-generation.lock. Starts at 1.
+  /// Throws deposit_error when it cannot be read or made durable (an
+  /// unreadable generation file is refused, never guessed).
+  virtual std::uint64_t next_commander_generation() = 0;
+
   // --- connections (payload = packed connection_record) -----------------------
   /// Like put_user (owner = cid when empty); no marker.
   virtual void put_connection(const std::string& cid, const parcel& p) = 0;
@@ -171,6 +230,7 @@ public:
   /// each: every parcel is replaced atomically, and all of them are durable when
   /// this returns. Returns one text per entry: empty when written, else why not
   /// (a failed entry leaves its previous parcel intact; the others still land).
+  /// A user entry refused by fencing gets a text for which is_stale_owner() is true.
   virtual std::vector<std::string> put_batch(const std::vector<batch_entry>& batch) = 0;
 
   /// Removes parcels whose last write (mtime) is older than the given ages:

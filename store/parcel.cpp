@@ -63,7 +63,96 @@ void check_cause(std::uint8_t cause) {
     throw codec_error("unknown parcel cause " + std::to_string(cause));
 }
 
+// Reads the msgpack header of a parcel field by field (only the types encode() writes).
+struct header_cursor {
+  const unsigned char* at;
+  const unsigned char* end;
+  bool truncated = false;
+
+  bool need(std::size_t n) {
+    if (static_cast<std::size_t>(end - at) >= n)
+      return true;
+    truncated = true;
+    return false;
+  }
+  std::optional<std::uint64_t> big_endian(std::size_t n) {
+    if (!need(n))
+      return std::nullopt;
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      v = (v << 8) | at[i];
+    at += n;
+    return v;
+  }
+  std::optional<std::uint64_t> array_size() {
+    if (!need(1))
+      return std::nullopt;
+    unsigned char t = *at++;
+    if ((t & 0xf0) == 0x90)
+      return t & 0x0f;
+    if (t == 0xdc)
+      return big_endian(2);
+    if (t == 0xdd)
+      return big_endian(4);
+    return std::nullopt;
+  }
+  std::optional<std::uint64_t> uint() {
+    if (!need(1))
+      return std::nullopt;
+    unsigned char t = *at++;
+    if (t <= 0x7f)
+      return t;
+    switch (t) {
+      case 0xcc: return big_endian(1);
+      case 0xcd: return big_endian(2);
+      case 0xce: return big_endian(4);
+      case 0xcf: return big_endian(8);
+      default: return std::nullopt;
+    }
+  }
+  bool skip_str() {
+    if (!need(1))
+      return false;
+    unsigned char t = *at++;
+    std::optional<std::uint64_t> n;
+    if ((t & 0xe0) == 0xa0)
+      n = t & 0x1f;
+    else if (t == 0xd9)
+      n = big_endian(1);
+    else if (t == 0xda)
+      n = big_endian(2);
+    else if (t == 0xdb)
+      n = big_endian(4);
+    if (!n || !need(*n))
+      return false;
+    at += *n;
+    return true;
+  }
+};
+
 }  // namespace
+
+std::optional<std::uint64_t> peek_owner_epoch(const char* data, std::size_t size, bool* truncated) noexcept {
+  header_cursor c{reinterpret_cast<const unsigned char*>(data), reinterpret_cast<const unsigned char*>(data) + size};
+  auto done = [&](std::optional<std::uint64_t> v) {
+    if (truncated)
+      *truncated = !v && c.truncated;
+    return v;
+  };
+  auto n = c.array_size();
+  auto magic = n ? c.uint() : std::nullopt;
+  auto version = magic ? c.uint() : std::nullopt;
+  if (!version || *magic != parcel::magic)
+    return done(std::nullopt);
+  if (*version == 1)
+    return done(*n == 8 ? std::optional<std::uint64_t>(0) : std::nullopt);
+  if (*version != 2 || *n != 11)
+    return done(std::nullopt);
+  // generation, writer_node, writer_worker, cause, owner, state_version, owner_epoch
+  if (!c.uint() || !c.skip_str() || !c.skip_str() || !c.uint() || !c.skip_str() || !c.uint())
+    return done(std::nullopt);
+  return done(c.uint());
+}
 
 const char* to_string(parcel_cause cause) noexcept {
   switch (cause) {

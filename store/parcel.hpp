@@ -19,6 +19,7 @@
 #include "store/codec.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -45,7 +46,10 @@ struct parcel {
   std::string owner;
   /// The actor type's declared version of the payload's state; 0 = undeclared.
   std::uint32_t state_version = 0;
-  /// Reserved for cluster fencing: written and read back, not interpreted yet.
+  /// The owner epoch of the placement that wrote it (fencing, docs/deposit.md
+  /// "Fencing"): the deposit refuses a user parcel older than the user's
+  /// current epoch. 0 = none (a format 1 parcel, or a writer that does not
+  /// take part): older than every other epoch.
   std::uint64_t owner_epoch = 0;
   bytes payload;                 ///< the application's msgpack-encoded state
 };
@@ -63,6 +67,13 @@ parcel decode(const char* data, std::size_t size);
 inline parcel decode(const bytes& data) {
   return decode(data.data(), data.size());
 }
+
+/// The owner_epoch in the header of an encoded parcel, read from a prefix of
+/// it without verifying the checksum (the deposit's fencing check reads only
+/// the header of the parcel in place). 0 for a format 1 parcel. nullopt when
+/// `data` is not the start of a parcel of a known format; `*truncated` (if
+/// given) is set when more bytes might make it one.
+std::optional<std::uint64_t> peek_owner_epoch(const char* data, std::size_t size, bool* truncated = nullptr) noexcept;
 
 /// 64-bit FNV-1a of `data` (continuing from `seed`, the FNV offset basis by
 /// default): the parcel checksum (corruption, not tampering).

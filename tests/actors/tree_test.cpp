@@ -456,3 +456,51 @@ TEST_F(tree, the_deposit_answers_bad_state_for_a_quarantined_user_parcel) {
   auto [bfound, berr] = get(parcel_kind::user, "bob");
   EXPECT_TRUE(is(berr, errc::bad_state)) << sys->render(berr);
 }
+
+// Fencing (docs/CLUSTER.md): the commander numbers its placements under the
+// generation the deposit gave it at start, and every parcel carries it.
+TEST_F(tree, the_commander_places_under_the_generation_the_deposit_gave_it) {
+  auto cid = ctx->cids->mint();
+  auto user = registry::guest_name(cid);
+  ASSERT_EQ(n_of(serve(cid, "POST", "/n")), 1);  // placed: the commander has its generation by now
+  EXPECT_EQ(backend->next_commander_generation(), 2u) << "the commander should have taken generation 1";
+  bool frozen = false;
+  (*self)->request(commander, 5s, freeze_atom::value, user)
+    .receive([&](bool) { frozen = true; }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  ASSERT_TRUE(frozen);
+  auto p = backend->get_user(user);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->owner_epoch >> 32, 1u);
+  EXPECT_GE(p->owner_epoch & 0xffffffffu, 1u);
+}
+
+// A stale write is answered stale_owner at once and never parked, even while
+// the soft quit retries refused writes and parks them in its fallback.
+TEST_F(tree, a_stale_write_is_refused_at_once_even_during_the_soft_quit) {
+  ASSERT_FALSE(backend->claim_user("sam", 50));  // a newer placement holds him
+  auto fallback = dir / "fallback";
+  (*self)->request(deposit, 5s, quit_atom::value, std::int64_t{60000}, fallback.string())
+    .receive([](bool) {}, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  store::parcel p;
+  p.payload = store::pack(tally{7});
+  p.owner_epoch = 40;
+  caf::error got;
+  (*self)->request(deposit, 3s, put_atom::value, parcel_kind::user, std::string("sam"), p)
+    .receive([&](std::uint64_t) { ADD_FAILURE() << "the stale write was answered as written"; },
+             [&](caf::error& e) { got = e; });
+  EXPECT_TRUE(is(got, errc::stale_owner)) << sys->render(got);
+  p.owner_epoch = 50;  // the owner's own write lands
+  (*self)->request(deposit, 3s, put_atom::value, parcel_kind::user, std::string("sam"), p)
+    .receive([](std::uint64_t) {}, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  (*self)->request(deposit, 5s, quit_atom::value)
+    .receive(
+      [&](std::uint64_t rescued, std::string& fallback_used, std::vector<std::string>& lost) {
+        EXPECT_EQ(rescued, 0u);
+        EXPECT_EQ(fallback_used, "");
+        EXPECT_TRUE(lost.empty());
+      },
+      [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  EXPECT_FALSE(std::filesystem::exists(fallback));
+  EXPECT_EQ(backend->counters().fenced.load(), 1u);
+  EXPECT_EQ(backend->get_user("sam")->owner_epoch, 50u);
+}

@@ -156,4 +156,20 @@ TEST(UserStore, TheLastGoodStateIsWhatARestartStartsFrom) {
   EXPECT_EQ(app_of<shop_v2>(next).view().count, 4);
 }
 
+TEST(UserStore, EveryParcelCarriesThePlacementsOwnerEpochNotTheInstalledOne) {
+  user_store s(hosted<shop_v2>());
+  EXPECT_EQ(s.next_parcel(store::parcel_cause::checkpoint, "n", "w").owner_epoch, 0u);
+  const std::uint64_t epoch = (std::uint64_t{5} << 32) | 3;
+  s.set_owner_epoch(epoch);
+  auto older = parcel_of(store::pack(cart_v2{2, {}}), 2);
+  older.owner_epoch = (std::uint64_t{4} << 32) | 9;  // written by an earlier placement
+  s.install(older);
+  EXPECT_EQ(s.owner_epoch(), epoch);
+  for (auto cause : {store::parcel_cause::freeze, store::parcel_cause::checkpoint, store::parcel_cause::quit,
+                     store::parcel_cause::login})
+    EXPECT_EQ(s.next_parcel(cause, "n", "w").owner_epoch, epoch);
+  s.keep_as_good();
+  EXPECT_EQ(store::decode(s.last_good_encoded("n", "w")).owner_epoch, epoch);  // a restart's (and quit's) state
+}
+
 }  // namespace

@@ -39,13 +39,16 @@ long long rss_bytes(pid_t pid) {
 long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
 long long counter(http_client& c) { return count_of(c.get("/api/counter")); }
 
-// Regular files under `dir`, the platform's own (names starting "%25": the global store) aside.
+// Regular files under `dir`, the platform's own (names starting "%25": the global store)
+// and the deposit's own (names starting '.': fencing locks and claims, markers) aside.
 std::size_t files_under(const fs::path& dir) {
   std::size_t n = 0;
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && it->path().filename().string().rfind("%25", 0) != 0)
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (it->is_regular_file(ec) && name.rfind("%25", 0) != 0 && name.rfind('.', 0) != 0)
       ++n;
+  }
   return n;
 }
 

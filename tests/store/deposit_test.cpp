@@ -5,10 +5,12 @@
 #include <algorithm>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -68,6 +70,14 @@ std::vector<std::string> files_in(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir, ec))
     out.push_back(e.path().filename().string());
   return out;
+}
+
+/// files_in without the users' claim files (fencing: a user's first write makes his).
+std::vector<std::string> files_but_claims_in(const std::string& dir) {
+  auto all = files_in(dir);
+  all.erase(std::remove_if(all.begin(), all.end(), [](const std::string& f) { return f.rfind(".claim-", 0) == 0; }),
+            all.end());
+  return all;
 }
 
 const std::string guest_a = "guest_abcdefghijklmnopqrstuvwx";  // 24-char cid
@@ -155,7 +165,7 @@ TEST_F(deposit_test, overwrite_keeps_the_newest) {
   EXPECT_EQ(text_of(*back), "v5");
   EXPECT_EQ(dep->counters().writes, 5u);
   // No temp file left behind.
-  for (const auto& f : files_in(fs::path(user_path("bob")).parent_path().string()))
+  for (const auto& f : files_but_claims_in(fs::path(user_path("bob")).parent_path().string()))
     EXPECT_NE(f[0], '.') << f;
 }
 
@@ -352,7 +362,7 @@ TEST_F(deposit_test, failed_write_throws_and_keeps_the_previous_parcel) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->generation, 1u);
   EXPECT_EQ(text_of(*back), "old state");
-  EXPECT_EQ(files_in(shard).size(), 1u);  // no temp file left
+  EXPECT_EQ(files_but_claims_in(shard).size(), 1u);  // no temp file left
 }
 
 // A write that fails half-way (as on a full disk): RLIMIT_FSIZE binds root too.
@@ -381,7 +391,7 @@ TEST_F(deposit_test, write_failing_halfway_removes_the_temp_and_keeps_the_previo
   auto back = dep->get_user("hank");
   ASSERT_TRUE(back);
   EXPECT_EQ(text_of(*back), "old state");
-  EXPECT_EQ(files_in(shard).size(), 1u);  // the temp file was removed
+  EXPECT_EQ(files_but_claims_in(shard).size(), 1u);  // the temp file was removed
 }
 
 TEST(deposit_creation, refuses_an_unusable_directory) {
@@ -986,4 +996,347 @@ TEST_F(full_disk_test, put_batch_on_enospc_keeps_previous_parcels_and_no_temp) {
   dep->put_user("alice", make_parcel(4, "alice again"));
   EXPECT_EQ(text_of(*dep->get_user("alice")), "alice again");
   EXPECT_EQ(dep->counters().consecutive_failures, 0);
+}
+
+// --- fencing: owner epochs (docs/deposit.md "Fencing") ---------------------------------------
+// Two deposit objects on one directory are two processes' views of it.
+
+namespace {
+
+parcel epoch_parcel(std::uint64_t epoch, const std::string& text, std::uint64_t generation = 1) {
+  auto p = make_parcel(generation, text);
+  p.owner_epoch = epoch;
+  return p;
+}
+
+class fencing_test : public deposit_test {
+protected:
+  void SetUp() override {
+    deposit_test::SetUp();
+    other = make_filesystem_deposit(dir);
+  }
+  void TearDown() override {
+    other.reset();
+    deposit_test::TearDown();
+  }
+  std::unique_ptr<deposit> other;  // the second process's view
+};
+
+}  // namespace
+
+TEST_F(fencing_test, an_older_epoch_is_refused_after_a_newer_write) {
+  dep->put_user("alice", epoch_parcel(10, "a's state"));
+  other->put_user("alice", epoch_parcel(20, "b's state"));
+  try {
+    dep->put_user("alice", epoch_parcel(10, "a's stale state", 2));
+    FAIL() << "the older epoch was written";
+  } catch (const stale_owner_error& e) {
+    EXPECT_EQ(e.epoch(), 10u);
+    EXPECT_EQ(e.current(), 20u);
+    EXPECT_TRUE(is_stale_owner(e.what())) << e.what();
+  }
+  EXPECT_EQ(dep->counters().fenced, 1u);
+  EXPECT_EQ(dep->counters().failures, 0u);  // refusing is not failing
+  auto back = other->get_user("alice");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(text_of(*back), "b's state");
+  EXPECT_EQ(back->owner_epoch, 20u);
+  EXPECT_EQ(dep->owner_epoch("alice"), 20u);
+  for (const auto& f : files_in(fs::path(user_path("alice")).parent_path().string()))
+    EXPECT_NE(f.rfind(".tmp-", 0), 0u) << "the refused write left " << f;
+}
+
+TEST_F(fencing_test, a_newer_claim_fences_the_older_holder_before_the_new_owner_wrote) {
+  dep->put_user("alice", epoch_parcel(10, "a's state"));
+  auto woken = other->claim_user("alice", 20);  // B wakes him: reads A's state, claims him
+  ASSERT_TRUE(woken);
+  EXPECT_EQ(text_of(*woken), "a's state");
+  EXPECT_EQ(dep->owner_epoch("alice"), 20u);
+  EXPECT_THROW(dep->put_user("alice", epoch_parcel(10, "a's stale change", 2)), stale_owner_error);
+  EXPECT_EQ(text_of(*other->get_user("alice")), "a's state");  // B's (unwritten) state is what A left
+  // A cannot claim him back with its older epoch either.
+  EXPECT_THROW(dep->claim_user("alice", 15), stale_owner_error);
+  EXPECT_EQ(dep->counters().fenced, 2u);
+  other->put_user("alice", epoch_parcel(20, "b's change", 2));
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "b's change");
+}
+
+TEST_F(fencing_test, an_equal_epoch_is_accepted_and_a_newer_one_takes_over) {
+  ASSERT_FALSE(dep->claim_user("carol", 7));  // a new user: nothing to read, claimed all the same
+  dep->put_user("carol", epoch_parcel(7, "one"));
+  dep->put_user("carol", epoch_parcel(7, "two", 2));
+  EXPECT_TRUE(dep->claim_user("carol", 7));  // his restart under the same placement
+  dep->put_user("carol", epoch_parcel(7, "three", 3));
+  other->put_user("carol", epoch_parcel(8, "four", 4));  // a newer placement writes without claiming
+  EXPECT_THROW(dep->put_user("carol", epoch_parcel(7, "five", 5)), stale_owner_error);
+  EXPECT_EQ(text_of(*other->get_user("carol")), "four");
+  EXPECT_EQ(dep->counters().fenced + other->counters().fenced, 1u);
+}
+
+TEST_F(fencing_test, epoch_zero_is_the_oldest_and_records_no_claim) {
+  const auto claim = (fs::path(user_path("dave")).parent_path() / ".claim-dave.parcel").string();
+  dep->put_user("dave", epoch_parcel(0, "legacy"));  // as written before fencing
+  EXPECT_EQ(dep->owner_epoch("dave"), 0u);
+  EXPECT_EQ(read_file(claim), "");  // his first write made his claim file, empty: no claim
+  EXPECT_TRUE(dep->claim_user("dave", 0));
+  EXPECT_EQ(read_file(claim), "");  // epoch 0 claims nothing
+  dep->put_user("dave", epoch_parcel(0, "legacy again", 2));  // 0 against 0: accepted
+  ASSERT_TRUE(other->claim_user("dave", 1));
+  EXPECT_EQ(read_file(claim), "00000000000000000001\n");
+  EXPECT_THROW(dep->put_user("dave", epoch_parcel(0, "legacy writer", 3)), stale_owner_error);
+  EXPECT_THROW(dep->claim_user("dave", 0), stale_owner_error);
+  EXPECT_EQ(text_of(*dep->get_user("dave")), "legacy again");
+}
+
+TEST_F(fencing_test, a_claim_survives_the_removal_of_the_parcel_and_connections_are_not_fenced) {
+  dep->put_user("erin", epoch_parcel(5, "s"));
+  other->claim_user("erin", 9);
+  other->remove_user("erin");  // dropped by the new owner's node
+  EXPECT_EQ(dep->owner_epoch("erin"), 9u);
+  EXPECT_THROW(dep->put_user("erin", epoch_parcel(5, "stale", 2)), stale_owner_error);
+  EXPECT_FALSE(dep->get_user("erin"));
+  // Connection parcels carry no owner to fence: any epoch lands.
+  dep->put_connection("c1", epoch_parcel(9, "x"));
+  dep->put_connection("c1", epoch_parcel(1, "y"));
+  EXPECT_EQ(text_of(*dep->get_connection("c1")), "y");
+}
+
+TEST_F(fencing_test, a_batch_refuses_its_stale_entries_and_writes_the_others) {
+  other->claim_user("frank", 50);
+  std::vector<deposit::batch_entry> batch{
+    {false, "frank", epoch_parcel(40, "stale")},
+    {false, "gina", epoch_parcel(40, "fine")},
+    {true, "c2", epoch_parcel(1, "conn")},
+    {false, "frank", epoch_parcel(50, "current")},
+  };
+  auto errors = dep->put_batch(batch);
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_TRUE(is_stale_owner(errors[0])) << errors[0];
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(errors[2], "");
+  EXPECT_EQ(errors[3], "");
+  EXPECT_FALSE(is_stale_owner(""));
+  EXPECT_FALSE(is_stale_owner("deposit: cannot write"));
+  EXPECT_EQ(text_of(*dep->get_user("frank")), "current");
+  EXPECT_EQ(text_of(*dep->get_user("gina")), "fine");
+  EXPECT_EQ(dep->counters().fenced, 1u);
+  EXPECT_EQ(dep->counters().writes, 3u);
+  // The single-entry path (one fsync) says it the same way.
+  auto one = dep->put_batch({{false, "frank", epoch_parcel(49, "stale again")}});
+  EXPECT_TRUE(is_stale_owner(one[0])) << one[0];
+}
+
+TEST_F(fencing_test, a_claim_as_old_as_an_expired_parcel_is_swept) {
+  dep->put_user("hugo", epoch_parcel(3, "s"));
+  dep->claim_user("hugo", 4);
+  auto claim = (fs::path(user_path("hugo")).parent_path() / ".claim-hugo.parcel").string();
+  ASSERT_TRUE(fs::exists(claim));
+  EXPECT_EQ(dep->sweep(std::chrono::hours(1), std::chrono::hours(1)), 0u);
+  EXPECT_TRUE(fs::exists(claim));  // young: kept
+  age_file(claim, std::chrono::hours(2));
+  age_file(user_path("hugo"), std::chrono::hours(2));
+  EXPECT_EQ(dep->sweep(std::chrono::hours(1), std::chrono::hours(1)), 1u);  // the parcel counts, the claim not
+  EXPECT_FALSE(fs::exists(claim));
+  EXPECT_EQ(dep->owner_epoch("hugo"), 0u);
+}
+
+TEST_F(fencing_test, a_cut_claim_counts_as_none) {
+  dep->put_user("ivy", epoch_parcel(3, "s"));
+  dep->claim_user("ivy", 4);
+  auto claim = (fs::path(user_path("ivy")).parent_path() / ".claim-ivy.parcel").string();
+  write_file(claim, "");  // what a crash can leave of a claim (not fsynced)
+  EXPECT_EQ(dep->owner_epoch("ivy"), 3u);  // the parcel's epoch still holds
+  write_file(claim, "12x\n");
+  EXPECT_EQ(dep->owner_epoch("ivy"), 3u);
+}
+
+TEST_F(fencing_test, commander_generations_only_grow_across_deposit_objects) {
+  EXPECT_EQ(dep->next_commander_generation(), 1u);
+  EXPECT_EQ(other->next_commander_generation(), 2u);
+  EXPECT_EQ(dep->next_commander_generation(), 3u);
+  auto reopened = make_filesystem_deposit(dir);  // a restart
+  EXPECT_EQ(reopened->next_commander_generation(), 4u);
+  EXPECT_EQ(read_file(dir + "/commander-generation"), "4\n");
+  write_file(dir + "/commander-generation", "garbage");
+  EXPECT_THROW(dep->next_commander_generation(), deposit_error);  // never guessed
+  EXPECT_EQ(read_file(dir + "/commander-generation"), "garbage");
+}
+
+namespace {
+
+// Runs `child` in a fork()ed process (exit code: its result) and `parent` here at once.
+template <class Child, class Parent>
+int in_two_processes(Child child, Parent parent) {
+  int go[2];
+  if (::pipe(go) != 0)
+    return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    char c;
+    ::close(go[1]);
+    (void)!::read(go[0], &c, 1);  // both start together
+    ::_exit(child());
+  }
+  ::close(go[0]);
+  (void)!::write(go[1], "g", 1);
+  ::close(go[1]);
+  parent();
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_F(fencing_test, two_processes_never_get_the_same_generation) {
+  const std::string gens = dir + "/child-generations";
+  std::vector<std::uint64_t> mine;
+  int rc = in_two_processes(
+    [&] {
+      auto d = make_filesystem_deposit(dir);
+      std::ofstream out(gens);
+      for (int i = 0; i < 40; ++i)
+        out << d->next_commander_generation() << "\n";
+      return 0;
+    },
+    [&] {
+      for (int i = 0; i < 40; ++i)
+        mine.push_back(dep->next_commander_generation());
+    });
+  ASSERT_EQ(rc, 0);
+  std::ifstream in(gens);
+  std::vector<std::uint64_t> theirs{std::istream_iterator<std::uint64_t>(in), {}};
+  ASSERT_EQ(theirs.size(), 40u);
+  EXPECT_TRUE(std::is_sorted(mine.begin(), mine.end()));
+  EXPECT_TRUE(std::is_sorted(theirs.begin(), theirs.end()));
+  std::set<std::uint64_t> all(mine.begin(), mine.end());
+  all.insert(theirs.begin(), theirs.end());
+  EXPECT_EQ(all.size(), 80u);  // none given twice
+  EXPECT_EQ(*all.begin(), 1u);
+  EXPECT_EQ(*all.rbegin(), 80u);
+}
+
+TEST_F(fencing_test, two_processes_writing_one_user_the_newer_epoch_always_wins) {
+  // The child writes at epoch 1 and keeps trying past the parent; the parent
+  // claims at 2 then writes. Once the claim is made, no write of epoch 1 lands.
+  constexpr int child_writes = 120;
+  constexpr int parent_writes = 40;
+  std::vector<std::uint64_t> seen;  // generations read back after the claim
+  int rc = in_two_processes(
+    [&] {
+      auto d = make_filesystem_deposit(dir);
+      for (int i = 1; i <= child_writes; ++i) {
+        try {
+          d->put_user("judy", epoch_parcel(1, "old owner", static_cast<std::uint64_t>(i)));
+        } catch (const stale_owner_error&) {
+        } catch (const std::exception&) {
+          return 2;
+        }
+      }
+      return 0;
+    },
+    [&] {
+      while (!dep->get_user("judy").has_value())  // the child has written once
+        std::this_thread::yield();
+      dep->claim_user("judy", 2);
+      for (int i = 0; i < parent_writes; ++i) {
+        auto p = dep->get_user("judy");
+        ASSERT_TRUE(p);
+        seen.push_back(p->owner_epoch);
+        dep->put_user("judy", epoch_parcel(2, "new owner", 1000 + static_cast<std::uint64_t>(i)));
+      }
+    });
+  ASSERT_EQ(rc, 0);
+  // After the claim, the only writes that landed are the parent's.
+  auto final_parcel = dep->get_user("judy");
+  ASSERT_TRUE(final_parcel);
+  EXPECT_EQ(final_parcel->owner_epoch, 2u);
+  EXPECT_EQ(text_of(*final_parcel), "new owner");
+  EXPECT_EQ(final_parcel->generation, 1000u + parent_writes - 1);
+  // The first read may show the child's last write before the claim; every later one is the parent's.
+  for (std::size_t i = 1; i < seen.size(); ++i)
+    EXPECT_EQ(seen[i], 2u) << "read " << i;
+}
+
+TEST_F(fencing_test, threads_racing_claims_and_writes_leave_the_newest_epoch) {
+  // Each thread has its own deposit object (as processes would) and its own
+  // epoch; each claims then writes repeatedly. The user ends at the largest epoch.
+  constexpr int threads = 4;
+  std::vector<std::thread> pool;
+  std::atomic<int> unexpected{0};
+  std::vector<std::unique_ptr<deposit>> views;
+  for (int t = 0; t < threads; ++t)
+    views.push_back(make_filesystem_deposit(dir));
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      auto& d = views[static_cast<std::size_t>(t)];
+      const std::uint64_t epoch = 10 + static_cast<std::uint64_t>(t);
+      for (int i = 0; i < 25; ++i) {
+        try {
+          if (i == 0)
+            d->claim_user("kate", epoch);
+          d->put_user("kate", epoch_parcel(epoch, "from " + std::to_string(epoch), static_cast<std::uint64_t>(i)));
+        } catch (const stale_owner_error&) {
+        } catch (const std::exception&) {
+          ++unexpected;
+        }
+      }
+    });
+  for (auto& th : pool)
+    th.join();
+  EXPECT_EQ(unexpected.load(), 0);
+  EXPECT_EQ(dep->owner_epoch("kate"), 13u);
+  auto p = dep->get_user("kate");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->owner_epoch, 13u);
+  EXPECT_EQ(text_of(*p), "from 13");
+  EXPECT_EQ(p->generation, 24u);  // the newest owner's last write is the one in place
+}
+
+TEST_F(fencing_test, the_check_is_made_under_the_shard_lock_another_process_holds) {
+  // This test holds the shard's lock as another process writing would; a
+  // write of the old epoch that arrives meanwhile waits, then sees the newer
+  // parcel the lock holder put in place, and is refused.
+  dep->put_user("liz", epoch_parcel(5, "old owner"));
+  const auto shard_dir = fs::path(user_path("liz")).parent_path();
+  const std::string lock_path = dir + "/users/.fence-" + shard_dir.filename().string() + ".lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  std::atomic<int> outcome{0};  // 1 written, 2 stale, 3 other
+  std::thread late([&] {
+    try {
+      dep->put_user("liz", epoch_parcel(5, "old owner, late", 2));
+      outcome = 1;
+    } catch (const stale_owner_error&) {
+      outcome = 2;
+    } catch (const std::exception&) {
+      outcome = 3;
+    }
+  });
+  // Wait until it waits for the lock (/proc/locks lists a blocked "->" waiter on its inode).
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  const std::string inode = ":" + std::to_string(st.st_ino) + " ";
+  auto waits_for_lock = [&] {
+    std::ifstream locks("/proc/locks");
+    for (std::string line; std::getline(locks, line);)
+      if (line.find("->") != std::string::npos && line.find(inode) != std::string::npos)
+        return true;
+    return false;
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!waits_for_lock() && outcome == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_EQ(outcome.load(), 0) << "the write did not wait for the shard lock";
+  // The lock holder's write: a newer owner's parcel, renamed into place.
+  auto newer = encode(epoch_parcel(9, "new owner"), "liz");
+  const std::string tmp = shard_dir.string() + "/.tmp-lockholder";
+  write_file(tmp, std::string(newer.begin(), newer.end()));
+  ASSERT_EQ(::rename(tmp.c_str(), user_path("liz").c_str()), 0);
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  late.join();
+  EXPECT_EQ(outcome.load(), 2) << "1: the old epoch was written past the lock";
+  EXPECT_EQ(text_of(*dep->get_user("liz")), "new owner");
 }

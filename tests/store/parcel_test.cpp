@@ -221,3 +221,46 @@ TEST(codec, refuses_a_length_the_bytes_cannot_hold_without_allocating_it) {
   EXPECT_EQ(flags_back, flags);
   EXPECT_EQ(pairs_back, pairs);
 }
+
+TEST(parcel, peek_owner_epoch_reads_the_header_of_any_prefix_that_holds_it) {
+  parcel p;
+  p.generation = 3;
+  p.writer_node = std::string(300, 'n');  // a str16 in the header
+  p.writer_worker = "default-w1";
+  p.owner = "alice";
+  p.state_version = 2;
+  p.payload = pack(sample_state{5, {std::string(5000, 'x')}, {}});
+  for (std::uint64_t epoch : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{200}, std::uint64_t{70000},
+                              (std::uint64_t{9} << 32) | 77, ~std::uint64_t{0}}) {
+    p.owner_epoch = epoch;
+    auto bytes = encode(p);
+    bool truncated = true;
+    auto got = peek_owner_epoch(bytes.data(), bytes.size(), &truncated);
+    ASSERT_TRUE(got) << epoch;
+    EXPECT_EQ(*got, epoch);
+    EXPECT_FALSE(truncated);
+    // The header alone is enough: 400 bytes of a 5 KB parcel.
+    EXPECT_EQ(peek_owner_epoch(bytes.data(), 400), epoch);
+    // Cut inside the header: not known yet, and said so.
+    auto cut = peek_owner_epoch(bytes.data(), 20, &truncated);
+    EXPECT_FALSE(cut);
+    EXPECT_TRUE(truncated);
+  }
+}
+
+TEST(parcel, peek_owner_epoch_is_zero_for_format_1_and_nothing_for_foreign_bytes) {
+  auto payload = pack(1);
+  wire_v1 w;
+  w.payload = msgpack::type::raw_ref(payload.data(), static_cast<std::uint32_t>(payload.size()));
+  auto v1 = pack(w);
+  EXPECT_EQ(peek_owner_epoch(v1.data(), v1.size()), 0u);
+  bool truncated = true;
+  auto foreign = pack(std::vector<int>{1, 2, 3});
+  EXPECT_FALSE(peek_owner_epoch(foreign.data(), foreign.size(), &truncated));
+  EXPECT_FALSE(truncated);
+  w.version = 3;
+  auto v3 = pack(w);
+  EXPECT_FALSE(peek_owner_epoch(v3.data(), v3.size()));
+  EXPECT_FALSE(peek_owner_epoch(nullptr, 0, &truncated));
+  EXPECT_TRUE(truncated);
+}
