@@ -13,6 +13,15 @@
 ///   holder going down, or its TTL; the next waiter is granted at once.
 /// - set/erase on a held key are refused (key_leased): a writer without the
 ///   lease would overwrite a read-modify-write in progress.
+/// - Durable changes (the owner's durability "reply"): stage_set, stage_erase
+///   and stage_commit stage a change instead of applying it; the owner writes
+///   the staged changes as one batch (begin_batch: the values as they will be)
+///   and settles it with the write's outcome. Until then nobody sees the change
+///   (get and grants show the last settled value), the key's lease waiters
+///   wait, and a committed lease stays held (past its TTL and its holder's
+///   end too): whoever is granted next reads a value that the deposit has.
+///   A refused batch is dropped, as if never asked (its leases end with
+///   nothing applied); one applied, or of unknown outcome, becomes the value.
 ///
 /// `Waiter` is whatever the owner needs to answer a waiting requester later
 /// (a response promise).
@@ -40,6 +49,9 @@ enum class lease_refusal : std::uint8_t {
   lease_expired,   ///< the token is not the key's current lease (stale, reclaimed, or never granted)
   key_leased,      ///< set/erase while somebody holds the key's lease
   no_such_key,
+  // Set by the owner, never by the table: the outcome of a durable change.
+  not_durable,         ///< the deposit refused its write: not applied
+  durability_unknown,  ///< the write was not answered: it may or may not be durable (kept)
 };
 
 const char* to_string(lease_refusal r) noexcept;
@@ -65,6 +77,7 @@ public:
     std::string holder;             ///< who holds it (e.g. an actor address)
     clock::time_point since{};
     clock::time_point until{};
+    bool committing = false;        ///< its commit is staged: it ends when its batch is settled
   };
 
   /// What a granted requester receives.
@@ -135,7 +148,7 @@ public:
     if (refused != lease_refusal::none)
       return std::nullopt;
     auto& e = entries_[key];
-    if (!e.held)
+    if (!busy(e))
       return grant_to(key, e, holder, ttl, now);
     if (e.queue.size() >= limits_.max_waiters_per_key) {
       refused = lease_refusal::queue_full;
@@ -169,15 +182,105 @@ public:
     return lease_refusal::none;
   }
 
-  /// The holder went down: every lease it held ends with nothing applied, and
-  /// its waiting requests are dropped. Returns how many leases were reclaimed.
+  // -- durable changes ---------------------------------------------------------------
+
+  /// As set, but staged for the next batch (a later stage of the same key in
+  /// the same batch wins).
+  lease_refusal stage_set(const std::string& key, std::string value) {
+    if (auto r = check_key(key); r != lease_refusal::none)
+      return r;
+    if (value.size() > limits_.max_value_bytes)
+      return lease_refusal::value_too_big;
+    auto& e = entries_[key];
+    if (e.held)
+      return lease_refusal::key_leased;
+    e.next = staged{std::move(value), false};
+    return lease_refusal::none;
+  }
+
+  /// As erase (of the value as it will be once what is staged is settled), staged.
+  lease_refusal stage_erase(const std::string& key) {
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !latest(i->second))
+      return lease_refusal::no_such_key;
+    if (i->second.held)
+      return lease_refusal::key_leased;
+    i->second.next = staged{std::nullopt, false};
+    return lease_refusal::none;
+  }
+
+  /// As commit, but the value is staged and the lease stays held (committing)
+  /// until its batch is settled.
+  lease_refusal stage_commit(const std::string& key, std::uint64_t token, std::optional<std::string> value) {
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !i->second.held || i->second.held->token != token || i->second.held->committing)
+      return lease_refusal::lease_expired;
+    if (value && value->size() > limits_.max_value_bytes)
+      return lease_refusal::value_too_big;  // the lease stays: the holder may retry or abort
+    i->second.held->committing = true;
+    i->second.next = staged{std::move(value), true};
+    return lease_refusal::none;
+  }
+
+  /// True when changes wait for the next batch.
+  bool has_staged() const noexcept {
+    for (auto& [key, e] : entries_)
+      if (e.next)
+        return true;
+    return false;
+  }
+
+  /// True between begin_batch and settle.
+  bool batch_open() const noexcept { return batch_open_; }
+
+  /// Starts a batch (none may be open): what was staged is now being written.
+  /// Returns every value as it is once the batch is applied: what to write.
+  std::map<std::string, std::string> begin_batch() {
+    batch_open_ = true;
+    std::map<std::string, std::string> out;
+    for (auto& [key, e] : entries_) {
+      if (e.next) {
+        e.writing = std::move(e.next);
+        e.next.reset();
+      }
+      const auto& v = e.writing ? e.writing->value : e.value;
+      if (v)
+        out.emplace(key, *v);
+    }
+    return out;
+  }
+
+  /// Ends the open batch: `applied` (written, or outcome unknown) installs its
+  /// changes, else they are dropped. Either way its committing leases end and
+  /// the keys it freed are granted to their next waiters (in `next`).
+  void settle(bool applied, clock::time_point now, std::vector<outcome>& next) {
+    batch_open_ = false;
+    for (auto i = entries_.begin(); i != entries_.end();) {
+      auto& e = i->second;
+      if (!e.writing) {
+        ++i;
+        continue;
+      }
+      if (applied)
+        e.value = std::move(e.writing->value);
+      if (e.writing->ends_lease)
+        e.held.reset();
+      e.writing.reset();
+      auto key = i->first;
+      grant_next(i, now, next);
+      i = entries_.upper_bound(key);
+    }
+  }
+
+  /// The holder went down: every lease it held ends with nothing applied (but
+  /// a committing one, which ends with its batch), and its waiting requests are dropped. Returns how many leases were reclaimed.
   std::size_t holder_down(const std::string& holder, clock::time_point now, std::vector<outcome>& next) {
     return reclaim(
       now, next, [&](const waiting& w) { return w.holder == holder; }, [](waiting&) {},
       [&](const lease& l) { return l.holder == holder; });
   }
 
-  /// Reclaims leases past their TTL and answers waiters past their deadline.
+  /// Reclaims leases past their TTL (but committing ones) and answers waiters past their deadline.
   /// Returns how many leases were reclaimed.
   std::size_t expire(clock::time_point now, std::vector<outcome>& next) {
     return reclaim(
@@ -194,7 +297,7 @@ public:
         out = t;
     };
     for (auto& [key, e] : entries_) {
-      if (e.held)
+      if (e.held && !e.held->committing)
         consider(e.held->until);
       for (auto& w : e.queue)
         consider(w.deadline);
@@ -225,7 +328,7 @@ public:
       f(key, e.value ? &*e.value : nullptr, e.held ? &*e.held : nullptr, e.queue.size());
   }
 
-  /// Every value, for persistence.
+  /// Every value (staged changes aside), for persistence.
   std::map<std::string, std::string> snapshot() const {
     std::map<std::string, std::string> out;
     for (auto& [key, e] : entries_)
@@ -242,11 +345,26 @@ private:
     Waiter waiter;
   };
 
+  struct staged {
+    std::optional<std::string> value;  ///< nullopt: erase
+    bool ends_lease = false;           ///< a lease's commit: the lease ends when settled
+  };
+
   struct entry {
-    std::optional<std::string> value;
+    std::optional<std::string> value;  ///< the settled value: what get and grants see
     std::optional<lease> held;
     std::deque<waiting> queue;
+    std::optional<staged> writing;     ///< in the open batch
+    std::optional<staged> next;        ///< for the next batch
   };
+
+  // A lease is granted only on a key with no lease and nothing staged.
+  static bool busy(const entry& e) noexcept { return e.held || e.writing || e.next; }
+
+  // The value as it will be once everything staged is settled as applied.
+  static const std::optional<std::string>& latest(const entry& e) noexcept {
+    return e.next ? e.next->value : e.writing ? e.writing->value : e.value;
+  }
 
   using iterator = typename std::map<std::string, entry>::iterator;
 
@@ -266,7 +384,7 @@ private:
           ++w;
         }
       }
-      if (i->second.held && ends_lease(*i->second.held)) {
+      if (i->second.held && !i->second.held->committing && ends_lease(*i->second.held)) {
         ++reclaimed;
         auto key = i->first;
         release(i, now, next);
@@ -286,8 +404,15 @@ private:
 
   // Ends the current lease and grants the next live waiter.
   void release(iterator i, clock::time_point now, std::vector<outcome>& next) {
+    i->second.held.reset();
+    grant_next(i, now, next);
+  }
+
+  // Grants the next live waiter if the key is free (prunes it if nothing is left).
+  void grant_next(iterator i, clock::time_point now, std::vector<outcome>& next) {
     auto& e = i->second;
-    e.held.reset();
+    if (busy(e))
+      return;
     while (!e.queue.empty()) {
       auto w = std::move(e.queue.front());
       e.queue.pop_front();
@@ -303,7 +428,7 @@ private:
 
   // Forgets an entry with nothing left in it; returns the next iterator.
   iterator prune(iterator i) {
-    if (i != entries_.end() && !i->second.value && !i->second.held && i->second.queue.empty())
+    if (i != entries_.end() && !i->second.value && !busy(i->second) && i->second.queue.empty())
       return entries_.erase(i);
     return i == entries_.end() ? i : std::next(i);
   }
@@ -311,6 +436,7 @@ private:
   limits limits_;
   std::map<std::string, entry> entries_;
   std::uint64_t last_token_ = 0;
+  bool batch_open_ = false;
 };
 
 }  // namespace troupe::registry
