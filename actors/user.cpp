@@ -322,6 +322,8 @@ struct user_state : detail::user_host {
     auto waiting = std::make_shared<pending_call>(std::move(call));
     auto on_reply = std::move(step.on_reply);
     auto timeout = ctx->request_timeout();
+    using kind = detail::global_op::kind;
+    bool changes = step.op.what == kind::set || step.op.what == kind::erase || step.op.what == kind::commit;
     self->request(commander, timeout, global_atom::value, std::move(step.op))
       .then(
         [this, waiting, on_reply](detail::global_reply& r) {
@@ -329,11 +331,14 @@ struct user_state : detail::user_host {
           run(std::move(*waiting), [&] { return on_reply(r); });
           drain();
         },
-        [this, waiting](caf::error& err) {
+        [this, waiting, changes](caf::error& err) {
           spdlog::warn("user {}: the global store did not answer: {}", registry::redact(user_name),
                        self->system().render(err));
           busy = false;
-          respond(waiting->to, error_response(503, "the global store did not answer, retry", 1));
+          // A change without an answer may still be applied: never "retry" for it.
+          respond(waiting->to, changes ? error_response(503, "the global store did not answer; the change may or may "
+                                                             "not have been applied, check before retrying")
+                                       : error_response(503, "the global store did not answer, retry", 1));
           drain();
         });
   }

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -740,4 +741,88 @@ TEST_F(Global, FullWaitQueueRefusesAtOnceAndServesTheRest) {
 TEST_F(Global, FullWaitQueueIsA503WithRetryAfter) {
   start_tok({"--set", "commander.global_max_waiters=2"});
   full_wait_queue_scenario(port(), /*check_retry_after=*/true);
+}
+
+// ---------------------------------------------------------------------------------
+// 8. commander.durability = "reply" with a deposit that refuses writes (issue 10,
+// defect 8 applied to the global store): a change whose write was refused is not
+// applied — the value stays the last durable one, the answer is 503 + Retry-After,
+// and retrying is safe; reads are served; fencing tokens keep growing; once the
+// deposit takes writes again, changes are acknowledged and survive a kill -9.
+
+namespace {
+
+// A held add on `key` (its own user): its lease's fencing token, read from the
+// admin listing during the hold, and its reply.
+std::pair<std::uint64_t, timed_reply> held_add(uint16_t port, const std::string& key) {
+  async_add holder(warm_client(port), key, {{"delta", 1}, {"hold_ms", 400}, {"ttl_ms", 5000}});
+  std::uint64_t token = 0;
+  EXPECT_TRUE(eventually(milliseconds(3000), [&] {
+    auto ent = admin_entry(admin_global(port), key);
+    if (!ent.is_object() || !ent.contains("lease"))
+      return false;
+    token = ent["lease"].value("token", std::uint64_t{0});
+    return true;
+  })) << "no lease listed for " << key << " during a 400 ms hold";
+  return {token, holder.get()};
+}
+
+// A 503 that tells the client the change was not applied and may be retried.
+::testing::AssertionResult refused_retry(const response& r) {
+  auto e = is_json_error(r, 503);
+  if (!e)
+    return e;
+  if (!r.has("Retry-After"))
+    return ::testing::AssertionFailure() << "a change that was not applied may be retried: " << r.describe();
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+TEST_F(Global, AChangeTheDepositRefusedIsNotAppliedAndRetryingIsSafe) {
+  scratch_dir dir;
+  const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
+  start_on(dir.path, reply);
+  const fs::path dep = dir.path;
+  http_client c(port());
+  ASSERT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 1);
+  ASSERT_STATUS(put_value(c, "motto", "kept"), 200);
+  auto [t1, r1] = held_add(port(), "hits");
+  EXPECT_EQ(value_of(r1.r), 2) << r1.transport_error;
+
+  // The deposit cannot take parcels any more: its users/ directory (where the
+  // global store's parcel lives) is a file.
+  fs::rename(dep / "users", dep / "users.away");
+  { std::ofstream(dep / "users") << "not a directory"; }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(refused_retry(add(c, "hits", {{"delta", 1}})));
+  EXPECT_EQ(stored(c, "hits"), json(2)) << "a refused commit was applied";
+  EXPECT_TRUE(refused_retry(put_value(c, "motto", "lost")));
+  EXPECT_TRUE(refused_retry(c.request("DELETE", gpath("motto"))));
+  EXPECT_TRUE(refused_retry(put_value(c, "fresh", 1)));
+  EXPECT_EQ(stored(c, "motto"), json("kept")) << "reads are served, and refused writes are not in them";
+  EXPECT_TRUE(is_json_error(c.get(gpath("fresh")), 404)) << "a refused set of a new key was applied";
+  auto [t2, r2] = held_add(port(), "hits");
+  EXPECT_GT(t2, t1) << "fencing tokens must keep growing";
+  EXPECT_TRUE(refused_retry(r2.r)) << r2.transport_error;
+  EXPECT_EQ(stored(c, "hits"), json(2));
+  EXPECT_EQ(metric(port(), "troupe_global_leases_active"), 0.0) << "a refused commit must end its lease";
+
+  // The deposit is back: retrying works and applies each change once.
+  fs::remove(dep / "users");
+  fs::rename(dep / "users.away", dep / "users");
+  EXPECT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 3);
+  auto [t3, r3] = held_add(port(), "hits");
+  EXPECT_GT(t3, t2) << "fencing tokens must keep growing";
+  EXPECT_EQ(value_of(r3.r), 4) << r3.transport_error;
+  ASSERT_STATUS(put_value(c, "motto", "after"), 200);
+
+  // What was acknowledged survives a kill -9 (no soft quit writes it).
+  node().kill9();
+  start_on(dir.path, reply);
+  http_client c2(port());
+  EXPECT_EQ(stored(c2, "hits"), json(4));
+  EXPECT_EQ(stored(c2, "motto"), json("after"));
+  EXPECT_TRUE(is_json_error(c2.get(gpath("fresh")), 404));
+  EXPECT_EQ(value_of(add(c2, "hits", {{"delta", 1}})), 5);
 }
