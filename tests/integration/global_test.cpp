@@ -12,9 +12,12 @@
 #include "../support/prometheus.hpp"
 #include "../support/test_support.hpp"
 
+#include <sys/mount.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -777,23 +780,27 @@ std::pair<std::uint64_t, timed_reply> held_add(uint16_t port, const std::string&
   return ::testing::AssertionSuccess();
 }
 
+// The scenario, on a deposit `dir` that a fault makes refuse writes, then mends.
+class GlobalRefused : public Global {
+protected:
+  struct fault {
+    std::function<void()> refuse, restore;
+  };
+  void scenario(const std::string& dir, const fault& f);
+};
+
 }  // namespace
 
-TEST_F(Global, AChangeTheDepositRefusedIsNotAppliedAndRetryingIsSafe) {
-  scratch_dir dir;
+void GlobalRefused::scenario(const std::string& dir, const fault& f) {
   const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
-  start_on(dir.path, reply);
-  const fs::path dep = dir.path;
+  start_on(dir, reply);
   http_client c(port());
   ASSERT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 1);
   ASSERT_STATUS(put_value(c, "motto", "kept"), 200);
   auto [t1, r1] = held_add(port(), "hits");
   EXPECT_EQ(value_of(r1.r), 2) << r1.transport_error;
 
-  // The deposit cannot take parcels any more: its users/ directory (where the
-  // global store's parcel lives) is a file.
-  fs::rename(dep / "users", dep / "users.away");
-  { std::ofstream(dep / "users") << "not a directory"; }
+  f.refuse();
   for (int i = 0; i < 3; ++i)
     EXPECT_TRUE(refused_retry(add(c, "hits", {{"delta", 1}})));
   EXPECT_EQ(stored(c, "hits"), json(2)) << "a refused commit was applied";
@@ -807,10 +814,10 @@ TEST_F(Global, AChangeTheDepositRefusedIsNotAppliedAndRetryingIsSafe) {
   EXPECT_TRUE(refused_retry(r2.r)) << r2.transport_error;
   EXPECT_EQ(stored(c, "hits"), json(2));
   EXPECT_EQ(metric(port(), "troupe_global_leases_active"), 0.0) << "a refused commit must end its lease";
+  EXPECT_GE(metric(port(), "troupe_changes_rolled_back_total"), 7.0);
 
-  // The deposit is back: retrying works and applies each change once.
-  fs::remove(dep / "users");
-  fs::rename(dep / "users.away", dep / "users");
+  // The deposit takes writes again: retrying works and applies each change once.
+  f.restore();
   EXPECT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 3);
   auto [t3, r3] = held_add(port(), "hits");
   EXPECT_GT(t3, t2) << "fencing tokens must keep growing";
@@ -819,10 +826,46 @@ TEST_F(Global, AChangeTheDepositRefusedIsNotAppliedAndRetryingIsSafe) {
 
   // What was acknowledged survives a kill -9 (no soft quit writes it).
   node().kill9();
-  start_on(dir.path, reply);
+  start_on(dir, reply);
   http_client c2(port());
   EXPECT_EQ(stored(c2, "hits"), json(4));
   EXPECT_EQ(stored(c2, "motto"), json("after"));
   EXPECT_TRUE(is_json_error(c2.get(gpath("fresh")), 404));
   EXPECT_EQ(value_of(add(c2, "hits", {{"delta", 1}})), 5);
+}
+
+// The deposit's users/ directory (where the global store's parcel lives) replaced by a file.
+TEST_F(GlobalRefused, AChangeTheDepositRefusedIsNotAppliedAndRetryingIsSafe) {
+  scratch_dir dir;
+  const fs::path dep = dir.path;
+  scenario(dir.path, {[&] {
+                        fs::rename(dep / "users", dep / "users.away");
+                        std::ofstream(dep / "users") << "not a directory";
+                      },
+                      [&] {
+                        fs::remove(dep / "users");
+                        fs::rename(dep / "users.away", dep / "users");
+                      }});
+}
+
+// The deposit on a full 1 MB tmpfs (needs mount(2): root, or skipped).
+TEST_F(GlobalRefused, OnAFullDiskAChangeIsNotAppliedAndRetryingIsSafe) {
+  scratch_dir dir;
+  const std::string deposit = dir.path + "/deposit";
+  fs::create_directories(deposit);
+  if (::mount("tmpfs", deposit.c_str(), "tmpfs", 0, "size=1m") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  struct unmount {
+    std::string at;
+    ~unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount_at_end{deposit};
+  const std::string filler = deposit + "/filler";
+  scenario(deposit, {[&] {
+                       std::ofstream fill(filler, std::ios::binary);
+                       std::string block(64 * 1024, 'x');
+                       for (int i = 0; i < 64 && fill; ++i)
+                         fill.write(block.data(), static_cast<std::streamsize>(block.size())), fill.flush();
+                       ASSERT_LT(fs::space(deposit).available, 64u * 1024) << "the tmpfs is not full";
+                     },
+                     [&] { fs::remove(filler); }});
 }
