@@ -243,6 +243,8 @@ struct user_state : detail::user_host {
         return;
       }
     auto found = routes.find(call.req->method, call.req->path);
+    if (!found.target && call.req->method == "HEAD")  // GET's answer; the front sends its headers only
+      found = routes.find("GET", call.req->path);
     if (!found.target) {
       respond(call.to, found.other_method ? error_response(405, "method not allowed")
                                           : error_response(404, "no such route"));
