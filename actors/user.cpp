@@ -112,6 +112,10 @@ struct user_state : detail::user_host {
   std::vector<caf::typed_response_promise<bool>> freeze_waiters;
   bool idle_check_pending = false;
   bool checkpoint_pending = false;
+  // A guest's login is on its way: the commander removes his parcel, so no
+  // checkpoint of his may be written from now on (it could land after that
+  // removal); a failed login lets the checkpoints go on.
+  bool leaving_as_guest = false;
 
   // The request being served, for the identity accessors.
   const std::string* current_cid = &no_name;
@@ -461,10 +465,15 @@ struct user_state : detail::user_host {
           .then([](bool) {}, [](caf::error&) {});  // he is gone by then: the commander removes it too
         return st.retire();
       }
+      // He stays (other connections): checkpoints go on.
+      if (std::exchange(st.leaving_as_guest, false) && st.dirty && st.mode == durability::interval)
+        st.schedule_checkpoint();
       st.drain();
     };
     auto on_error = [self = self, waiting](caf::error& err) {
       auto& st = self->state;
+      if (std::exchange(st.leaving_as_guest, false) && st.dirty && st.mode == durability::interval)
+        st.schedule_checkpoint();
       spdlog::warn("user {}: moving a connection failed: {}", registry::redact(st.user_name),
                    self->system().render(err));
       respond(waiting->to, error_response(503, "login/logout could not be completed, retry", 1));
@@ -472,6 +481,7 @@ struct user_state : detail::user_host {
       st.drain();
     };
     const auto& cid = waiting->req->cid;
+    leaving_as_guest = registry::is_guest(user_name);
     if (target) {
       login_request order{cid, user_name, *target,
                           registry::is_guest(user_name) ? carried_store() : store::bytes{}};
@@ -742,7 +752,7 @@ struct user_state : detail::user_host {
   // durability = "interval": a changed store is written every checkpoint_seconds.
   void checkpoint() {
     checkpoint_pending = false;
-    if (!dirty || freezing || stopped)
+    if (!dirty || freezing || stopped || leaving_as_guest)
       return;
     dirty = false;
     self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name,
