@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <unordered_set>
 #include <unordered_map>
@@ -66,7 +68,12 @@ struct commander_state {
   // requesters of staged changes wait for the batch that writes them (bounded:
   // a user has one request at a time); a flush (the soft quit) waits too.
   using flushed = std::function<void(const caf::error&)>;
-  std::vector<global_promise> staged_waiters, writing_waiters;
+  struct staged_waiter {
+    global_promise promise;
+    std::string key;
+    bool depends;  // read a value of the batch being written: refused with it
+  };
+  std::vector<staged_waiter> staged_waiters, writing_waiters;
   std::vector<flushed> staged_flushes;
   bool writing_global = false;
   rate_limited_log refused_log{spdlog::level::err, std::chrono::seconds(10)};
@@ -163,14 +170,22 @@ struct commander_state {
   // stands): the batch's changes are dropped and their requesters told to
   // retry. Not answered: it may have landed, so the changes are kept (the next
   // write carries them) and their requesters told the outcome is unknown.
+  // A refused batch takes with it the changes staged since that read its
+  // values (a lease granted on a value it carried, and what was derived from it).
   void global_written(const caf::error& err, std::vector<flushed>& flushes) {
     bool refused = err && is(err, errc::deposit_failed);
-    auto now = steady::now();
-    std::vector<global_table::outcome> next;
-    global->settle(!refused, now, next);
+    auto refused_keys = global->settle(!refused);
     writing_global = false;
     auto waiters = std::move(writing_waiters);
     writing_waiters.clear();
+    if (refused && !refused_keys.empty()) {
+      std::sort(refused_keys.begin(), refused_keys.end());
+      auto keep = std::partition(staged_waiters.begin(), staged_waiters.end(), [&](const staged_waiter& w) {
+        return !w.depends || !std::binary_search(refused_keys.begin(), refused_keys.end(), w.key);
+      });
+      std::move(keep, staged_waiters.end(), std::back_inserter(waiters));
+      staged_waiters.erase(keep, staged_waiters.end());
+    }
     if (err) {
       if (refused)
         ctx->metrics.changes_rolled_back.fetch_add(waiters.size(), std::memory_order_relaxed);
@@ -184,11 +199,11 @@ struct commander_state {
       if (err)
         r.refusal = to_string(refused ? registry::lease_refusal::not_durable
                                       : registry::lease_refusal::durability_unknown);
-      w.deliver(std::move(r));
+      w.promise.deliver(std::move(r));
     }
     for (auto& f : flushes)
       f(err);
-    deliver(next, now);
+    count_global();
     write_global();
   }
 
@@ -205,14 +220,16 @@ struct commander_state {
   }
 
   // A change staged (durability "reply"): acknowledged once its batch is durable.
-  caf::result<detail::global_reply> staged(registry::lease_refusal r) {
+  caf::result<detail::global_reply> staged(registry::lease_refusal r, const std::string& key, bool depends) {
     detail::global_reply out;
     if (r != registry::lease_refusal::none) {
+      if (r == registry::lease_refusal::not_durable)  // a doomed lease's commit
+        ctx->metrics.changes_rolled_back.fetch_add(1, std::memory_order_relaxed);
       out.refusal = to_string(r);
       return out;
     }
     auto promise = self->make_response_promise<detail::global_reply>();
-    staged_waiters.push_back(promise);
+    staged_waiters.push_back({promise, key, depends});
     write_global();
     return promise;
   }
@@ -235,14 +252,20 @@ struct commander_state {
           }
         return out;
       case kind::set:
-        if (reply_durability())
-          return staged(global->stage_set(op.key, std::move(op.value)));
+        if (reply_durability()) {
+          bool depends = false;
+          auto r = global->stage_set(op.key, std::move(op.value), depends);
+          return staged(r, op.key, depends);
+        }
         if (!refusal(global->set(op.key, std::move(op.value))))
           return out;
         return applied(out);
       case kind::erase:
-        if (reply_durability())
-          return staged(global->stage_erase(op.key));
+        if (reply_durability()) {
+          bool depends = false;
+          auto r = global->stage_erase(op.key, depends);
+          return staged(r, op.key, depends);
+        }
         if (!refusal(global->erase(op.key)))
           return out;
         return applied(out);
@@ -280,8 +303,12 @@ struct commander_state {
       }
       case kind::commit: {
         auto value = op.has_value ? std::optional<std::string>(std::move(op.value)) : std::nullopt;
-        if (reply_durability())  // the lease stays held until the value is durable (or refused)
-          return staged(global->stage_commit(op.key, op.token, std::move(value)));
+        if (reply_durability()) {  // the lease ends now; the answer waits for the write
+          bool depends = false;
+          auto r = global->stage_commit(op.key, op.token, std::move(value), now, next, depends);
+          deliver(next, now);
+          return staged(r, op.key, depends);
+        }
         auto r = global->commit(op.key, op.token, std::move(value), now, next);
         deliver(next, now);
         if (!refusal(r))

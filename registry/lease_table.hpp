@@ -16,12 +16,14 @@
 /// - Durable changes (the owner's durability "reply"): stage_set, stage_erase
 ///   and stage_commit stage a change instead of applying it; the owner writes
 ///   the staged changes as one batch (begin_batch: the values as they will be)
-///   and settles it with the write's outcome. Until then nobody sees the change
-///   (get and grants show the last settled value), the key's lease waiters
-///   wait, and a committed lease stays held (past its TTL and its holder's
-///   end too): whoever is granted next reads a value that the deposit has.
-///   A refused batch is dropped, as if never asked (its leases end with
-///   nothing applied); one applied, or of unknown outcome, becomes the value.
+///   and settles it with the write's outcome; one batch is open at a time.
+///   get shows the last settled value. A lease ends at its commit and the next
+///   holder reads the staged value, so a hot key's commits share one write;
+///   what depends on the open batch is tracked: when that batch is refused,
+///   the staged changes that read its values (`depends`) are refused too, and
+///   a lease holding such a value is doomed (its commit refused not_durable).
+///   A refused batch is dropped, as if never asked; one applied, or of unknown
+///   outcome, becomes the settled value.
 ///
 /// `Waiter` is whatever the owner needs to answer a waiting requester later
 /// (a response promise).
@@ -77,7 +79,6 @@ public:
     std::string holder;             ///< who holds it (e.g. an actor address)
     clock::time_point since{};
     clock::time_point until{};
-    bool committing = false;        ///< its commit is staged: it ends when its batch is settled
   };
 
   /// What a granted requester receives.
@@ -148,7 +149,7 @@ public:
     if (refused != lease_refusal::none)
       return std::nullopt;
     auto& e = entries_[key];
-    if (!busy(e))
+    if (!e.held)
       return grant_to(key, e, holder, ttl, now);
     if (e.queue.size() >= limits_.max_waiters_per_key) {
       refused = lease_refusal::queue_full;
@@ -183,10 +184,13 @@ public:
   }
 
   // -- durable changes ---------------------------------------------------------------
+  // `depends` (out): the change read a value of the open batch, so it is refused
+  // if that batch is (settle's answer names the keys).
 
   /// As set, but staged for the next batch (a later stage of the same key in
-  /// the same batch wins).
-  lease_refusal stage_set(const std::string& key, std::string value) {
+  /// the same batch wins). A blind write: it depends on nothing.
+  lease_refusal stage_set(const std::string& key, std::string value, bool& depends) {
+    depends = false;
     if (auto r = check_key(key); r != lease_refusal::none)
       return r;
     if (value.size() > limits_.max_value_bytes)
@@ -199,26 +203,39 @@ public:
   }
 
   /// As erase (of the value as it will be once what is staged is settled), staged.
-  lease_refusal stage_erase(const std::string& key) {
+  lease_refusal stage_erase(const std::string& key, bool& depends) {
+    depends = false;
     auto i = entries_.find(key);
     if (i == entries_.end() || !latest(i->second))
       return lease_refusal::no_such_key;
-    if (i->second.held)
+    auto& e = i->second;
+    if (e.held)
       return lease_refusal::key_leased;
-    i->second.next = staged{std::nullopt, false};
+    depends = unsettled_depends(e);  // it found the key in a value the deposit may refuse
+    e.next = staged{std::nullopt, depends};
     return lease_refusal::none;
   }
 
-  /// As commit, but the value is staged and the lease stays held (committing)
-  /// until its batch is settled.
-  lease_refusal stage_commit(const std::string& key, std::uint64_t token, std::optional<std::string> value) {
+  /// As commit, but the value is staged for the next batch; the lease ends
+  /// now (the next waiter, in `next`, reads the staged value). A doomed
+  /// lease (it read a value of a refused batch) is refused not_durable.
+  lease_refusal stage_commit(const std::string& key, std::uint64_t token, std::optional<std::string> value,
+                             clock::time_point now, std::vector<outcome>& next, bool& depends) {
+    depends = false;
     auto i = entries_.find(key);
-    if (i == entries_.end() || !i->second.held || i->second.held->token != token || i->second.held->committing)
+    if (i == entries_.end() || !i->second.held || i->second.held->token != token)
       return lease_refusal::lease_expired;
     if (value && value->size() > limits_.max_value_bytes)
       return lease_refusal::value_too_big;  // the lease stays: the holder may retry or abort
-    i->second.held->committing = true;
-    i->second.next = staged{std::move(value), true};
+    auto& e = i->second;
+    auto basis = e.held_basis;
+    if (basis == basis_of::doomed) {
+      release(i, now, next);
+      return lease_refusal::not_durable;
+    }
+    depends = basis == basis_of::writing || (basis == basis_of::next && e.next && e.next->depends);
+    e.next = staged{std::move(value), depends};
+    release(i, now, next);
     return lease_refusal::none;
   }
 
@@ -242,6 +259,8 @@ public:
       if (e.next) {
         e.writing = std::move(e.next);
         e.next.reset();
+        if (e.held && e.held_basis == basis_of::next)
+          e.held_basis = basis_of::writing;
       }
       const auto& v = e.writing ? e.writing->value : e.value;
       if (v)
@@ -251,36 +270,47 @@ public:
   }
 
   /// Ends the open batch: `applied` (written, or outcome unknown) installs its
-  /// changes, else they are dropped. Either way its committing leases end and
-  /// the keys it freed are granted to their next waiters (in `next`).
-  void settle(bool applied, clock::time_point now, std::vector<outcome>& next) {
+  /// changes. Refused: they are dropped, and so are the changes staged since
+  /// that read them (the owner refuses those whose `depends` was set, on the
+  /// keys returned), and the leases holding such values are doomed.
+  std::vector<std::string> settle(bool applied) {
     batch_open_ = false;
+    std::vector<std::string> refused;
     for (auto i = entries_.begin(); i != entries_.end();) {
       auto& e = i->second;
       if (!e.writing) {
         ++i;
         continue;
       }
-      if (applied)
+      if (applied) {
         e.value = std::move(e.writing->value);
-      if (e.writing->ends_lease)
-        e.held.reset();
+        if (e.next)
+          e.next->depends = false;
+        if (e.held && e.held_basis == basis_of::writing)
+          e.held_basis = basis_of::settled;
+      } else {
+        refused.push_back(i->first);
+        bool next_refused = e.next && e.next->depends;
+        if (e.held && (e.held_basis == basis_of::writing || (e.held_basis == basis_of::next && next_refused)))
+          e.held_basis = basis_of::doomed;
+        if (next_refused)
+          e.next.reset();  // its value came from the refused one (a blind write after it would have cleared this)
+      }
       e.writing.reset();
-      auto key = i->first;
-      grant_next(i, now, next);
-      i = entries_.upper_bound(key);
+      i = prune(i);
     }
+    return refused;
   }
 
-  /// The holder went down: every lease it held ends with nothing applied (but
-  /// a committing one, which ends with its batch), and its waiting requests are dropped. Returns how many leases were reclaimed.
+  /// The holder went down: every lease it held ends with nothing applied, and
+  /// its waiting requests are dropped. Returns how many leases were reclaimed.
   std::size_t holder_down(const std::string& holder, clock::time_point now, std::vector<outcome>& next) {
     return reclaim(
       now, next, [&](const waiting& w) { return w.holder == holder; }, [](waiting&) {},
       [&](const lease& l) { return l.holder == holder; });
   }
 
-  /// Reclaims leases past their TTL (but committing ones) and answers waiters past their deadline.
+  /// Reclaims leases past their TTL and answers waiters past their deadline.
   /// Returns how many leases were reclaimed.
   std::size_t expire(clock::time_point now, std::vector<outcome>& next) {
     return reclaim(
@@ -297,7 +327,7 @@ public:
         out = t;
     };
     for (auto& [key, e] : entries_) {
-      if (e.held && !e.held->committing)
+      if (e.held)
         consider(e.held->until);
       for (auto& w : e.queue)
         consider(w.deadline);
@@ -347,19 +377,26 @@ private:
 
   struct staged {
     std::optional<std::string> value;  ///< nullopt: erase
-    bool ends_lease = false;           ///< a lease's commit: the lease ends when settled
+    bool depends = false;              ///< (next only) the value derives from the open batch's
   };
 
+  // What the current lease read: the settled value, the open batch's, the
+  // next batch's, or a value of a refused batch (doomed).
+  enum class basis_of : std::uint8_t { settled, writing, next, doomed };
+
   struct entry {
-    std::optional<std::string> value;  ///< the settled value: what get and grants see
+    std::optional<std::string> value;  ///< the settled value: what get shows
     std::optional<lease> held;
+    basis_of held_basis = basis_of::settled;
     std::deque<waiting> queue;
     std::optional<staged> writing;     ///< in the open batch
     std::optional<staged> next;        ///< for the next batch
   };
 
-  // A lease is granted only on a key with no lease and nothing staged.
   static bool busy(const entry& e) noexcept { return e.held || e.writing || e.next; }
+
+  // Whether the value as it will be derives from the open batch.
+  static bool unsettled_depends(const entry& e) noexcept { return e.next ? e.next->depends : e.writing.has_value(); }
 
   // The value as it will be once everything staged is settled as applied.
   static const std::optional<std::string>& latest(const entry& e) noexcept {
@@ -384,7 +421,7 @@ private:
           ++w;
         }
       }
-      if (i->second.held && !i->second.held->committing && ends_lease(*i->second.held)) {
+      if (i->second.held && ends_lease(*i->second.held)) {
         ++reclaimed;
         auto key = i->first;
         release(i, now, next);
@@ -399,7 +436,8 @@ private:
   grant grant_to(const std::string& key, entry& e, const std::string& holder, clock::duration ttl,
                  clock::time_point now) {
     e.held = lease{++last_token_, holder, now, now + ttl};
-    return grant{key, e.held->token, e.value, e.held->until};
+    e.held_basis = e.next ? basis_of::next : e.writing ? basis_of::writing : basis_of::settled;
+    return grant{key, e.held->token, latest(e), e.held->until};
   }
 
   // Ends the current lease and grants the next live waiter.
@@ -408,10 +446,10 @@ private:
     grant_next(i, now, next);
   }
 
-  // Grants the next live waiter if the key is free (prunes it if nothing is left).
+  // Grants the next live waiter if the key is not leased (prunes it if nothing is left).
   void grant_next(iterator i, clock::time_point now, std::vector<outcome>& next) {
     auto& e = i->second;
-    if (busy(e))
+    if (e.held)
       return;
     while (!e.queue.empty()) {
       auto w = std::move(e.queue.front());
