@@ -907,3 +907,46 @@ TEST_F(Global, ReplyDurabilityHotKeyAddsAreExactAndSurviveKill9) {
   http_client c2(port());
   EXPECT_EQ(stored(c2, "hot"), json(acknowledged.load())) << "acknowledged adds lost to a kill -9";
 }
+
+// A holder granted right at a commit reads its value; when the deposit refuses
+// that commit, what the holder builds on it must not be applied either, even
+// once the deposit takes writes again. Whatever each add is answered, the value
+// is the start plus the adds answered 200, and every other answer says retry.
+TEST_F(GlobalRefused, WhatWasBuiltOnARefusedCommitIsNotAppliedEither) {
+  scratch_dir dir;
+  const fs::path dep = dir.path;
+  const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
+  start_on(dir.path, reply);
+  http_client c(port());
+  ASSERT_STATUS(put_value(c, "chain", 10), 200);
+  async_add a(warm_client(port()), "chain", {{"delta", 1}, {"hold_ms", 600}, {"ttl_ms", 5000}});
+  ASSERT_TRUE(eventually(milliseconds(3000), [&] {
+    auto ent = admin_entry(admin_global(port()), "chain");
+    return ent.is_object() && ent.contains("lease");
+  }));
+  async_add b(warm_client(port()), "chain", {{"delta", 1}, {"hold_ms", 600}, {"ttl_ms", 5000}});
+  ASSERT_TRUE(eventually(milliseconds(3000), [&] {
+    return admin_entry(admin_global(port()), "chain").value("waiting", -1) == 1;
+  })) << "B does not wait behind A";
+  fs::rename(dep / "users", dep / "users.away");
+  { std::ofstream(dep / "users") << "not a directory"; }
+  auto ra = a.get();
+  EXPECT_TRUE(refused_retry(ra.r)) << ra.transport_error;
+  // B holds now, granted at A's commit; the deposit is back before he commits.
+  fs::remove(dep / "users");
+  fs::rename(dep / "users.away", dep / "users");
+  auto rb = b.get();
+  ASSERT_TRUE(rb.transport_error.empty()) << rb.transport_error;
+  int applied = 0;
+  for (const auto* r : {&ra.r, &rb.r}) {
+    if (r->status == 200)
+      ++applied;
+    else
+      EXPECT_TRUE(refused_retry(*r));
+  }
+  EXPECT_EQ(stored(c, "chain"), json(10 + applied)) << "B's answer: " << rb.r.describe();
+  node().kill9();
+  start_on(dir.path, reply);
+  http_client c2(port());
+  EXPECT_EQ(stored(c2, "chain"), json(10 + applied));
+}
