@@ -272,6 +272,12 @@ response global_call(global_op op, std::function<response(const global_reply&)> 
     throw http_error(503, "too many requests are waiting for this key, retry", 1);
   if (why == "wait_expired")
     throw http_error(503, "the key stayed busy too long, retry", 1);
+  // commander.durability = "reply": a change is answered once durable.
+  if (why == "not_durable")
+    throw http_error(503, "the change could not be made durable and was not applied, retry", 1);
+  if (why == "durability_unknown")  // no Retry-After: retrying may apply it twice
+    throw http_error(503, "the change may or may not have been made durable (the deposit did not answer); "
+                          "check before retrying");
   throw http_error(503, "the global store cannot answer right now, retry", 1);
 }
 

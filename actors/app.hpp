@@ -276,7 +276,9 @@ protected:
   // store has answered and its response is the request's answer. A refusal by
   // the store answers the request with an error status (400 invalid key, 413
   // value too big, 409 lease expired or key leased, 503 + Retry-After when the
-  // wait for a lease was too long or its queue full) unless `then` takes it.
+  // wait for a lease was too long or its queue full, or when the deposit refused
+  // a change under commander.durability "reply" — nothing applied —, 503 without
+  // Retry-After when a change's outcome is unknown) unless `then` takes it.
 
   /// Reads `key`; then(value or nullopt).
   static response global_get(std::string key, std::function<response(const std::optional<std::string>&)> then);

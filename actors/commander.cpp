@@ -3,6 +3,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "registry/epoch_source.hpp"
+#include "actors/rate_limited_log.hpp"
 #include "registry/ids.hpp"
 #include "registry/lease_table.hpp"
 #include "registry/placement_index.hpp"
@@ -12,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <unordered_set>
@@ -83,6 +86,21 @@ struct commander_state {
   std::unordered_map<caf::actor_addr, std::string> holders;  // monitored holder → its name in the table
   std::uint64_t timer_generation = 0;
   std::optional<steady::time_point> timer_due;
+  // The store's writes, one at a time (each a whole snapshot: a later one must
+  // not land before an earlier one is settled). With durability "reply" the
+  // requesters of staged changes wait for the batch that writes them (bounded:
+  // a user has one request at a time); a flush (the soft quit) waits too.
+  using flushed = std::function<void(const caf::error&)>;
+  struct staged_waiter {
+    global_promise promise;
+    std::string key;
+    bool depends;  // read a value of the batch being written: refused with it
+  };
+  std::vector<staged_waiter> staged_waiters, writing_waiters;
+  std::vector<flushed> staged_flushes;
+  bool writing_global = false;
+  rate_limited_log refused_log{spdlog::level::err, std::chrono::seconds(10)};
+
   // Fencing (docs/CLUSTER.md "Fencing"): each placement's owner epoch, under
   // a commander generation the deposit gave this commander when it started.
   registry::epoch_source epochs;
@@ -326,24 +344,94 @@ struct commander_state {
     deliver(next, now);
   }
 
-  auto persist_global() {
+  bool reply_durability() const { return ctx->recipe.commander.durability == "reply"; }
+
+  // Writes the store once no earlier write is in flight: what was staged, for
+  // the requesters and flushes waiting for it.
+  void write_global() {
+    if (writing_global || (staged_waiters.empty() && staged_flushes.empty()))
+      return;
+    writing_global = true;
+    writing_waiters = std::move(staged_waiters);
+    staged_waiters.clear();
+    auto flushes = std::make_shared<std::vector<flushed>>(std::move(staged_flushes));
+    staged_flushes.clear();
     store::parcel p;
     p.writer_node = ctx->node_name;
     p.writer_worker = "commander";
     p.cause = store::parcel_cause::checkpoint;
-    p.payload = store::pack(global->snapshot());
-    return self->request(deposit, std::chrono::seconds(30), put_atom::value, parcel_kind::user, global_snapshot_key,
-                         std::move(p));
+    p.payload = store::pack(global->begin_batch());
+    self->request(deposit, std::chrono::seconds(30), put_atom::value, parcel_kind::user, global_snapshot_key,
+                  std::move(p))
+      .then([this, flushes](std::uint64_t) { global_written(caf::error{}, *flushes); },
+            [this, flushes](caf::error& err) { global_written(err, *flushes); });
   }
 
-  // A change was applied: with durability "reply" the snapshot is durable before the ack.
+  // A write of the store ended. Refused by the deposit (its previous parcel
+  // stands): the batch's changes are dropped and their requesters told to
+  // retry. Not answered: it may have landed, so the changes are kept (the next
+  // write carries them) and their requesters told the outcome is unknown.
+  // A refused batch takes with it the changes staged since that read its
+  // values (a lease granted on a value it carried, and what was derived from it).
+  void global_written(const caf::error& err, std::vector<flushed>& flushes) {
+    bool refused = err && is(err, errc::deposit_failed);
+    auto refused_keys = global->settle(!refused);
+    writing_global = false;
+    auto waiters = std::move(writing_waiters);
+    writing_waiters.clear();
+    if (refused && !refused_keys.empty()) {
+      std::sort(refused_keys.begin(), refused_keys.end());
+      auto keep = std::partition(staged_waiters.begin(), staged_waiters.end(), [&](const staged_waiter& w) {
+        return !w.depends || !std::binary_search(refused_keys.begin(), refused_keys.end(), w.key);
+      });
+      std::move(keep, staged_waiters.end(), std::back_inserter(waiters));
+      staged_waiters.erase(keep, staged_waiters.end());
+    }
+    if (err) {
+      if (refused)
+        ctx->metrics.changes_rolled_back.fetch_add(waiters.size(), std::memory_order_relaxed);
+      if (!waiters.empty())
+        refused_log("global store: {} change(s) {}: {}", waiters.size(),
+                    refused ? "refused by the deposit, not applied" : "of unknown outcome (the deposit did not answer), kept",
+                    self->system().render(err));
+    }
+    for (auto& w : waiters) {
+      detail::global_reply r;
+      if (err)
+        r.refusal = to_string(refused ? registry::lease_refusal::not_durable
+                                      : registry::lease_refusal::durability_unknown);
+      w.promise.deliver(std::move(r));
+    }
+    for (auto& f : flushes)
+      f(err);
+    count_global();
+    write_global();
+  }
+
+  // Writes the whole store after every change staged so far; `done(error)`.
+  void flush_global(flushed done) {
+    staged_flushes.push_back(std::move(done));
+    write_global();
+  }
+
+  // A change applied now (durability "freeze"): acknowledged at once.
   caf::result<detail::global_reply> applied(detail::global_reply r) {
     count_global();
-    if (ctx->recipe.commander.durability != "reply")
-      return r;
+    return r;
+  }
+
+  // A change staged (durability "reply"): acknowledged once its batch is durable.
+  caf::result<detail::global_reply> staged(registry::lease_refusal r, const std::string& key, bool depends) {
+    detail::global_reply out;
+    if (r != registry::lease_refusal::none) {
+      if (r == registry::lease_refusal::not_durable)  // a doomed lease's commit
+        ctx->metrics.changes_rolled_back.fetch_add(1, std::memory_order_relaxed);
+      out.refusal = to_string(r);
+      return out;
+    }
     auto promise = self->make_response_promise<detail::global_reply>();
-    persist_global().then([promise, r](std::uint64_t) mutable { promise.deliver(r); },
-                          [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+    staged_waiters.push_back({promise, key, depends});
+    write_global();
     return promise;
   }
 
@@ -365,10 +453,20 @@ struct commander_state {
           }
         return out;
       case kind::set:
+        if (reply_durability()) {
+          bool depends = false;
+          auto r = global->stage_set(op.key, std::move(op.value), depends);
+          return staged(r, op.key, depends);
+        }
         if (!refusal(global->set(op.key, std::move(op.value))))
           return out;
         return applied(out);
       case kind::erase:
+        if (reply_durability()) {
+          bool depends = false;
+          auto r = global->stage_erase(op.key, depends);
+          return staged(r, op.key, depends);
+        }
         if (!refusal(global->erase(op.key)))
           return out;
         return applied(out);
@@ -405,8 +503,14 @@ struct commander_state {
         return promise;
       }
       case kind::commit: {
-        auto r = global->commit(op.key, op.token,
-                                op.has_value ? std::optional<std::string>(std::move(op.value)) : std::nullopt, now, next);
+        auto value = op.has_value ? std::optional<std::string>(std::move(op.value)) : std::nullopt;
+        if (reply_durability()) {  // the lease ends now; the answer waits for the write
+          bool depends = false;
+          auto r = global->stage_commit(op.key, op.token, std::move(value), now, next, depends);
+          deliver(next, now);
+          return staged(r, op.key, depends);
+        }
+        auto r = global->commit(op.key, op.token, std::move(value), now, next);
         deliver(next, now);
         if (!refusal(r))
           return out;
@@ -602,13 +706,13 @@ struct commander_state {
         promise.deliver(*total, std::move(*not_saved));
         return;
       }
-      persist_global().then(
-        [promise, total, not_saved](std::uint64_t) mutable { promise.deliver(*total, std::move(*not_saved)); },
-        [this, promise, total, not_saved](caf::error& err) mutable {
+      flush_global([this, promise, total, not_saved](const caf::error& err) mutable {
+        if (err) {
           spdlog::error("soft quit: the global store could not be written: {}", self->system().render(err));
           not_saved->push_back("the global store");
-          promise.deliver(*total, std::move(*not_saved));
-        });
+        }
+        promise.deliver(*total, std::move(*not_saved));
+      });
     };
     if (mine.empty()) {
       finish();

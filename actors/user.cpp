@@ -121,6 +121,10 @@ struct user_state : detail::user_host {
   std::vector<caf::typed_response_promise<bool>> freeze_waiters;
   bool idle_check_pending = false;
   bool checkpoint_pending = false;
+  // A guest's login is on its way: the commander removes his parcel, so no
+  // checkpoint of his may be written from now on (it could land after that
+  // removal); a failed login lets the checkpoints go on.
+  bool leaving_as_guest = false;
 
   // The request being served, for the identity accessors.
   const std::string* current_cid = &no_name;
@@ -252,6 +256,8 @@ struct user_state : detail::user_host {
         return;
       }
     auto found = routes.find(call.req->method, call.req->path);
+    if (!found.target && call.req->method == "HEAD")  // GET's answer; the front sends its headers only
+      found = routes.find("GET", call.req->path);
     if (!found.target) {
       respond(call.to, found.other_method ? error_response(405, "method not allowed")
                                           : error_response(404, "no such route"));
@@ -331,6 +337,8 @@ struct user_state : detail::user_host {
     auto waiting = std::make_shared<pending_call>(std::move(call));
     auto on_reply = std::move(step.on_reply);
     auto timeout = ctx->request_timeout();
+    using kind = detail::global_op::kind;
+    bool changes = step.op.what == kind::set || step.op.what == kind::erase || step.op.what == kind::commit;
     self->request(commander, timeout, global_atom::value, std::move(step.op))
       .then(
         [this, waiting, on_reply](detail::global_reply& r) {
@@ -338,11 +346,14 @@ struct user_state : detail::user_host {
           run(std::move(*waiting), [&] { return on_reply(r); });
           drain();
         },
-        [this, waiting](caf::error& err) {
+        [this, waiting, changes](caf::error& err) {
           spdlog::warn("user {}: the global store did not answer: {}", registry::redact(user_name),
                        self->system().render(err));
           busy = false;
-          respond(waiting->to, error_response(503, "the global store did not answer, retry", 1));
+          // A change without an answer may still be applied: never "retry" for it.
+          respond(waiting->to, changes ? error_response(503, "the global store did not answer; the change may or may "
+                                                             "not have been applied, check before retrying")
+                                       : error_response(503, "the global store did not answer, retry", 1));
           drain();
         });
   }
@@ -463,10 +474,15 @@ struct user_state : detail::user_host {
           .then([](bool) {}, [](caf::error&) {});  // he is gone by then: the commander removes it too
         return st.retire();
       }
+      // He stays (other connections): checkpoints go on.
+      if (std::exchange(st.leaving_as_guest, false) && st.dirty && st.mode == durability::interval)
+        st.schedule_checkpoint();
       st.drain();
     };
     auto on_error = [self = self, waiting](caf::error& err) {
       auto& st = self->state;
+      if (std::exchange(st.leaving_as_guest, false) && st.dirty && st.mode == durability::interval)
+        st.schedule_checkpoint();
       spdlog::warn("user {}: moving a connection failed: {}", registry::redact(st.user_name),
                    self->system().render(err));
       respond(waiting->to, error_response(503, "login/logout could not be completed, retry", 1));
@@ -474,6 +490,7 @@ struct user_state : detail::user_host {
       st.drain();
     };
     const auto& cid = waiting->req->cid;
+    leaving_as_guest = registry::is_guest(user_name);
     if (target) {
       login_request order{cid, user_name, *target,
                           registry::is_guest(user_name) ? carried_store() : store::bytes{}};
@@ -781,7 +798,7 @@ struct user_state : detail::user_host {
   // durability = "interval": a changed store is written every checkpoint_seconds.
   void checkpoint() {
     checkpoint_pending = false;
-    if (!dirty || freezing || stopped)
+    if (!dirty || freezing || stopped || leaving_as_guest)
       return;
     dirty = false;
     self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name,

@@ -194,7 +194,7 @@ void throughput(const options& o) {
   auto dir = make_temp_dir("troupe-cluster-bench-wrk-");
   double alone = 0, one_front = 0, three_fronts = 0;
   {
-    node_process lone({});
+    node_process lone(std::vector<std::string>{});
     alone = wrk("http://127.0.0.1:" + std::to_string(lone.port()), cookie_file({lone.port()}, 300, dir), 2, 64,
                 o.seconds);
   }

@@ -13,6 +13,8 @@ const char* to_string(lease_refusal r) noexcept {
     case lease_refusal::lease_expired: return "lease_expired";
     case lease_refusal::key_leased: return "key_leased";
     case lease_refusal::no_such_key: return "no_such_key";
+    case lease_refusal::not_durable: return "not_durable";
+    case lease_refusal::durability_unknown: return "durability_unknown";
   }
   return "unknown";
 }

@@ -13,6 +13,17 @@
 ///   holder going down, or its TTL; the next waiter is granted at once.
 /// - set/erase on a held key are refused (key_leased): a writer without the
 ///   lease would overwrite a read-modify-write in progress.
+/// - Durable changes (the owner's durability "reply"): stage_set, stage_erase
+///   and stage_commit stage a change instead of applying it; the owner writes
+///   the staged changes as one batch (begin_batch: the values as they will be)
+///   and settles it with the write's outcome; one batch is open at a time.
+///   get shows the last settled value. A lease ends at its commit and the next
+///   holder reads the staged value, so a hot key's commits share one write;
+///   what depends on the open batch is tracked: when that batch is refused,
+///   the staged changes that read its values (`depends`) are refused too, and
+///   a lease holding such a value is doomed (its commit refused not_durable).
+///   A refused batch is dropped, as if never asked; one applied, or of unknown
+///   outcome, becomes the settled value.
 ///
 /// `Waiter` is whatever the owner needs to answer a waiting requester later
 /// (a response promise).
@@ -40,6 +51,9 @@ enum class lease_refusal : std::uint8_t {
   lease_expired,   ///< the token is not the key's current lease (stale, reclaimed, or never granted)
   key_leased,      ///< set/erase while somebody holds the key's lease
   no_such_key,
+  // Set by the owner, never by the table: the outcome of a durable change.
+  not_durable,         ///< the deposit refused its write: not applied
+  durability_unknown,  ///< the write was not answered: it may or may not be durable (kept)
 };
 
 const char* to_string(lease_refusal r) noexcept;
@@ -169,6 +183,125 @@ public:
     return lease_refusal::none;
   }
 
+  // -- durable changes ---------------------------------------------------------------
+  // `depends` (out): the change read a value of the open batch, so it is refused
+  // if that batch is (settle's answer names the keys).
+
+  /// As set, but staged for the next batch (a later stage of the same key in
+  /// the same batch wins). A blind write: it depends on nothing.
+  lease_refusal stage_set(const std::string& key, std::string value, bool& depends) {
+    depends = false;
+    if (auto r = check_key(key); r != lease_refusal::none)
+      return r;
+    if (value.size() > limits_.max_value_bytes)
+      return lease_refusal::value_too_big;
+    auto& e = entries_[key];
+    if (e.held)
+      return lease_refusal::key_leased;
+    e.next = staged{std::move(value), false};
+    return lease_refusal::none;
+  }
+
+  /// As erase (of the value as it will be once what is staged is settled), staged.
+  lease_refusal stage_erase(const std::string& key, bool& depends) {
+    depends = false;
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !latest(i->second))
+      return lease_refusal::no_such_key;
+    auto& e = i->second;
+    if (e.held)
+      return lease_refusal::key_leased;
+    depends = unsettled_depends(e);  // it found the key in a value the deposit may refuse
+    e.next = staged{std::nullopt, depends};
+    return lease_refusal::none;
+  }
+
+  /// As commit, but the value is staged for the next batch; the lease ends
+  /// now (the next waiter, in `next`, reads the staged value). A doomed
+  /// lease (it read a value of a refused batch) is refused not_durable.
+  lease_refusal stage_commit(const std::string& key, std::uint64_t token, std::optional<std::string> value,
+                             clock::time_point now, std::vector<outcome>& next, bool& depends) {
+    depends = false;
+    auto i = entries_.find(key);
+    if (i == entries_.end() || !i->second.held || i->second.held->token != token)
+      return lease_refusal::lease_expired;
+    if (value && value->size() > limits_.max_value_bytes)
+      return lease_refusal::value_too_big;  // the lease stays: the holder may retry or abort
+    auto& e = i->second;
+    auto basis = e.held_basis;
+    if (basis == basis_of::doomed) {
+      release(i, now, next);
+      return lease_refusal::not_durable;
+    }
+    depends = basis == basis_of::writing || (basis == basis_of::next && e.next && e.next->depends);
+    e.next = staged{std::move(value), depends};
+    release(i, now, next);
+    return lease_refusal::none;
+  }
+
+  /// True when changes wait for the next batch.
+  bool has_staged() const noexcept {
+    for (auto& [key, e] : entries_)
+      if (e.next)
+        return true;
+    return false;
+  }
+
+  /// True between begin_batch and settle.
+  bool batch_open() const noexcept { return batch_open_; }
+
+  /// Starts a batch (none may be open): what was staged is now being written.
+  /// Returns every value as it is once the batch is applied: what to write.
+  std::map<std::string, std::string> begin_batch() {
+    batch_open_ = true;
+    std::map<std::string, std::string> out;
+    for (auto& [key, e] : entries_) {
+      if (e.next) {
+        e.writing = std::move(e.next);
+        e.next.reset();
+        if (e.held && e.held_basis == basis_of::next)
+          e.held_basis = basis_of::writing;
+      }
+      const auto& v = e.writing ? e.writing->value : e.value;
+      if (v)
+        out.emplace(key, *v);
+    }
+    return out;
+  }
+
+  /// Ends the open batch: `applied` (written, or outcome unknown) installs its
+  /// changes. Refused: they are dropped, and so are the changes staged since
+  /// that read them (the owner refuses those whose `depends` was set, on the
+  /// keys returned), and the leases holding such values are doomed.
+  std::vector<std::string> settle(bool applied) {
+    batch_open_ = false;
+    std::vector<std::string> refused;
+    for (auto i = entries_.begin(); i != entries_.end();) {
+      auto& e = i->second;
+      if (!e.writing) {
+        ++i;
+        continue;
+      }
+      if (applied) {
+        e.value = std::move(e.writing->value);
+        if (e.next)
+          e.next->depends = false;
+        if (e.held && e.held_basis == basis_of::writing)
+          e.held_basis = basis_of::settled;
+      } else {
+        refused.push_back(i->first);
+        bool next_refused = e.next && e.next->depends;
+        if (e.held && (e.held_basis == basis_of::writing || (e.held_basis == basis_of::next && next_refused)))
+          e.held_basis = basis_of::doomed;
+        if (next_refused)
+          e.next.reset();  // its value came from the refused one (a blind write after it would have cleared this)
+      }
+      e.writing.reset();
+      i = prune(i);
+    }
+    return refused;
+  }
+
   /// The holder went down: every lease it held ends with nothing applied, and
   /// its waiting requests are dropped. Returns how many leases were reclaimed.
   std::size_t holder_down(const std::string& holder, clock::time_point now, std::vector<outcome>& next) {
@@ -225,7 +358,7 @@ public:
       f(key, e.value ? &*e.value : nullptr, e.held ? &*e.held : nullptr, e.queue.size());
   }
 
-  /// Every value, for persistence.
+  /// Every value (staged changes aside), for persistence.
   std::map<std::string, std::string> snapshot() const {
     std::map<std::string, std::string> out;
     for (auto& [key, e] : entries_)
@@ -242,11 +375,33 @@ private:
     Waiter waiter;
   };
 
-  struct entry {
-    std::optional<std::string> value;
-    std::optional<lease> held;
-    std::deque<waiting> queue;
+  struct staged {
+    std::optional<std::string> value;  ///< nullopt: erase
+    bool depends = false;              ///< (next only) the value derives from the open batch's
   };
+
+  // What the current lease read: the settled value, the open batch's, the
+  // next batch's, or a value of a refused batch (doomed).
+  enum class basis_of : std::uint8_t { settled, writing, next, doomed };
+
+  struct entry {
+    std::optional<std::string> value;  ///< the settled value: what get shows
+    std::optional<lease> held;
+    basis_of held_basis = basis_of::settled;
+    std::deque<waiting> queue;
+    std::optional<staged> writing;     ///< in the open batch
+    std::optional<staged> next;        ///< for the next batch
+  };
+
+  static bool busy(const entry& e) noexcept { return e.held || e.writing || e.next; }
+
+  // Whether the value as it will be derives from the open batch.
+  static bool unsettled_depends(const entry& e) noexcept { return e.next ? e.next->depends : e.writing.has_value(); }
+
+  // The value as it will be once everything staged is settled as applied.
+  static const std::optional<std::string>& latest(const entry& e) noexcept {
+    return e.next ? e.next->value : e.writing ? e.writing->value : e.value;
+  }
 
   using iterator = typename std::map<std::string, entry>::iterator;
 
@@ -281,13 +436,21 @@ private:
   grant grant_to(const std::string& key, entry& e, const std::string& holder, clock::duration ttl,
                  clock::time_point now) {
     e.held = lease{++last_token_, holder, now, now + ttl};
-    return grant{key, e.held->token, e.value, e.held->until};
+    e.held_basis = e.next ? basis_of::next : e.writing ? basis_of::writing : basis_of::settled;
+    return grant{key, e.held->token, latest(e), e.held->until};
   }
 
   // Ends the current lease and grants the next live waiter.
   void release(iterator i, clock::time_point now, std::vector<outcome>& next) {
+    i->second.held.reset();
+    grant_next(i, now, next);
+  }
+
+  // Grants the next live waiter if the key is not leased (prunes it if nothing is left).
+  void grant_next(iterator i, clock::time_point now, std::vector<outcome>& next) {
     auto& e = i->second;
-    e.held.reset();
+    if (e.held)
+      return;
     while (!e.queue.empty()) {
       auto w = std::move(e.queue.front());
       e.queue.pop_front();
@@ -303,7 +466,7 @@ private:
 
   // Forgets an entry with nothing left in it; returns the next iterator.
   iterator prune(iterator i) {
-    if (i != entries_.end() && !i->second.value && !i->second.held && i->second.queue.empty())
+    if (i != entries_.end() && !i->second.value && !busy(i->second) && i->second.queue.empty())
       return entries_.erase(i);
     return i == entries_.end() ? i : std::next(i);
   }
@@ -311,6 +474,7 @@ private:
   limits limits_;
   std::map<std::string, entry> entries_;
   std::uint64_t last_token_ = 0;
+  bool batch_open_ = false;
 };
 
 }  // namespace troupe::registry

@@ -709,6 +709,11 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
   res_.keep_alive(keep);
   res_.body() = std::move(body);
   res_.prepare_payload();
+  // A reply to HEAD has the headers GET's would have, its Content-Length
+  // included, and no content (RFC 9110 §9.3.2): a byte of it would be read as
+  // the start of the next response on this connection.
+  if (req_.method() == http::verb::head)
+    res_.body().clear();
   if (spdlog::should_log(spdlog::level::debug))
     spdlog::debug("{} {} -> {} ({} us)", std::string(req_.method_string()), std::string(req_.target()).substr(0, 200),
                   status,
@@ -735,7 +740,9 @@ void http_session::refuse_and_close(std::uint16_t status, const std::string& tex
   close_after_ = true;
   started_ = std::chrono::steady_clock::now();
   if (parser_ && parser_->is_header_done())
-    req_ = parser_->release();  // answer in the request's HTTP version
+    req_ = parser_->release();  // answer in the request's HTTP version (and method: HEAD has no content)
+  else
+    req_ = {};  // not the previous request's: it is not what is answered
   do_write(status, error_body(text), "application/json", retry_after);
 }
 

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 using namespace troupe;
 
 namespace {
@@ -137,4 +140,54 @@ TEST(app_types, finds_registered_types) {
   EXPECT_EQ(types.names(), std::vector<std::string>{"a"});
   auto instance = (*types.find("a"))();
   EXPECT_NE(instance, nullptr);
+}
+
+namespace {
+struct global_probe : user_actor<st> {
+  void routes(router&) override {}
+  using user_actor_base::global_commit;
+  using user_actor_base::global_erase;
+  using user_actor_base::global_set;
+  using user_actor_base::lease_grant;
+};
+
+// The http_error a global-store reply makes its handler answer, or nullopt when it succeeds.
+std::optional<http_error> answer_to(const response& r, const std::string& refusal) {
+  EXPECT_TRUE(r.next);
+  if (!r.next)
+    return std::nullopt;
+  detail::global_reply reply;
+  reply.refusal = refusal;
+  try {
+    r.next->on_reply(reply);
+  } catch (const http_error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+// commander.durability = "reply": a change the deposit refused was not applied
+// (503 + Retry-After: retrying is safe); one whose write was not answered may
+// be applied (503 without Retry-After, saying so).
+TEST(global_store, a_refused_change_says_retry_and_one_of_unknown_outcome_does_not) {
+  global_probe::lease_grant lease{"k", 7, std::string("1")};
+  const std::vector<response> changes = {
+    global_probe::global_commit(lease, std::string("2"), [] { return response::text("ok"); }),
+    global_probe::global_set("k", "2", [] { return response::text("ok"); }),
+    global_probe::global_erase("k", [](bool) { return response::text("ok"); }),
+  };
+  for (const auto& change : changes) {
+    EXPECT_FALSE(answer_to(change, "")) << "a durable change is answered by its handler";
+    auto refused = answer_to(change, "not_durable");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status(), 503);
+    EXPECT_GT(refused->retry_after(), 0u);
+    EXPECT_NE(std::string(refused->what()).find("not applied"), std::string::npos) << refused->what();
+    auto unknown = answer_to(change, "durability_unknown");
+    ASSERT_TRUE(unknown);
+    EXPECT_EQ(unknown->status(), 503);
+    EXPECT_EQ(unknown->retry_after(), 0u) << "retrying a change that may be applied may apply it twice";
+    EXPECT_NE(std::string(unknown->what()).find("may or may not"), std::string::npos) << unknown->what();
+  }
 }

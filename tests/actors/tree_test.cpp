@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <condition_variable>
@@ -503,4 +504,62 @@ TEST_F(tree, a_stale_write_is_refused_at_once_even_during_the_soft_quit) {
   EXPECT_FALSE(std::filesystem::exists(fallback));
   EXPECT_EQ(backend->counters().fenced.load(), 1u);
   EXPECT_EQ(backend->get_user("sam")->owner_epoch, 50u);
+}
+
+// commander.durability = "reply": the commander answers a change by the outcome
+// of the write that carries it — refused by the deposit (deposit_failed):
+// not applied, not_durable; any other failure (no answer: a timeout): kept,
+// durability_unknown. Against a deposit that answers puts as told.
+TEST(commander_global, a_refused_write_applies_nothing_and_an_unanswered_one_is_kept_as_unknown) {
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  auto ctx = std::make_shared<node_context>();
+  ctx->recipe.commander.durability = "reply";
+  enum class answer { written, refused, lost };
+  auto next_answer = std::make_shared<std::atomic<answer>>(answer::written);
+  auto puts = std::make_shared<std::atomic<int>>(0);
+  auto deposit = sys.spawn([next_answer, puts]() -> caf::behavior {
+    return {
+      [next_answer, puts](put_atom, parcel_kind, std::string&, store::parcel& p) -> caf::result<std::uint64_t> {
+        ++*puts;
+        switch (next_answer->load()) {
+          case answer::written: return static_cast<std::uint64_t>(p.payload.size());
+          case answer::refused: return make_error(errc::deposit_failed, "no space left on device");
+          case answer::lost: break;
+        }
+        return caf::make_error(caf::sec::request_timeout);
+      },
+    };
+  });
+  auto commander = spawn_commander(sys, ctx, deposit, commander_start{global_snapshot{{"k", "1"}}, {}});
+  caf::scoped_actor self{sys};
+  auto op = [&](detail::global_op::kind what, const std::string& value = {}) {
+    detail::global_op o;
+    o.what = what;
+    o.key = "k";
+    o.has_value = what == detail::global_op::kind::set;
+    o.value = value;
+    detail::global_reply out;
+    out.refusal = "<no answer>";
+    self->request(commander, 5s, global_atom::value, std::move(o))
+      .receive([&](detail::global_reply& r) { out = std::move(r); },
+               [&](caf::error& e) { out.refusal = sys.render(e); });
+    return out;
+  };
+  using kind = detail::global_op::kind;
+  next_answer->store(answer::refused);
+  EXPECT_EQ(op(kind::set, "2").refusal, "not_durable");
+  EXPECT_EQ(op(kind::get).value, "1") << "a refused write applied nothing";
+  next_answer->store(answer::lost);
+  EXPECT_EQ(op(kind::set, "3").refusal, "durability_unknown");
+  EXPECT_EQ(op(kind::get).value, "3") << "a write that may have landed is kept";
+  next_answer->store(answer::written);
+  EXPECT_EQ(op(kind::erase).refusal, "");
+  EXPECT_FALSE(op(kind::get).found);
+  EXPECT_EQ(puts->load(), 3) << "one write per change here (none in flight together)";
+  EXPECT_EQ(ctx->metrics.changes_rolled_back.load(), 1u);
+  caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
 }

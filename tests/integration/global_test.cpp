@@ -12,10 +12,14 @@
 #include "../support/prometheus.hpp"
 #include "../support/test_support.hpp"
 
+#include <sys/mount.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -740,4 +744,209 @@ TEST_F(Global, FullWaitQueueRefusesAtOnceAndServesTheRest) {
 TEST_F(Global, FullWaitQueueIsA503WithRetryAfter) {
   start_tok({"--set", "commander.global_max_waiters=2"});
   full_wait_queue_scenario(port(), /*check_retry_after=*/true);
+}
+
+// ---------------------------------------------------------------------------------
+// 8. commander.durability = "reply" with a deposit that refuses writes (issue 10,
+// defect 8 applied to the global store): a change whose write was refused is not
+// applied — the value stays the last durable one, the answer is 503 + Retry-After,
+// and retrying is safe; reads are served; fencing tokens keep growing; once the
+// deposit takes writes again, changes are acknowledged and survive a kill -9.
+
+namespace {
+
+// A held add on `key` (its own user): its lease's fencing token, read from the
+// admin listing during the hold, and its reply.
+std::pair<std::uint64_t, timed_reply> held_add(uint16_t port, const std::string& key) {
+  async_add holder(warm_client(port), key, {{"delta", 1}, {"hold_ms", 400}, {"ttl_ms", 5000}});
+  std::uint64_t token = 0;
+  EXPECT_TRUE(eventually(milliseconds(3000), [&] {
+    auto ent = admin_entry(admin_global(port), key);
+    if (!ent.is_object() || !ent.contains("lease"))
+      return false;
+    token = ent["lease"].value("token", std::uint64_t{0});
+    return true;
+  })) << "no lease listed for " << key << " during a 400 ms hold";
+  return {token, holder.get()};
+}
+
+// A 503 that tells the client the change was not applied and may be retried.
+::testing::AssertionResult refused_retry(const response& r) {
+  auto e = is_json_error(r, 503);
+  if (!e)
+    return e;
+  if (!r.has("Retry-After"))
+    return ::testing::AssertionFailure() << "a change that was not applied may be retried: " << r.describe();
+  return ::testing::AssertionSuccess();
+}
+
+// The scenario, on a deposit `dir` that a fault makes refuse writes, then mends.
+class GlobalRefused : public Global {
+protected:
+  struct fault {
+    std::function<void()> refuse, restore;
+  };
+  void scenario(const std::string& dir, const fault& f);
+};
+
+}  // namespace
+
+void GlobalRefused::scenario(const std::string& dir, const fault& f) {
+  const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
+  start_on(dir, reply);
+  http_client c(port());
+  ASSERT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 1);
+  ASSERT_STATUS(put_value(c, "motto", "kept"), 200);
+  auto [t1, r1] = held_add(port(), "hits");
+  EXPECT_EQ(value_of(r1.r), 2) << r1.transport_error;
+
+  f.refuse();
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(refused_retry(add(c, "hits", {{"delta", 1}})));
+  EXPECT_EQ(stored(c, "hits"), json(2)) << "a refused commit was applied";
+  EXPECT_TRUE(refused_retry(put_value(c, "motto", "lost")));
+  EXPECT_TRUE(refused_retry(c.request("DELETE", gpath("motto"))));
+  EXPECT_TRUE(refused_retry(put_value(c, "fresh", 1)));
+  EXPECT_EQ(stored(c, "motto"), json("kept")) << "reads are served, and refused writes are not in them";
+  EXPECT_TRUE(is_json_error(c.get(gpath("fresh")), 404)) << "a refused set of a new key was applied";
+  auto [t2, r2] = held_add(port(), "hits");
+  EXPECT_GT(t2, t1) << "fencing tokens must keep growing";
+  EXPECT_TRUE(refused_retry(r2.r)) << r2.transport_error;
+  EXPECT_EQ(stored(c, "hits"), json(2));
+  EXPECT_EQ(metric(port(), "troupe_global_leases_active"), 0.0) << "a refused commit must end its lease";
+  EXPECT_GE(metric(port(), "troupe_changes_rolled_back_total"), 7.0);
+
+  // The deposit takes writes again: retrying works and applies each change once.
+  f.restore();
+  EXPECT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 3);
+  auto [t3, r3] = held_add(port(), "hits");
+  EXPECT_GT(t3, t2) << "fencing tokens must keep growing";
+  EXPECT_EQ(value_of(r3.r), 4) << r3.transport_error;
+  ASSERT_STATUS(put_value(c, "motto", "after"), 200);
+
+  // What was acknowledged survives a kill -9 (no soft quit writes it).
+  node().kill9();
+  start_on(dir, reply);
+  http_client c2(port());
+  EXPECT_EQ(stored(c2, "hits"), json(4));
+  EXPECT_EQ(stored(c2, "motto"), json("after"));
+  EXPECT_TRUE(is_json_error(c2.get(gpath("fresh")), 404));
+  EXPECT_EQ(value_of(add(c2, "hits", {{"delta", 1}})), 5);
+}
+
+// The deposit's users/ directory (where the global store's parcel lives) replaced by a file.
+TEST_F(GlobalRefused, AChangeTheDepositRefusedIsNotAppliedAndRetryingIsSafe) {
+  scratch_dir dir;
+  const fs::path dep = dir.path;
+  scenario(dir.path, {[&] {
+                        fs::rename(dep / "users", dep / "users.away");
+                        std::ofstream(dep / "users") << "not a directory";
+                      },
+                      [&] {
+                        fs::remove(dep / "users");
+                        fs::rename(dep / "users.away", dep / "users");
+                      }});
+}
+
+// The deposit on a full 1 MB tmpfs (needs mount(2): root, or skipped).
+TEST_F(GlobalRefused, OnAFullDiskAChangeIsNotAppliedAndRetryingIsSafe) {
+  scratch_dir dir;
+  const std::string deposit = dir.path + "/deposit";
+  fs::create_directories(deposit);
+  if (::mount("tmpfs", deposit.c_str(), "tmpfs", 0, "size=1m") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  struct unmount {
+    std::string at;
+    ~unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount_at_end{deposit};
+  const std::string filler = deposit + "/filler";
+  scenario(deposit, {[&] {
+                       std::ofstream fill(filler, std::ios::binary);
+                       std::string block(64 * 1024, 'x');
+                       for (int i = 0; i < 64 && fill; ++i)
+                         fill.write(block.data(), static_cast<std::streamsize>(block.size())), fill.flush();
+                       ASSERT_LT(fs::space(deposit).available, 64u * 1024) << "the tmpfs is not full";
+                     },
+                     [&] { fs::remove(filler); }});
+}
+
+// With commander.durability = "reply" the commits on one hot key share their
+// writes (the next holder reads the staged value): the sum is still exact, and
+// every acknowledged add survives a kill -9.
+TEST_F(Global, ReplyDurabilityHotKeyAddsAreExactAndSurviveKill9) {
+  scratch_dir dir;
+  const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
+  start_on(dir.path, reply);
+  constexpr int users = 8, adds = 25;
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors[users];
+  std::atomic<int> acknowledged{0};
+  for (int u = 0; u < users; ++u)
+    threads.emplace_back([&, u] {
+      try {
+        http_client c(port());
+        for (int i = 0; i < adds; ++i) {
+          auto r = add(c, "hot", {{"delta", 1}});
+          if (r.status == 200)
+            ++acknowledged;
+          else
+            errors[u].push_back(r.describe());
+        }
+      } catch (const std::exception& e) {
+        errors[u].push_back(e.what());
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  for (int u = 0; u < users; ++u)
+    EXPECT_TRUE(errors[u].empty()) << "user " << u << ": " << errors[u].front();
+  http_client c(port());
+  EXPECT_EQ(stored(c, "hot"), json(acknowledged.load()));
+  node().kill9();
+  start_on(dir.path, reply);
+  http_client c2(port());
+  EXPECT_EQ(stored(c2, "hot"), json(acknowledged.load())) << "acknowledged adds lost to a kill -9";
+}
+
+// A holder granted right at a commit reads its value; when the deposit refuses
+// that commit, what the holder builds on it must not be applied either, even
+// once the deposit takes writes again. Whatever each add is answered, the value
+// is the start plus the adds answered 200, and every other answer says retry.
+TEST_F(GlobalRefused, WhatWasBuiltOnARefusedCommitIsNotAppliedEither) {
+  scratch_dir dir;
+  const fs::path dep = dir.path;
+  const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
+  start_on(dir.path, reply);
+  http_client c(port());
+  ASSERT_STATUS(put_value(c, "chain", 10), 200);
+  async_add a(warm_client(port()), "chain", {{"delta", 1}, {"hold_ms", 600}, {"ttl_ms", 5000}});
+  ASSERT_TRUE(eventually(milliseconds(3000), [&] {
+    auto ent = admin_entry(admin_global(port()), "chain");
+    return ent.is_object() && ent.contains("lease");
+  }));
+  async_add b(warm_client(port()), "chain", {{"delta", 1}, {"hold_ms", 600}, {"ttl_ms", 5000}});
+  ASSERT_TRUE(eventually(milliseconds(3000), [&] {
+    return admin_entry(admin_global(port()), "chain").value("waiting", -1) == 1;
+  })) << "B does not wait behind A";
+  fs::rename(dep / "users", dep / "users.away");
+  { std::ofstream(dep / "users") << "not a directory"; }
+  auto ra = a.get();
+  EXPECT_TRUE(refused_retry(ra.r)) << ra.transport_error;
+  // B holds now, granted at A's commit; the deposit is back before he commits.
+  fs::remove(dep / "users");
+  fs::rename(dep / "users.away", dep / "users");
+  auto rb = b.get();
+  ASSERT_TRUE(rb.transport_error.empty()) << rb.transport_error;
+  int applied = 0;
+  for (const auto* r : {&ra.r, &rb.r}) {
+    if (r->status == 200)
+      ++applied;
+    else
+      EXPECT_TRUE(refused_retry(*r));
+  }
+  EXPECT_EQ(stored(c, "chain"), json(10 + applied)) << "B's answer: " << rb.r.describe();
+  node().kill9();
+  start_on(dir.path, reply);
+  http_client c2(port());
+  EXPECT_EQ(stored(c2, "chain"), json(10 + applied));
 }

@@ -10,7 +10,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -402,4 +404,91 @@ TEST_F(HttpHardening, TimeoutsAreLoggedAtMostOnceASecond) {
   auto lines = count_of_text(log, "not answered within");
   EXPECT_GE(lines, 1u) << log;
   EXPECT_LE(lines, 3u) << log;  // 20 timeouts within a second or so
+}
+
+// A reply to HEAD carries no content (RFC 9110 §9.3.2) but GET's status and
+// headers, its Content-Length included. Read off a raw socket: the HEAD is
+// pipelined with a second request, so any byte of content after the HEAD
+// reply's head would sit where the second reply must start.
+namespace {
+
+struct raw_head {
+  std::string status_line;
+  std::map<std::string, std::string> fields;  // lower-case names
+  std::string after;                           // every byte after the head
+};
+
+raw_head head_then_health(uint16_t port, const std::string& path, const headers_t& extra) {
+  http_client raw(port);
+  raw.use_cookie_jar(false);
+  std::string request = "HEAD " + path + " HTTP/1.1\r\nHost: x\r\n";
+  for (auto& [name, value] : extra)
+    request += name + ": " + value + "\r\n";
+  request += "\r\nGET /_troupe/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  raw.send_raw(request);
+  EXPECT_TRUE(raw.wait_closed(milliseconds(5000))) << "the connection was not closed after the second reply";
+  const std::string& bytes = raw.received_raw();
+  raw_head out;
+  auto end = bytes.find("\r\n\r\n");
+  if (end == std::string::npos) {
+    ADD_FAILURE() << "no complete head in: " << bytes;
+    return out;
+  }
+  std::istringstream lines(bytes.substr(0, end + 2));
+  std::getline(lines, out.status_line);
+  if (!out.status_line.empty() && out.status_line.back() == '\r')
+    out.status_line.pop_back();
+  for (std::string line; std::getline(lines, line);) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos)
+      continue;
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    auto value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    if (!value.empty() && value.back() == '\r')
+      value.pop_back();
+    out.fields[name] = value;
+  }
+  out.after = bytes.substr(end + 4);
+  return out;
+}
+
+}  // namespace
+
+TEST_F(HttpHardening, HeadRepliesCarryGetsHeadersAndNoBody) {
+  start({"--admin-token", token});
+  auto c = counted_client(port());
+  const headers_t auth{{"Authorization", "Bearer " + token}};
+  const headers_t cookie{{"Cookie", "troupe_cid=" + *c.cookie()}};
+  struct probe {
+    std::string path;
+    headers_t headers;
+    bool stable_length;  // the metrics change between two requests
+  };
+  const std::vector<probe> probes = {
+    {"/api/counter", cookie, true},       {"/api/no-such-route", cookie, true},
+    {"/_troupe/health", {}, true},        {"/_troupe/console", auth, true},
+    {"/_troupe/global", auth, true},      {"/_troupe/metrics", auth, false},
+    {"/_troupe/metrics", {}, true},       // 401
+  };
+  http_client get(port());
+  get.use_cookie_jar(false);
+  for (const auto& p : probes) {
+    SCOPED_TRACE("HEAD " + p.path);
+    auto g = get.get(p.path, p.headers);
+    auto h = head_then_health(port(), p.path, p.headers);
+    EXPECT_EQ(h.after.substr(0, 9), "HTTP/1.1 ")
+        << "content after the HEAD reply's head (or no second reply): " << h.after.substr(0, 200);
+    EXPECT_EQ(h.status_line.substr(0, 12), "HTTP/1.1 " + std::to_string(g.status)) << h.status_line;
+    EXPECT_EQ(h.fields["content-type"], g.get("Content-Type"));
+    ASSERT_TRUE(h.fields.count("content-length")) << "GET's Content-Length is expected";
+    if (p.stable_length)
+      EXPECT_EQ(h.fields["content-length"], std::to_string(g.body.size()));
+    else
+      EXPECT_GT(std::stoll(h.fields["content-length"]), 0);
+    for (const char* field : {"allow", "www-authenticate", "retry-after"})
+      EXPECT_EQ(h.fields[field], g.get(field)) << field;
+  }
+  EXPECT_EQ(count_of(c.get("/api/counter")), 0) << "HEAD ran the GET handler, which changes nothing";
 }

@@ -134,3 +134,104 @@ TEST(utf8, accepts_valid_and_refuses_invalid) {
   EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(valid_utf8("\xe2\x82"));          // truncated
 }
+
+// Durable changes (durability "reply"): staged, written as a batch, applied
+// only when the batch is settled as applied; get shows the settled value. A
+// lease ends at its commit and the next holder reads the staged value (a hot
+// key's commits share a write); what read a refused batch's value is refused
+// with it, and nothing that remains was derived from a refused value.
+TEST_F(fixture, a_staged_commit_is_settled_by_its_batch_and_the_next_holder_reads_it) {
+  t.set("n", "1");
+  auto g1 = ask("n", "a", 1);
+  ASSERT_TRUE(g1);
+  EXPECT_FALSE(ask("n", "b", 2));
+  bool depends = true;
+  EXPECT_EQ(t.stage_commit("n", g1->token, std::string("2"), now, next, depends), lease_refusal::none);
+  EXPECT_FALSE(depends) << "no batch is open: it read the settled value";
+  EXPECT_EQ(t.stage_commit("n", g1->token, std::string("3"), now, next, depends), lease_refusal::lease_expired)
+      << "one commit per lease";
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].waiter, 2);
+  ASSERT_TRUE(next[0].granted);
+  EXPECT_EQ(next[0].granted->value, "2") << "the next holder reads the staged value";
+  EXPECT_GT(next[0].granted->token, g1->token);
+  auto g2 = *next[0].granted;
+  next.clear();
+  EXPECT_EQ(t.get("n"), "1") << "not durable yet";
+  EXPECT_TRUE(t.has_staged());
+  EXPECT_EQ(t.stage_commit("n", g2.token, std::string("3"), now, next, depends), lease_refusal::none);
+  EXPECT_FALSE(depends) << "it read a value of the same batch";
+  EXPECT_EQ(t.begin_batch(), (std::map<std::string, std::string>{{"n", "3"}}));
+  EXPECT_TRUE(t.batch_open());
+  EXPECT_FALSE(t.has_staged());
+  EXPECT_TRUE(t.settle(true).empty());
+  EXPECT_FALSE(t.batch_open());
+  EXPECT_EQ(t.get("n"), "3");
+  EXPECT_EQ(t.leases(), 0u);
+}
+
+TEST_F(fixture, a_refused_batch_takes_what_read_its_values_with_it) {
+  t.set("n", "1");
+  bool depends = false;
+  auto g1 = ask("n", "a", 1);
+  ASSERT_TRUE(g1);
+  ASSERT_EQ(t.stage_commit("n", g1->token, std::string("2"), now, next, depends), lease_refusal::none);
+  EXPECT_EQ(t.stage_set("fresh", "v", depends), lease_refusal::none);
+  EXPECT_EQ(t.begin_batch(), (std::map<std::string, std::string>{{"fresh", "v"}, {"n", "2"}}));
+  // While it is written: a holder reads its value and commits on it, a third holds on that.
+  auto g2 = ask("n", "b", 2);
+  ASSERT_TRUE(g2);
+  EXPECT_EQ(g2->value, "2");
+  ASSERT_EQ(t.stage_commit("n", g2->token, std::string("3"), now, next, depends), lease_refusal::none);
+  EXPECT_TRUE(depends) << "it read a value the deposit may refuse";
+  auto g3 = ask("n", "c", 3);
+  ASSERT_TRUE(g3);
+  EXPECT_EQ(g3->value, "3");
+  EXPECT_EQ(t.stage_set("other", "o", depends), lease_refusal::none);
+  EXPECT_FALSE(depends);
+  EXPECT_EQ(t.settle(false), (std::vector<std::string>{"fresh", "n"}));
+  EXPECT_EQ(t.get("n"), "1");
+  EXPECT_FALSE(t.get("fresh"));
+  EXPECT_EQ(t.stage_commit("n", g3->token, std::string("4"), now, next, depends), lease_refusal::not_durable)
+      << "a lease on a value of a refused batch cannot commit";
+  EXPECT_EQ(t.leases(), 0u) << "and it ends";
+  auto g4 = ask("n", "d", 4);
+  ASSERT_TRUE(g4);
+  EXPECT_EQ(g4->value, "1") << "the next holder reads the durable value";
+  EXPECT_GT(g4->token, g3->token) << "tokens keep growing over a refusal";
+  EXPECT_EQ(t.begin_batch(), (std::map<std::string, std::string>{{"n", "1"}, {"other", "o"}}))
+      << "nothing derived from the refused batch is written";
+  EXPECT_TRUE(t.settle(true).empty());
+  EXPECT_EQ(t.snapshot(), (std::map<std::string, std::string>{{"n", "1"}, {"other", "o"}}));
+}
+
+TEST_F(fixture, a_blind_write_after_a_dependent_change_survives_the_refusal) {
+  t.set("k", "0");
+  bool depends = false;
+  auto g1 = ask("k", "a", 1);
+  ASSERT_EQ(t.stage_commit("k", g1->token, std::string("1"), now, next, depends), lease_refusal::none);
+  EXPECT_EQ(t.stage_set("e", "x", depends), lease_refusal::none);
+  t.begin_batch();
+  auto g2 = ask("k", "b", 2);
+  ASSERT_TRUE(g2);
+  ASSERT_EQ(t.stage_commit("k", g2->token, std::string("2"), now, next, depends), lease_refusal::none);
+  EXPECT_TRUE(depends);
+  EXPECT_EQ(t.stage_set("k", "9", depends), lease_refusal::none);
+  EXPECT_FALSE(depends);
+  EXPECT_EQ(t.stage_erase("e", depends), lease_refusal::none);
+  EXPECT_TRUE(depends) << "it found the key in the batch being written";
+  EXPECT_EQ(t.stage_erase("never", depends), lease_refusal::no_such_key);
+  EXPECT_EQ(t.settle(false), (std::vector<std::string>{"e", "k"}));
+  EXPECT_FALSE(t.get("e"));
+  EXPECT_EQ(t.begin_batch(), (std::map<std::string, std::string>{{"k", "9"}}));
+}
+
+TEST_F(fixture, a_batch_of_unknown_outcome_is_kept_and_written_again_by_the_next) {
+  bool depends = false;
+  EXPECT_EQ(t.stage_set("k", "1", depends), lease_refusal::none);
+  t.begin_batch();
+  EXPECT_TRUE(t.settle(true).empty());  // not answered: kept, as the write may have landed
+  EXPECT_EQ(t.get("k"), "1");
+  EXPECT_EQ(t.stage_set("j", "2", depends), lease_refusal::none);
+  EXPECT_EQ(t.begin_batch(), (std::map<std::string, std::string>{{"j", "2"}, {"k", "1"}}));
+}
