@@ -117,8 +117,11 @@ struct commander_state {
       .await(
         [this](std::uint64_t generation) {
           asking_generation = false;
-          if (epochs.start(generation))
+          if (epochs.start(generation)) {
             spdlog::info("commander: generation {} (owner epochs from {})", generation, epochs.make(generation, 1));
+            // Fencing tokens share the scheme: a later commander's are above every earlier one's.
+            global->tokens_above(epochs.make(generation, 0));
+          }
           else
             spdlog::error("commander: the deposit gave generation {}, not above {}; kept", generation,
                           epochs.generation());

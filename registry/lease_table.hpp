@@ -344,6 +344,10 @@ public:
     return n;
   }
 
+  /// Tokens granted from now on are above `floor` (a commander taking over
+  /// starts above every token its predecessors could have granted).
+  void tokens_above(std::uint64_t floor) noexcept { last_token_ = std::max(last_token_, floor); }
+
   std::size_t leases() const noexcept {
     std::size_t n = 0;
     for (auto& [key, e] : entries_)

@@ -268,7 +268,8 @@ TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGloba
       last_seen = g.describe();
       if (g.status != 200)
         return false;
-      for (auto& k : g.json().at("keys"))
+      auto body = g.json();  // kept: at() refers into it
+      for (auto& k : body.at("keys"))
         if (k.value("key", "") == "sum" && k.contains("lease"))
           token_seen = k["lease"].value("token", -1LL);
       return token_seen >= 0;

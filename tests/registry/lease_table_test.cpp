@@ -235,3 +235,24 @@ TEST_F(fixture, a_batch_of_unknown_outcome_is_kept_and_written_again_by_the_next
   EXPECT_EQ(t.stage_set("j", "2", depends), lease_refusal::none);
   EXPECT_EQ(t.begin_batch(), (std::map<std::string, std::string>{{"j", "2"}, {"k", "1"}}));
 }
+
+TEST(lease_table_tokens, a_floor_raises_the_next_tokens_and_never_lowers_them) {
+  using table = troupe::registry::lease_table<int>;
+  table t(table::limits{16, 1024, 16, std::chrono::seconds(60)});
+  auto now = std::chrono::steady_clock::now();
+  troupe::registry::lease_refusal refused;
+  auto a = t.for_update("k", "h1", std::chrono::seconds(5), now, 0, now, refused);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->token, 1u);
+  std::vector<table::outcome> next;
+  t.abort("k", a->token, now, next);
+  t.tokens_above(5ull << 32);
+  auto b = t.for_update("k", "h1", std::chrono::seconds(5), now, 0, now, refused);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->token, (5ull << 32) + 1);
+  t.abort("k", b->token, now, next);
+  t.tokens_above(3);
+  auto c = t.for_update("k", "h1", std::chrono::seconds(5), now, 0, now, refused);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->token, (5ull << 32) + 2) << "a lower floor changes nothing";
+}
