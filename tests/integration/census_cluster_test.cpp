@@ -164,14 +164,17 @@ TEST_F(CensusCluster, a_killed_member_is_listed_as_down_never_missing) {
   // n3 answered once: its facts are known.
   ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
     auto r = census_of(0);
-    auto* n3 = r.status == 200 ? node_named(r.json(), "n3") : nullptr;
+    if (r.status != 200)
+      return false;
+    auto doc = r.json();
+    auto* n3 = node_named(doc, "n3");
     return n3 && (*n3)["answered"] == true;
   }));
   cluster_.kill9(2);
   json last;
   bool missing = false;
   bool down = eventually(std::chrono::seconds(15), [&] {
-    for (std::size_t m : {0u, 1u}) {
+    for (std::size_t m : {1u, 0u}) {  // n1 last: it saw n3 answer, so it keeps its facts
       auto r = census_of(m);
       if (r.status != 200)
         return false;
@@ -239,56 +242,65 @@ TEST(CensusLoneNode, answers_with_itself_as_the_nodes_level) {
 }
 
 TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
-  // A live user hosted on n2 or n3, acted on through n1's admin surface.
-  std::string user, node;
+  // Two live users hosted on n2 or n3, acted on through n1's admin surface.
+  std::vector<std::pair<std::string, std::string>> remote;  // (user, node)
+  json seen;
   ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
-    auto r = census_of(0, "?limit=1000&probe=0");
+    auto r = census_of(0, "?limit=1000&probe=0&state=active");
     if (r.status != 200)
       return false;
-    for (auto& row : r.json()["actors"])
-      if (row["state"] == "active" && row["node"].is_string() && row["node"] != "n1") {
-        user = row["id"].get<std::string>().substr(5);
-        node = row["node"];
+    seen = r.json();
+    remote.clear();
+    for (auto& row : seen["actors"])
+      if (row["node"].is_string() && row["node"] != "n1")
+        remote.emplace_back(row["id"].get<std::string>().substr(5), row["node"].get<std::string>());
+    return remote.size() >= 2;
+  })) << seen.dump(1);
+  auto listed_live_anywhere = [&](const std::string& user) {
+    for (std::size_t m = 0; m < cluster_.size(); ++m) {
+      auto r = census_of(m, "?probe=0&prefix=" + user);
+      if (r.status != 200)
         return true;
-      }
+      for (auto& row : r.json()["actors"])
+        if (row["id"] == "user:" + user && !row["actor"].is_null())
+          return true;
+    }
     return false;
-  }));
+  };
   http_client c(cluster_.member(0).port());
-  auto freeze = c.post("/_troupe/users/" + user + "/freeze", "", auth);
+  auto& [frozen_user, frozen_node] = remote[0];
+  auto freeze = c.post("/_troupe/users/" + frozen_user + "/freeze", "", auth);
   ASSERT_STATUS(freeze, 200);
-  // His census row (on any member) says frozen now.
-  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
-    auto r = census_of(1, "?limit=1000&probe=0&state=frozen");
-    if (r.status != 200)
-      return false;
-    for (auto& row : r.json()["actors"])
-      if (row["id"] == "user:" + user)
-        return true;
-    return false;
-  }));
-  auto drop = c.post("/_troupe/users/" + user + "/drop", "", auth);
+  EXPECT_EQ(freeze.json()["frozen"], frozen_user);
+  // Frozen (a guest who never wrote leaves no trace): no member lists him live any more.
+  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] { return !listed_live_anywhere(frozen_user); }));
+  auto& dropped_user = remote[1].first;
+  auto drop = c.post("/_troupe/users/" + dropped_user + "/drop", "", auth);
   ASSERT_STATUS(drop, 200);
-  EXPECT_EQ(drop.json()["was"], "frozen");
+  EXPECT_EQ(drop.json()["was"], "active");
+  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] { return !listed_live_anywhere(dropped_user); }));
   // A worker of another member, named <member>/<worker> as the census shows it.
+  auto& node = remote[1].second;
   auto drain = c.post("/_troupe/workers/" + node + "%2Fdefault-w2/drain", "", auth);
   ASSERT_STATUS(drain, 200);
-  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] {
     auto r = census_of(0, "?node=" + node);
     if (r.status != 200)
       return false;
     for (auto& w : r.json()["workers"])
       if (w["id"] == "worker:" + node + "/default-w2")
-        return false;  // stops once drained
+        return false;  // it stops once drained
     return true;
   }));
-  // One in detail from a member that does not host him.
+  // A user in detail through a member that does not host him.
   auto any = census_of(0, "?node=" + node + "&limit=1&state=active&probe=0");
   ASSERT_STATUS(any, 200);
-  if (!any.json()["actors"].empty()) {
-    auto id = any.json()["actors"][0]["id"].get<std::string>();
-    auto d = c.get("/_troupe/actors/" + id, auth);
-    ASSERT_STATUS(d, 200);
-    EXPECT_EQ(d.json()["node"], node);
-    EXPECT_TRUE(d.json().contains("store"));
-  }
+  ASSERT_FALSE(any.json()["actors"].empty()) << any.body;
+  auto id = any.json()["actors"][0]["id"].get<std::string>();
+  auto d = c.get("/_troupe/actors/" + id, auth);
+  ASSERT_STATUS(d, 200);
+  EXPECT_EQ(d.json()["node"], node);
+  EXPECT_EQ(d.json()["id"], id);
+  EXPECT_TRUE(d.json().contains("store"));
+  EXPECT_STATUS(c.get("/_troupe/actors/user%3Anobody-at-all", auth), 404);
 }
