@@ -203,6 +203,33 @@ TEST_F(CensusCluster, a_killed_member_is_listed_as_down_never_missing) {
       EXPECT_EQ(n["answered"], true) << n.dump();
 }
 
+TEST_F(CensusCluster, a_stopped_member_is_listed_unreachable_then_down) {
+  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
+    auto r = census_of(0);
+    return r.status == 200 && r.json()["nodes"].size() == 3;
+  }));
+  cluster_.pause(2);  // SIGSTOP: its sockets stay open, it answers nothing
+  std::set<std::string> states;
+  bool missing = false;
+  bool down = eventually(std::chrono::seconds(15), [&] {
+    auto r = census_of(0);
+    if (r.status != 200)
+      return false;
+    auto doc = r.json();
+    auto* n3 = node_named(doc, "n3");
+    if (!n3) {
+      missing = true;
+      return true;
+    }
+    states.insert((*n3)["state"].get<std::string>());
+    EXPECT_TRUE((*n3)["state"] == "up" || (*n3)["answered"] == false) << n3->dump();
+    return (*n3)["state"] == "down";
+  });
+  cluster_.resume(2);
+  ASSERT_FALSE(missing);
+  EXPECT_TRUE(down) << "states seen: " << testing::PrintToString(states);
+}
+
 TEST_F(CensusCluster, the_cli_tree_shows_every_node) {
   ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
     auto r = census_of(1);
