@@ -5,8 +5,10 @@
 /// state changes, and the census monitors them). It answers paged, filtered
 /// queries from its model — totals always exact, frozen users included,
 /// nobody woken — and asks the actors on the page for their live figures with
-/// a high-priority probe. It also keeps the orchestration log. The JSON it
-/// answers is the public contract documented in docs/census.md.
+/// a high-priority probe. It also keeps the orchestration log. On a cluster
+/// member (once told its agent) a query answers for every member: it asks each
+/// live member's census for its part and merges them (registry::merge_census).
+/// The JSON it answers is the public contract documented in docs/census.md.
 
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
