@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/orchestration_log.hpp"
+#include "cluster/agent.hpp"
 #include "registry/census_model.hpp"
 #include "registry/ids.hpp"
 #include "store/deposit.hpp"
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -36,6 +38,10 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 constexpr auto probe_timeout = std::chrono::milliseconds(250);
+// Across a cluster: how long the agent, and each member's census, may take
+// (a member's part waits for its probes: probe_timeout and some).
+constexpr auto members_timeout = std::chrono::milliseconds(500);
+constexpr auto part_timeout = std::chrono::milliseconds(1000);
 constexpr std::uint32_t max_limit = 1000;
 constexpr std::size_t console_log_lines = 20;
 
@@ -58,9 +64,11 @@ struct group_info {
   std::uint32_t restarts = 0;
 };
 
+using done_fn = std::function<void(json&&)>;
+
 // A query waiting for its probes: where each answer goes in the document.
 struct pending_query {
-  caf::typed_response_promise<std::string> promise;
+  done_fn done;
   json doc;
   struct target {
     json::json_pointer at;
@@ -110,6 +118,14 @@ struct census_state {
   steady::time_point started = steady::now();
   std::uint64_t next_query = 0;
   std::unordered_map<std::uint64_t, pending_query> pending;
+  // Across a cluster: the agent (none for a lone node), and each member's
+  // facts from its last answer (shown while it does not answer).
+  cluster::agent_handle agent;
+  struct known_member {
+    json facts;
+    steady::time_point at;
+  };
+  std::map<std::string, known_member> last_known;
 
   // -- membership --------------------------------------------------------------------
 
@@ -281,10 +297,12 @@ struct census_state {
   }
 
   // The census document for `q`; the live rows are recorded as probe targets under `base`.
-  caf::expected<json> census_json(const census_query& q, pending_query& pq, const std::string& base) {
+  // `part`: another member asks for this member's part (more rows, an unknown worker selects none).
+  caf::expected<json> census_json(const census_query& q, pending_query& pq, const std::string& base,
+                                  bool part = false) {
     if (q.kind != "user" && q.kind != "worker" && q.kind != "group")
       return make_error(errc::bad_request, "kind: must be user, worker or group");
-    if (q.limit < 1 || q.limit > max_limit)
+    if (q.limit < 1 || q.limit > (part ? registry::max_cluster_window : max_limit))
       return make_error(errc::bad_request, "limit: must be 1-1000");
     registry::census_model::filter f;
     f.prefix = q.prefix;
@@ -297,9 +315,7 @@ struct census_state {
              {"totals", totals_json()},
              {"health", health_json()},
              {"scan", {{"done", scan_done}, {"frozen_found", scan_found}}},
-             {"query",
-              {{"kind", q.kind}, {"prefix", q.prefix}, {"worker", q.worker}, {"state", q.state},
-               {"offset", q.offset}, {"limit", q.limit}}}};
+             {"query", query_json(q)}};
     json groups_list = json::array();
     for (auto& [name, g] : groups)
       groups_list.push_back(group_row(name, g));
@@ -312,12 +328,14 @@ struct census_state {
     json next = nullptr;
     std::int64_t matched = 0;
     if (q.kind == "user") {
+      bool none = false;
       if (!q.worker.empty()) {
         f.worker = model.find_worker(q.worker);
-        if (!f.worker)
+        if (!f.worker && !part)
           return make_error(errc::bad_request, "worker: no worker called " + q.worker);
+        none = !f.worker;
       }
-      auto page = model.query(f, q.offset, q.limit, q.after);
+      auto page = none ? registry::census_model::page{} : model.query(f, q.offset, q.limit, q.after);
       matched = page.matched;
       for (auto& r : page.rows) {
         if (q.probe && r.entry->actor)
@@ -395,14 +413,11 @@ struct census_state {
 
   // Sends the probes of `pq` (high priority: they overtake a backlog) and
   // answers when all are back or the timeout passes.
-  caf::result<std::string> start(pending_query&& pq) {
-    auto promise = self->make_response_promise<std::string>();
-    if (pq.targets.empty()) {
-      promise.deliver(dump(pq.doc));
-      return promise;
-    }
+  void start(pending_query&& pq, done_fn done) {
+    if (pq.targets.empty())
+      return done(std::move(pq.doc));
     auto id = ++next_query;
-    pq.promise = promise;
+    pq.done = std::move(done);
     for (auto i = pq.targets.begin(); i != pq.targets.end();) {
       auto m = members.find(i->first);
       if (m == members.end()) {
@@ -416,12 +431,16 @@ struct census_state {
                                               id, detail);
       ++i;
     }
-    if (pq.targets.empty()) {
-      promise.deliver(dump(pq.doc));
-      return promise;
-    }
+    if (pq.targets.empty())
+      return pq.done(std::move(pq.doc));
     pending.emplace(id, std::move(pq));
     self->delayed_send(self, probe_timeout, tick_atom::value, id);
+  }
+
+  // Starts `pq` and answers its document as the reply.
+  caf::result<std::string> answer(pending_query&& pq) {
+    auto promise = self->make_response_promise<std::string>();
+    start(std::move(pq), [promise](json&& doc) mutable { promise.deliver(dump(doc)); });
     return promise;
   }
 
@@ -452,8 +471,10 @@ struct census_state {
     }
     q->second.targets.erase(t);
     if (q->second.targets.empty()) {
-      q->second.promise.deliver(dump(q->second.doc));
+      auto done = std::move(q->second.done);
+      auto doc = std::move(q->second.doc);
       pending.erase(q);
+      done(std::move(doc));
     }
   }
 
@@ -464,40 +485,312 @@ struct census_state {
     for (auto& [actor, targets] : q->second.targets)
       for (auto& t : targets)
         q->second.doc[t.at]["probe"] = "timeout";
-    q->second.promise.deliver(dump(q->second.doc));
+    auto done = std::move(q->second.done);
+    auto doc = std::move(q->second.doc);
     pending.erase(q);
+    done(std::move(doc));
   }
 
   static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
   // -- queries --------------------------------------------------------------------------
 
+  static json query_json(const census_query& q) {
+    return {{"kind", q.kind},     {"prefix", q.prefix}, {"worker", q.worker}, {"state", q.state},
+            {"offset", q.offset}, {"limit", q.limit},   {"node", q.node}};
+  }
+
   caf::result<std::string> query(const census_query& q) {
+    if (agent)
+      return cluster_query(q);
+    // A lone node: its census, and itself as the `nodes` level.
+    if (!q.node.empty() && q.node != ctx->node_name)
+      return make_error(errc::bad_request, "node: no member called " + q.node);
     pending_query pq;
-    if (!q.console) {
-      auto doc = census_json(q, pq, "");
-      if (!doc)
-        return doc.error();
-      pq.doc = std::move(*doc);
-      return start(std::move(pq));
-    }
-    auto doc = census_json(q, pq, "/census");
+    auto doc = census_json(q, pq, q.console ? "/census" : "");
     if (!doc)
       return doc.error();
+    registry::census_part me;
+    me.member.name = ctx->node_name;
+    me.member.state = "self";
+    me.member.leader = true;
+    me.doc = registry::census_facts(*doc);
+    (*doc)["nodes"] = json::array({registry::node_entry(me, false)});
+    if (!q.console) {
+      pq.doc = std::move(*doc);
+      return answer(std::move(pq));
+    }
     pq.doc = json{{"census", std::move(*doc)}, {"detail", nullptr}, {"log", log_json(console_log_lines)}};
     if (!q.open.empty())
       if (auto d = detail_json(q.open, pq, "/detail"))
         pq.doc["detail"] = std::move(*d);
-    return start(std::move(pq));
+    return answer(std::move(pq));
   }
 
   caf::result<std::string> detail(const std::string& id) {
+    if (!agent) {
+      pending_query pq;
+      auto doc = detail_json(id, pq, "");
+      if (!doc)
+        return doc.error();
+      pq.doc = std::move(*doc);
+      return answer(std::move(pq));
+    }
+    auto promise = self->make_response_promise<std::string>();
+    auto deliver = [promise](caf::expected<json> d) mutable {
+      if (d)
+        promise.deliver(dump(*d));
+      else
+        promise.deliver(d.error());
+    };
+    self->request(agent, members_timeout, cluster::members_atom::value)
+      .then([this, id, deliver](std::vector<cluster::member_status>& ms) { find_detail(id, ms, deliver); },
+            [this, id, deliver](caf::error&) { find_detail(id, {}, deliver); });
+    return promise;
+  }
+
+  // -- across the cluster ---------------------------------------------------------------
+
+  static bool is_me(const cluster::member_status& m) { return m.state == "self" || m.state == "fenced"; }
+
+  // An id as this member's census knows it: "worker:<me>/<w>" is its worker
+  // <w>, "node:<me>" is "node".
+  std::string local_id(const std::string& id) const {
+    auto mine = "worker:" + ctx->node_name + "/";
+    if (id.rfind(mine, 0) == 0)
+      return "worker:" + id.substr(mine.size());
+    if (id == "node:" + ctx->node_name)
+      return "node";
+    return id;
+  }
+
+  // The members' parts of one query, merged when the last is in.
+  struct merge_run {
+    census_query q;
+    caf::typed_response_promise<std::string> promise;
+    std::vector<cluster::member_status> members;
+    std::vector<registry::census_part> parts;
+    std::size_t waiting = 0;
+  };
+  using merge_run_ptr = std::shared_ptr<merge_run>;
+
+  caf::error check_cluster_query(const census_query& q) const {
+    if (q.kind != "user" && q.kind != "worker" && q.kind != "group")
+      return make_error(errc::bad_request, "kind: must be user, worker or group");
+    if (q.limit < 1 || q.limit > max_limit)
+      return make_error(errc::bad_request, "limit: must be 1-1000");
+    if (!q.state.empty() && !registry::user_state_from(q.state))
+      return make_error(errc::bad_request, "state: must be active, unfreezing, departing or frozen");
+    if (q.after.empty() && q.offset + q.limit > registry::max_cluster_window)
+      return make_error(errc::bad_request, "offset: offset + limit must be at most " +
+                                             std::to_string(registry::max_cluster_window) +
+                                             " across a cluster (page on with after)");
+    return {};
+  }
+
+  caf::result<std::string> cluster_query(census_query q) {
+    // worker=n2/default-w1: member n2's worker default-w1.
+    if (auto slash = q.worker.find('/'); slash != std::string::npos) {
+      auto node = q.worker.substr(0, slash);
+      if (!q.node.empty() && q.node != node)
+        return make_error(errc::bad_request, "worker: " + q.worker + " is not on node " + q.node);
+      q.node = node;
+      q.worker = q.worker.substr(slash + 1);
+    }
+    if (q.after.empty() == false)
+      q.offset = 0;  // the cursor wins
+    if (auto err = check_cluster_query(q))
+      return err;
+    auto run = std::make_shared<merge_run>();
+    run->q = std::move(q);
+    run->promise = self->make_response_promise<std::string>();
+    auto promise = run->promise;
+    self->request(agent, members_timeout, cluster::members_atom::value)
+      .then([this, run](std::vector<cluster::member_status>& ms) { fan_out(run, std::move(ms)); },
+            [this, run](caf::error& err) {
+              run->promise.deliver(make_error(errc::unavailable, "the cluster agent did not answer: " +
+                                                                   self->system().render(err)));
+            });
+    return promise;
+  }
+
+  void fan_out(const merge_run_ptr& run, std::vector<cluster::member_status> ms) {
+    auto& q = run->q;
+    std::sort(ms.begin(), ms.end(), [](auto& a, auto& b) { return a.seq != b.seq ? a.seq < b.seq : a.name < b.name; });
+    // Facts are kept for the members the agent still lists, no others.
+    for (auto i = last_known.begin(); i != last_known.end();)
+      i = std::any_of(ms.begin(), ms.end(), [&](auto& m) { return m.name == i->first; }) ? std::next(i)
+                                                                                           : last_known.erase(i);
+    run->members = ms;
+    if (!q.node.empty()) {
+      ms.erase(std::remove_if(ms.begin(), ms.end(), [&](auto& m) { return m.name != q.node; }), ms.end());
+      if (ms.empty())
+      {
+        run->promise.deliver(make_error(errc::bad_request, "node: no member called " + q.node));
+        return;
+      }
+    }
+    // Each member lists its first offset + limit rows; the merge keeps the window.
+    census_query mq = q;
+    mq.offset = 0;
+    mq.limit = static_cast<std::uint32_t>(q.offset + q.limit);
+    mq.probe = q.probe && q.offset == 0;  // a deeper page's rows are not probed (docs/census.md)
+    mq.console = false;
+    mq.open.clear();
+    mq.node.clear();
+    run->parts.resize(ms.size());
+    run->waiting = ms.size();
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      auto& m = ms[i];
+      auto& member = run->parts[i].member;
+      member.name = m.name;
+      member.state = m.state;
+      member.incarnation = m.incarnation;
+      member.address = m.address;
+      member.age = m.seq;
+      member.leader = m.leader;
+      member.heartbeat_age_ms = m.heartbeat_age_ms;
+    }
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      auto& m = ms[i];
+      if (is_me(m)) {
+        pending_query pq;
+        auto doc = census_json(mq, pq, "", true);
+        if (!doc) {
+          part_missing(run, i, "unreachable");
+          continue;
+        }
+        pq.doc = std::move(*doc);
+        start(std::move(pq), [this, run, i](json&& d) { part_done(run, i, std::move(d)); });
+      } else if (m.state == "up" && m.census) {
+        self->request(caf::actor_cast<census_handle>(m.census), part_timeout, census_atom::value, part_atom::value, mq)
+          .then(
+            [this, run, i](std::string& body) {
+              auto d = json::parse(body, nullptr, false);
+              if (d.is_object())
+                part_done(run, i, std::move(d));
+              else
+                part_missing(run, i, "unreachable");
+            },
+            [this, run, i](caf::error&) { part_missing(run, i, "unreachable"); });
+      } else {
+        part_missing(run, i, m.state == "up" ? "unreachable" : m.state);
+      }
+    }
+  }
+
+  void part_done(const merge_run_ptr& run, std::size_t i, json&& doc) {
+    auto& part = run->parts[i];
+    last_known[part.member.name] = known_member{registry::census_facts(doc), steady::now()};
+    part.doc = std::move(doc);
+    if (--run->waiting == 0)
+      finish(run);
+  }
+
+  // A member that did not answer: shown with its state and its last known facts.
+  void part_missing(const merge_run_ptr& run, std::size_t i, const std::string& state) {
+    auto& part = run->parts[i];
+    part.member.state = state;
+    if (auto k = last_known.find(part.member.name); k != last_known.end()) {
+      part.last_known = k->second.facts;
+      part.last_known_age_seconds = std::chrono::duration<double>(steady::now() - k->second.at).count();
+    }
+    if (--run->waiting == 0)
+      finish(run);
+  }
+
+  void finish(const merge_run_ptr& run) {
+    auto& q = run->q;
+    json base{{"node", node_json()},
+              {"health", health_json()},
+              {"scan", {{"done", scan_done}, {"frozen_found", scan_found}}},
+              {"query", query_json(q)}};
+    registry::census_window w;
+    w.kind = q.kind;
+    w.offset = q.offset;
+    w.limit = q.limit;
+    auto doc = registry::merge_census(std::move(base), run->parts, w);
+    if (!q.console) {
+      run->promise.deliver(dump(doc));
+      return;
+    }
+    auto snapshot = std::make_shared<json>(
+      json{{"census", std::move(doc)}, {"detail", nullptr}, {"log", log_json(console_log_lines)}});
+    if (q.open.empty()) {
+      run->promise.deliver(dump(*snapshot));
+      return;
+    }
+    find_detail(q.open, run->members, [run, snapshot](caf::expected<json> d) {
+      if (d)
+        (*snapshot)["detail"] = std::move(*d);
+      run->promise.deliver(dump(*snapshot));
+    });
+  }
+
+  // One actor in detail, wherever it lives: this member's census first, then
+  // every other live member's (the first that knows it answers).
+  void find_detail(const std::string& id, const std::vector<cluster::member_status>& ms,
+                   std::function<void(caf::expected<json>)> done) {
     pending_query pq;
-    auto doc = detail_json(id, pq, "");
+    auto local = detail_json(local_id(id), pq, "");
+    if (local) {
+      pq.doc = std::move(*local);
+      auto me = ctx->node_name;
+      return start(std::move(pq), [done, me](json&& d) { done(registry::tag_member_row(std::move(d), me)); });
+    }
+    struct detail_run {
+      std::function<void(caf::expected<json>)> done;
+      std::size_t waiting = 0;
+      bool answered = false;
+    };
+    auto run = std::make_shared<detail_run>();
+    run->done = std::move(done);
+    auto unknown = local.error();
+    for (auto& m : ms)
+      if (!is_me(m) && m.state == "up" && m.census)
+        ++run->waiting;
+    if (run->waiting == 0)
+      return run->done(unknown);
+    for (auto& m : ms) {
+      if (is_me(m) || m.state != "up" || !m.census)
+        continue;
+      auto name = m.name;
+      self->request(caf::actor_cast<census_handle>(m.census), part_timeout, census_atom::value, part_atom::value, id)
+        .then(
+          [run, name, unknown](std::string& body) {
+            --run->waiting;
+            auto d = json::parse(body, nullptr, false);
+            if (!run->answered && d.is_object()) {
+              run->answered = true;
+              return run->done(registry::tag_member_row(std::move(d), name));
+            }
+            if (run->waiting == 0 && !run->answered)
+              run->done(unknown);
+          },
+          [run, unknown](caf::error&) {
+            if (--run->waiting == 0 && !run->answered)
+              run->done(unknown);
+          });
+    }
+  }
+
+  // Another member asks for this member's part.
+  caf::result<std::string> part(const census_query& q) {
+    pending_query pq;
+    auto doc = census_json(q, pq, "", true);
     if (!doc)
       return doc.error();
     pq.doc = std::move(*doc);
-    return start(std::move(pq));
+    return answer(std::move(pq));
+  }
+
+  caf::result<std::string> part_detail(const std::string& id) {
+    pending_query pq;
+    auto doc = detail_json(local_id(id), pq, "");
+    if (!doc)
+      return doc.error();
+    pq.doc = std::move(*doc);
+    return answer(std::move(pq));
   }
 
   void record(orchestration_entry& e) {
@@ -538,6 +831,9 @@ census_handle::behavior_type census_impl(census_handle::stateful_pointer<census_
     [=](log_atom, std::uint32_t n) {
       return census_state::dump(json{{"lines", self->state.log_json(std::clamp<std::uint32_t>(n, 1, 1000))}});
     },
+    [=](agent_atom, caf::actor& agent) { self->state.agent = caf::actor_cast<cluster::agent_handle>(agent); },
+    [=](census_atom, part_atom, const census_query& q) { return self->state.part(q); },
+    [=](census_atom, part_atom, const std::string& id) { return self->state.part_detail(id); },
     [=](tick_atom, std::uint64_t id) { self->state.on_timeout(id); },
   };
 }

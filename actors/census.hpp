@@ -5,8 +5,10 @@
 /// state changes, and the census monitors them). It answers paged, filtered
 /// queries from its model — totals always exact, frozen users included,
 /// nobody woken — and asks the actors on the page for their live figures with
-/// a high-priority probe. It also keeps the orchestration log. The JSON it
-/// answers is the public contract documented in docs/census.md.
+/// a high-priority probe. It also keeps the orchestration log. On a cluster
+/// member (once told its agent) a query answers for every member: it asks each
+/// live member's census for its part and merges them (registry::merge_census).
+/// The JSON it answers is the public contract documented in docs/census.md.
 
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
@@ -35,12 +37,13 @@ struct census_query {
   bool probe = true;           ///< ask the listed actors for their live figures
   bool console = false;        ///< answer {"census", "detail", "log"} (the console's snapshot)
   std::string open;            ///< console: the id shown in its detail panel, "" for none
+  std::string node;            ///< only this member of the cluster ("" for all)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, census_query& x) {
   return f(caf::meta::type_name("troupe.census_query"), x.kind, x.prefix, x.worker, x.state, x.offset, x.limit,
-           x.after, x.probe, x.console, x.open);
+           x.after, x.probe, x.console, x.open, x.node);
 }
 
 /// One operator action as the orchestration log records it.
@@ -60,6 +63,10 @@ typename Inspector::result_type inspect(Inspector& f, orchestration_entry& x) {
            x.detail);
 }
 
+/// Tells the census its node's cluster agent; asks a member's census for its part.
+using agent_atom = caf::atom_constant<caf::atom("agent")>;
+using part_atom = caf::atom_constant<caf::atom("cpart")>;
+
 /// The census's typed interface.
 using census_handle = caf::typed_actor<
   /// A member says what it is now (the sender is monitored on first sight).
@@ -78,6 +85,16 @@ using census_handle = caf::typed_actor<
   caf::reacts_to<log_atom, orchestration_entry>,
   /// The orchestration log's last N lines as {"lines": [...]}.
   caf::replies_to<log_atom, std::uint32_t>::with<std::string>,
+  /// From its node once the cluster agent runs (a cluster::agent_handle): from
+  /// then on a query answers for every member (docs/census.md "Across a cluster").
+  caf::reacts_to<agent_atom, caf::actor>,
+  /// Another member's census asks for this member's part of a query: its
+  /// census document alone, whatever the cluster (limit up to
+  /// registry::max_cluster_window; an unknown worker selects no row).
+  caf::replies_to<census_atom, part_atom, census_query>::with<std::string>,
+  /// Another member's census asks for an actor in detail, by id
+  /// (errc::no_such_user when this member does not know it).
+  caf::replies_to<census_atom, part_atom, std::string>::with<std::string>,
   /// Internal: the probes of query N are due.
   caf::reacts_to<tick_atom, std::uint64_t>>;
 

@@ -10,6 +10,7 @@
 
 #include <ext/pb_ds/assoc_container.hpp>
 #include <ext/pb_ds/tree_policy.hpp>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdint>
@@ -121,5 +122,66 @@ private:
   std::vector<user_aggregate> worker_totals_;
   user_aggregate totals_;
 };
+
+// -- the cluster's census ---------------------------------------------------------------
+//
+// A census on any member answers for the whole cluster: it asks every live
+// member's census for its part of the query and merges the parts here (plain
+// JSON in, JSON out: no actor involved). docs/census.md "Across a cluster".
+
+/// The most rows one member lists for a cluster page (`offset + limit`): a
+/// page deeper than that is asked for with the `after` cursor.
+constexpr std::uint64_t max_cluster_window = 10000;
+
+/// One member as the cluster knows it (its agent's facts).
+struct census_member {
+  std::string name;
+  std::string state;                         ///< self | up | down | fenced | unreachable
+  std::optional<std::uint64_t> incarnation;  ///< none for a lone node
+  std::string address;                       ///< its cluster address, "" for a lone node
+  std::uint64_t age = 0;                     ///< its join order (lower: older)
+  bool leader = false;                       ///< the commander runs there
+  std::int64_t heartbeat_age_ms = -1;        ///< since last heard (-1: never, or itself)
+};
+
+/// One member's part of a query.
+struct census_part {
+  census_member member;
+  /// Its census document for the member query (cluster_member_query), or null
+  /// when it did not answer (down, unreachable).
+  nlohmann::json doc;
+  /// When `doc` is null: its facts from its last answer (node, health, totals,
+  /// groups, workers), null when it never answered.
+  nlohmann::json last_known;
+  /// Seconds since `last_known` was answered.
+  double last_known_age_seconds = 0;
+};
+
+/// What the merge needs of the operator's query.
+struct census_window {
+  std::string kind = "user";   ///< user | worker | group
+  std::uint64_t offset = 0;
+  std::uint32_t limit = 100;
+};
+
+/// The facts of a member's census document kept for when it stops answering.
+nlohmann::json census_facts(const nlohmann::json& doc);
+
+/// Merges the parts into the cluster's census (`nodes`, `totals`, `groups`,
+/// `workers`, `matched`, `actors`, `next`), on top of `base` (the answering
+/// node's own `node`, `health`, `scan`, `query`). Each member's document must
+/// answer its first `offset + limit` rows (offset 0, the same filters and
+/// cursor); the merge orders their union by name and keeps the window. Rows
+/// and workers are tagged with their `node`; worker ids become
+/// `worker:<node>/<name>` (the name the commander's drain takes).
+nlohmann::json merge_census(nlohmann::json base, const std::vector<census_part>& parts, const census_window& w);
+
+/// One row (user, worker or group, as its member's census shows it) tagged
+/// with the member `node` it comes from, its worker ids qualified.
+nlohmann::json tag_member_row(nlohmann::json row, const std::string& node);
+
+/// A member's `nodes` entry: its facts and, from `doc` (or its last known
+/// facts), its health, totals, groups and workers.
+nlohmann::json node_entry(const census_part& part, bool qualify);
 
 }  // namespace troupe::registry

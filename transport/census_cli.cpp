@@ -151,19 +151,60 @@ void print_table(std::ostream& o, const json& c) {
   }
 }
 
+// A worker as the tree names it: <node>/<name> in a cluster (what drain takes).
+std::string worker_label(const json& w) {
+  auto name = w.value("name", "?");
+  return w.contains("node") && w["node"].is_string() ? w["node"].get<std::string>() + "/" + name : name;
+}
+
+void print_node_line(std::ostream& o, const json& n) {
+  o << "node " << n.value("name", "?") << " [" << n.value("state", "?") << "]";
+  if (n.value("leader", false))
+    o << " leader";
+  if (n.contains("address") && n["address"].is_string())
+    o << " at " << n["address"].get<std::string>();
+  if (n.contains("incarnation") && n["incarnation"].is_string())
+    o << " incarnation " << n["incarnation"].get<std::string>();
+  if (n.contains("heartbeat_age_ms") && n["heartbeat_age_ms"].is_number())
+    o << " heartbeat " << n["heartbeat_age_ms"].dump() << " ms ago";
+  o << " health " << (n.contains("health") && n["health"].is_object() ? n["health"].value("status", "?") : "?");
+  if (n.value("stale", false))
+    o << " (not answering: last known facts)";
+  if (n.contains("totals") && n["totals"].is_object())
+    o << ": " << counts(n["totals"]["users"]);
+  o << "\n";
+}
+
+// node(s) → groups → workers → the users on the page.
 void print_tree(std::ostream& o, const json& c) {
   print_header(o, c);
-  o << "node " << c["node"].value("name", "?") << "\n";
-  for (auto& g : c["groups"]) {
-    o << "└─ group " << g.value("name", "?") << " (" << g.value("user_type", "?") << "): " << counts(g["users"])
-      << ", " << g.value("connections", 0) << " connections, " << g.value("pages", 0) << " pages\n";
-    for (auto& w : c["workers"]) {
-      if (w.value("group", "") != g.value("name", ""))
-        continue;
-      o << "   └─ worker " << w.value("name", "?") << " [" << w.value("state", "?") << "]: " << counts(w["users"])
-        << ", " << w.value("connections", 0) << " connections, " << w.value("pages", 0) << " pages, "
-        << w.value("restarts", 0) << " restarts\n";
+  auto users_of = [&](const json& w, const std::string& indent) {
+    for (auto& u : c["actors"])
+      if (u.value("kind", "") == "user" && u.contains("parent") && u["parent"] == w["id"])
+        o << indent << "└─ user " << u.value("name", "?") << " [" << u.value("state", "?") << "]\n";
+  };
+  auto print_groups = [&](const json& groups, const json& workers) {
+    for (auto& g : groups) {
+      o << "└─ group " << g.value("name", "?") << " (" << g.value("user_type", "?") << "): " << counts(g["users"])
+        << ", " << g.value("connections", 0) << " connections, " << g.value("pages", 0) << " pages\n";
+      for (auto& w : workers) {
+        if (w.value("group", "") != g.value("name", ""))
+          continue;
+        o << "   └─ worker " << worker_label(w) << " [" << w.value("state", "?") << "]: " << counts(w["users"])
+          << ", " << w.value("connections", 0) << " connections, " << w.value("pages", 0) << " pages, "
+          << w.value("restarts", 0) << " restarts\n";
+        users_of(w, "      ");
+      }
     }
+  };
+  if (c.contains("nodes") && c["nodes"].is_array() && !c["nodes"].empty()) {
+    for (auto& n : c["nodes"]) {
+      print_node_line(o, n);
+      print_groups(n.value("groups", json::array()), n.value("workers", json::array()));
+    }
+  } else {  // a node from before the nodes level
+    o << "node " << c["node"].value("name", "?") << "\n";
+    print_groups(c["groups"], c["workers"]);
   }
   o << "frozen users (no worker): " << c["totals"]["users"].value("frozen", 0) << "\n";
 }
@@ -174,11 +215,11 @@ void add_census_options(CLI::App& cmd, census_flags& f) {
   cmd.add_option("--url", f.url, "the node, e.g. http://127.0.0.1:8080")->required();
   cmd.add_option("--token", f.token, "its admin token (node.admin_token)")->required();
   auto* as_json = cmd.add_flag("--json", f.json, "print the census JSON");
-  auto* as_tree = cmd.add_flag("--tree", f.tree, "print node → groups → workers with their counts");
+  auto* as_tree = cmd.add_flag("--tree", f.tree, "print nodes → groups → workers → users with their counts");
   auto* as_top = cmd.add_flag("--top", f.top, "redraw the table every second, like top (Ctrl-C leaves)");
   as_json->excludes(as_tree)->excludes(as_top);
   as_tree->excludes(as_top);
-  cmd.add_option("--filter", f.filters, "KEY=VALUE with KEY kind, prefix, worker or state (repeatable)");
+  cmd.add_option("--filter", f.filters, "KEY=VALUE with KEY kind, prefix, worker, state or node (repeatable)");
   cmd.add_option("--limit", f.limit, "rows to show, 1-1000")->check(CLI::Range(1, 1000));
   cmd.add_option("--iterations", f.iterations, "--top: stop after N refreshes (0: never)")->check(CLI::NonNegativeNumber);
 }
@@ -193,8 +234,9 @@ int run_census(const census_flags& f) {
   for (auto& filter : f.filters) {
     auto eq = filter.find('=');
     std::string key = filter.substr(0, eq);
-    if (eq == std::string::npos || (key != "kind" && key != "prefix" && key != "worker" && key != "state")) {
-      std::cerr << "troupe census: --filter must be kind=, prefix=, worker= or state= (got \"" << filter << "\")"
+    if (eq == std::string::npos ||
+        (key != "kind" && key != "prefix" && key != "worker" && key != "state" && key != "node")) {
+      std::cerr << "troupe census: --filter must be kind=, prefix=, worker=, state= or node= (got \"" << filter << "\")"
                 << std::endl;
       return 2;
     }

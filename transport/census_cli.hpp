@@ -19,7 +19,7 @@ struct census_flags {
   bool json = false;
   bool tree = false;
   bool top = false;
-  std::vector<std::string> filters;  ///< kind=…, prefix=…, worker=…, state=…
+  std::vector<std::string> filters;  ///< kind=…, prefix=…, worker=…, state=…, node=…
   int limit = 50;
   int iterations = 0;                ///< --top: stop after N refreshes (0: until Ctrl-C)
 };

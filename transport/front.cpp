@@ -568,6 +568,8 @@ void http_session::handle_census(std::string_view query) {
       q.worker = v;
     else if (k == "state")
       q.state = v;
+    else if (k == "node")
+      q.node = v;
     else if (k == "after")
       q.after = v;
     else if (k == "probe")

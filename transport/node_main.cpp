@@ -351,6 +351,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     ac.self = cluster::member_record{ctx->node_name, cluster::new_incarnation(), "", 0};
     auto agent = cluster::spawn_agent(*sys, std::move(ac));
     cluster_agent = caf::actor_cast<caf::actor>(agent);
+    caf::anon_send(census, agent_atom::value, cluster_agent);  // its census answers for the cluster from now on
     auto published = cluster_tls
                        ? caf::openssl::publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true)
                        : sys->middleman().publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true);

@@ -217,6 +217,7 @@ TEST_F(messages, census_messages_round_trip) {
   q.probe = false;
   q.console = true;
   q.open = "user:u1";
+  q.node = "n2";
   for (auto back : {round_trip(q), through_message(q)}) {
     EXPECT_EQ(back.kind, "worker");
     EXPECT_EQ(back.offset, 40u);
@@ -225,6 +226,7 @@ TEST_F(messages, census_messages_round_trip) {
     EXPECT_FALSE(back.probe);
     EXPECT_TRUE(back.console);
     EXPECT_EQ(back.open, "user:u1");
+    EXPECT_EQ(back.node, "n2");  // crosses to another member's census
   }
   orchestration_entry e{"ops", "127.0.0.1", "drain", "worker:w1", "ok", R"({"frozen":3})", ""};
   for (auto back : {round_trip(e), through_message(e)}) {
