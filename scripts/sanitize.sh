@@ -61,7 +61,7 @@ build_tsan_caf() {
     deb_version=$(dpkg-query -W -f='${source:Version}' libcaf-dev 2>/dev/null || echo "$caf_version-2.1")
     (cd "$src" && apt-get source --download-only "libcaf-dev=$deb_version") || true
     local dsc orig sum
-    dsc=$(ls "$src"/actor-framework_"$caf_version"-*.dsc 2>/dev/null | head -1)
+    dsc=$(ls "$src"/actor-framework_"$caf_version"-*.dsc 2>/dev/null | head -1 || true)
     orig="$src/actor-framework_$caf_version.orig.tar.gz"
     if [ -z "$dsc" ] || [ ! -f "$orig" ]; then
       echo "sanitize: thread: cannot get Debian's source of libcaf $caf_version (add a deb-src entry," \
