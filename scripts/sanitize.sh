@@ -53,10 +53,10 @@ build_tsan_caf() {
   mkdir -p "$src"
   local tree="$src/actor-framework-$caf_version"
   if [ ! -d "$tree" ]; then
-    # Needs a deb-src entry for bookworm (docs/RELIABILITY.md). apt-get fails
-    # when a part is missing (e.g. the Debian diff); the upstream tarball is
-    # all we use, checked against the checksum the signed .dsc names.
-    # The source of the installed libcaf-dev (0.17.6-2.1 on bookworm).
+    # The source of the installed libcaf-dev (0.17.6-2.1 on bookworm); needs a
+    # deb-src entry (above). apt-get fails when a part is missing (the mirror
+    # answers 404 for Debian's diff): the upstream tarball is all we use,
+    # checked against the checksum the .dsc names.
     local deb_version
     deb_version=$(dpkg-query -W -f='${source:Version}' libcaf-dev 2>/dev/null || echo "$caf_version-2.1")
     (cd "$src" && apt-get source --download-only "libcaf-dev=$deb_version") || true
@@ -73,9 +73,10 @@ build_tsan_caf() {
       || { echo "sanitize: thread: $orig does not match the checksum in $dsc" >&2; exit 1; }
     tar -xzf "$orig" -C "$src"
   fi
-  # -include limits: Debian's only patch that touches code adds #include <limits>
-  # to caf/io/network/receive_buffer.hpp (g++ 12 no longer gets it through
-  # <string>); the flag does the same without editing CAF's sources.
+  # -include limits: the one difference between Debian's installed headers and
+  # the tarball is an #include <limits> added to caf/io/network/receive_buffer.hpp
+  # (Debian's diff, which would add it, is not applied: the mirror lacks it);
+  # the flag does the same without editing CAF's sources.
   cmake -S "$tree" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_CXX_COMPILER=g++ -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
         -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer -include limits" \
