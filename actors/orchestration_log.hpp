@@ -47,7 +47,7 @@ private:
   std::string path_;
   std::size_t kept_;
   std::deque<std::string> recent_;
-  std::shared_ptr<spdlog::details::thread_pool> pool_;  // before the logger: outlives it
+  std::shared_ptr<spdlog::details::thread_pool> pool_;  // the destructor joins it before the logger goes
   std::shared_ptr<spdlog::logger> logger_;
 };
 

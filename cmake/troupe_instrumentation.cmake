@@ -8,7 +8,9 @@
 #
 # The flags go to every target of the build (compile and link), so the product
 # libraries a test or a fuzz target links are instrumented like the test itself.
-# System libraries (libcaf, libspdlog, …) are not instrumented.
+# System libraries (libspdlog, libfmt, OpenSSL, …) are not instrumented; the
+# thread build links a libcaf of its own built with -fsanitize=thread
+# (scripts/sanitize.sh passes its paths as CAF_INCLUDE_DIR/CAF_*_LIBRARY).
 
 set(TROUPE_SANITIZE "" CACHE STRING "Sanitizers for the whole build: address (ASan+UBSan), thread (TSan), or empty")
 set_property(CACHE TROUPE_SANITIZE PROPERTY STRINGS "" address thread)
