@@ -247,9 +247,14 @@ forwarder_handle::behavior_type forwarder_impl(forwarder_pointer self, node_cont
           m.refused.fetch_add(1, std::memory_order_relaxed);
           return slot->deliver(error_response(
             503, "too many requests in flight to other nodes (limits.max_forwarded_requests), retry", st.retry_after));
-        case forward_table::admission::node_down:
+        case forward_table::admission::node_down: {
+          // Never sent: "not here", so the front re-resolves it once whatever its method.
           m.target_down.fetch_add(1, std::memory_order_relaxed);
-          return;  // the slot goes undelivered: the front re-resolves
+          http_response not_here;
+          not_here.status = 503;
+          not_here.route = route_note::not_here;
+          return slot->deliver(std::move(not_here));
+        }
         case forward_table::admission::accepted:
           break;
       }

@@ -177,6 +177,7 @@ private:
   bool minted_ = false;
   std::string rotated_cid_;  // login/logout gave the connection this new id: the reply's cookie
   bool retried_ = false;
+  bool forwarded_ = false;  // the current call went to a user on another node
   bool counted_ = false;
   std::uint64_t call_seq_ = 0;
   std::uint64_t current_call_ = 0;  // 0: nothing awaited
@@ -612,7 +613,8 @@ void http_session::dispatch(bool retry) {
 void http_session::send_to(const caf::actor& actor, std::uint64_t id) {
   // The slot shares the request: one the actor does not take (not_here, died) is sent once more.
   auto slot = std::make_shared<http_call>(weak_from_this(), stream_.get_executor(), id, call_req_);
-  if (front_.is_remote(actor))  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
+  forwarded_ = front_.is_remote(actor);
+  if (forwarded_)  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
     return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
   caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, local_reply{std::move(slot)});
 }
@@ -662,6 +664,12 @@ void http_session::on_dropped(std::uint64_t id) {
   if (id != current_call_)
     return;
   front_.routes().erase(call_req_->cid);
+  // A local actor that died with the request in its mailbox never ran it. A
+  // remote one may have (its node died after the change, before the answer):
+  // sending a change again could apply it twice, so its outcome is unknown
+  // (no Retry-After); a read is safe to send again (docs/CLUSTER.md).
+  if (forwarded_ && call_req_->method != "GET" && call_req_->method != "HEAD")
+    return finish(error_response(503, "the user's node went away while serving this request: its outcome is unknown"));
   if (!retried_)
     return dispatch(true);  // the target died: re-resolve once
   finish(error_response(503, "the user's actor went away, retry", 1));
