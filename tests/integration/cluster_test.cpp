@@ -397,3 +397,34 @@ TEST_F(Cluster, UnreadableTlsFileIsAUsageError) {
     EXPECT_NE(std::string(e.what()).find("cluster.tls_cert"), std::string::npos) << e.what();
   }
 }
+
+TEST_F(Cluster, LoginCarriesTheConnectionToTheUserWhereverHeLives) {
+  start_member("n1");
+  start_member("n2");
+  start_member("n3");
+  ASSERT_TRUE(members_up("n1", 3));
+  // Alice logs in through n1 and counts to 3.
+  http_client a(member("n1").port());
+  ASSERT_STATUS(a.get("/api/whoami"), 200);
+  ASSERT_STATUS(a.post_json("/api/login", {{"user", "alice"}}), 200);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_STATUS(a.post("/api/counter/incr"), 200);
+  auto home = a.get("/api/whoami").json().value("node", "");
+  ASSERT_FALSE(home.empty());
+  // A second browser logs in as alice through each of the other fronts: it
+  // reaches her one actor where she lives, with her state.
+  for (auto front : {"n2", "n3"}) {
+    http_client b(member(front).port());
+    ASSERT_STATUS(b.get("/api/whoami"), 200);
+    ASSERT_STATUS(b.post_json("/api/login", {{"user", "alice"}}), 200);
+    auto who = b.get("/api/whoami");
+    ASSERT_STATUS(who, 200);
+    EXPECT_EQ(who.json().value("user", ""), "alice");
+    EXPECT_EQ(who.json().value("node", ""), home) << "one alice, where she lives";
+    EXPECT_EQ(count_of(b.get("/api/counter")), 3) << "through " << front;
+  }
+  ASSERT_STATUS(a.post("/api/counter/incr"), 200);
+  http_client c(member("n3").port());
+  c.post_json("/api/login", {{"user", "alice"}});
+  EXPECT_EQ(count_of(c.get("/api/counter")), 4);
+}
