@@ -96,26 +96,31 @@ bool membership::reachable(const member_view& m, steady::time_point now) const {
   return m.up && m.last_heard != steady::time_point{} && now - m.last_heard <= failure_timeout_;
 }
 
-check_verdict membership::check(steady::time_point now) {
-  check_verdict v;
-  if (fenced_)
-    return v;
+// Of the members up (this one included): whether this one reaches a majority
+// (an even split: the half holding the oldest), and whether it reaches them all.
+membership::reach membership::reach_of(steady::time_point now) const {
   std::size_t up = 0;
-  std::size_t reach = 0;
+  std::size_t reached = 0;
   const member_view* oldest = nullptr;
   for (auto& m : members_) {
     if (!m.up)
       continue;
     ++up;
-    if (reachable(m, now))
-      ++reach;
+    reached += reachable(m, now);
     if (!oldest || older(m.record, oldest->record))
       oldest = &m;
   }
-  if (reach == up)
+  return {2 * reached > up || (2 * reached == up && reachable(*oldest, now)), reached == up};
+}
+
+check_verdict membership::check(steady::time_point now) {
+  check_verdict v;
+  if (fenced_)
     return v;
-  bool majority = 2 * reach > up || (2 * reach == up && reachable(*oldest, now));
-  if (!majority) {
+  auto r = reach_of(now);
+  if (r.all)
+    return v;
+  if (!r.majority) {
     fenced_ = true;
     v.fenced = true;
     return v;
@@ -128,22 +133,7 @@ check_verdict membership::check(steady::time_point now) {
   return v;
 }
 
-bool membership::has_quorum(steady::time_point now) const {
-  if (fenced_)
-    return false;
-  std::size_t up = 0;
-  std::size_t reach = 0;
-  const member_view* oldest = nullptr;
-  for (auto& m : members_) {
-    if (!m.up)
-      continue;
-    ++up;
-    reach += reachable(m, now);
-    if (!oldest || older(m.record, oldest->record))
-      oldest = &m;
-  }
-  return 2 * reach > up || (2 * reach == up && reachable(*oldest, now));
-}
+bool membership::has_quorum(steady::time_point now) const { return !fenced_ && reach_of(now).majority; }
 
 const member_record* membership::leader() const {
   const member_record* best = nullptr;

@@ -105,6 +105,11 @@ public:
 private:
   member_view* find_mutable(const std::string& name);
   bool reachable(const member_view& m, steady::time_point now) const;
+  struct reach {
+    bool majority;  // this member reaches a majority of those up
+    bool all;       // and every one of them
+  };
+  reach reach_of(steady::time_point now) const;
 
   std::vector<member_view> members_;  // members_[0] is this member
   std::chrono::milliseconds failure_timeout_;

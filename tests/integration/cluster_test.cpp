@@ -57,6 +57,13 @@ protected:
     return *members_[name];
   }
 
+  // Starts n1 … nN (each with `extra`) and waits until n1 sees them all up.
+  bool start_members(int n, const std::vector<std::string>& extra = {}) {
+    for (int i = 1; i <= n; ++i)
+      start_member("n" + std::to_string(i), extra);
+    return members_up("n1", n);
+  }
+
   node_process& member(const std::string& name) { return *members_.at(name); }
   bool alive(const std::string& name) { return members_.count(name) && members_[name]->running(); }
 
@@ -115,10 +122,7 @@ long long counter_via(uint16_t port, const std::string& cookie) {
 }  // namespace
 
 TEST_F(Cluster, UsersSpreadOverEveryMemberAndEveryFrontServesTheSameState) {
-  start_member("n1");
-  start_member("n2");
-  start_member("n3");
-  ASSERT_TRUE(members_up("n1", 3)) << "n1 sees the three members";
+  ASSERT_TRUE(start_members(3)) << "n1 sees the three members";
   ASSERT_TRUE(members_up("n3", 3));
   std::vector<uint16_t> fronts{member("n1").port(), member("n2").port(), member("n3").port()};
   std::vector<user_session> users;
@@ -143,10 +147,7 @@ TEST_F(Cluster, UsersSpreadOverEveryMemberAndEveryFrontServesTheSameState) {
 
 TEST_F(Cluster, KilledMemberUnderLoadLosesNoAcknowledgedWrite) {
   std::vector<std::string> reply{"--set", "group.default.durability=reply"};
-  start_member("n1", reply);
-  start_member("n2", reply);
-  start_member("n3", reply);
-  ASSERT_TRUE(members_up("n1", 3));
+  ASSERT_TRUE(start_members(3, reply));
   auto front1 = member("n1").port();
   auto front2 = member("n2").port();
   std::vector<user_session> users;
@@ -203,10 +204,7 @@ TEST_F(Cluster, KilledMemberUnderLoadLosesNoAcknowledgedWrite) {
 
 TEST_F(Cluster, StoppedMemberIsDeclaredDownAndServesNothingStaleWhenResumed) {
   std::vector<std::string> reply{"--set", "group.default.durability=reply"};
-  start_member("n1", reply);
-  start_member("n2", reply);
-  start_member("n3", reply);
-  ASSERT_TRUE(members_up("n1", 3));
+  ASSERT_TRUE(start_members(3, reply));
   // A user who lives on n3.
   user_session on3;
   for (int i = 0; i < 60 && on3.node != "n3"; ++i)
@@ -234,9 +232,7 @@ TEST_F(Cluster, StoppedMemberIsDeclaredDownAndServesNothingStaleWhenResumed) {
 
 TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGlobalValue) {
   std::vector<std::string> reply{"--set", "group.default.durability=reply", "--set", "commander.durability=reply"};
-  start_member("n1", reply);
-  start_member("n2", reply);
-  start_member("n3", reply);
+  ASSERT_TRUE(start_members(3, reply));
   ASSERT_TRUE(members_up("n2", 3));
   auto front2 = member("n2").port();
   auto front3 = member("n3").port();
@@ -298,9 +294,7 @@ TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGloba
 }
 
 TEST_F(Cluster, MemberJoiningUnderLoadReceivesNewUsers) {
-  start_member("n1");
-  start_member("n2");
-  ASSERT_TRUE(members_up("n1", 2));
+  ASSERT_TRUE(start_members(2));
   std::atomic<bool> stop{false};
   std::atomic<int> failures{0};
   std::thread load([&] {
@@ -399,10 +393,7 @@ TEST_F(Cluster, UnreadableTlsFileIsAUsageError) {
 }
 
 TEST_F(Cluster, LoginCarriesTheConnectionToTheUserWhereverHeLives) {
-  start_member("n1");
-  start_member("n2");
-  start_member("n3");
-  ASSERT_TRUE(members_up("n1", 3));
+  ASSERT_TRUE(start_members(3));
   // Alice logs in through n1 and counts to 3.
   http_client a(member("n1").port());
   ASSERT_STATUS(a.get("/api/whoami"), 200);
