@@ -57,6 +57,8 @@ std::chrono::milliseconds millis_of(double seconds) {
 }
 
 constexpr std::uint8_t idle_tick = 0;
+// How far ahead an idle check is scheduled at most (see schedule_idle).
+constexpr std::chrono::milliseconds idle_timer_horizon{10000};
 constexpr std::uint8_t checkpoint_tick = 1;
 constexpr std::uint8_t resume_tick = 2;
 constexpr auto deposit_timeout = std::chrono::seconds(30);
@@ -765,7 +767,12 @@ struct user_state : detail::user_host {
     if (idle_check_pending || freezing || stopped)
       return;
     idle_check_pending = true;
-    schedule(after.count() > 0 ? after : idle_threshold(), idle_tick);
+    // At most idle_timer_horizon ahead (check_idle re-arms for the rest): a
+    // pending timer costs ~170 B until it is due, dead user or not, so a crash
+    // storm's leftovers are bounded by its rate × the horizon, not × the idle
+    // threshold (30 min: it grew ~300 B per crash, heaptrack).
+    schedule(std::min<std::chrono::milliseconds>(after.count() > 0 ? after : idle_threshold(), idle_timer_horizon),
+             idle_tick);
   }
 
   // Idleness is judged on the real clocks (last_user, last_rpc), never on last_refresh.
