@@ -293,7 +293,9 @@ TEST_F(Census, TheOrchestrationLogIsRotatedBySize) {
     act("/_troupe/users/nobody" + std::to_string(i) + "/freeze");
   auto base = node().deposit_dir() + "/orchestration";
   auto exists = [](const std::string& path) { return !std::ifstream(path).fail(); };
-  for (int i = 0; i < 100 && !exists(base + ".2.log"); ++i)  // written by the log's own thread
+  // Written by the log's own thread; between a rotation's rename and its next
+  // write there is a moment without orchestration.log: wait for both.
+  for (int i = 0; i < 100 && !(exists(base + ".2.log") && exists(base + ".log")); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(exists(base + ".log"));
   EXPECT_TRUE(exists(base + ".1.log"));
