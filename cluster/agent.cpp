@@ -293,8 +293,8 @@ struct agent_state {
     }
     joined = true;
     joining = false;
-    spdlog::info("cluster: node {} joined {} as member {} of {} (age {})", mem->self().name, cfg.cluster_name,
-                 mem->self().seq, mem->members().size(), mem->self().seq);
+    spdlog::info("cluster: node {} joined {} (age {}; {} member(s) up)", mem->self().name, cfg.cluster_name,
+                 mem->self().seq, mem->up_count());
     leader = {};
     on_leader(r.leader);
     review_leadership();
