@@ -4,6 +4,7 @@
 // down and serves nothing stale when it resumes, the commander's member dies
 // and the next oldest takes over with every user and global value, and a
 // member joining under load gets new users.
+#include "../support/cluster_fixture.hpp"
 #include "../support/test_support.hpp"
 
 #include <atomic>
@@ -24,37 +25,16 @@ const std::string token = "cluster-admin-" + random_token(16);
 
 headers_t bearer() { return {{"Authorization", "Bearer " + token}}; }
 
-// Members of one cluster, started one after the other on one shared deposit.
+// Members of one cluster on one shared deposit (tests/support/cluster_fixture),
+// addressed by name: n1 is the first started, n2 the second, ...
 class Cluster : public ::testing::Test {
 protected:
-  // Starts member `name`; the first starts the cluster, the others join the first live one.
+  // Starts the next member, which must be `name`; the first starts the
+  // cluster, the others join the oldest live one.
   node_process& start_member(const std::string& name, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--admin-token", token, "--deposit", deposit_.path, "--set", "node.name=" + name,
-                                  "--set", "cluster.listen=127.0.0.1:0"};
-    for (auto& [n, address] : addresses_)
-      if (alive(n)) {
-        args.push_back("--join");
-        args.push_back(address);
-        break;
-      }
-    args.insert(args.end(), extra.begin(), extra.end());
-    node_options o;
-    o.with_deposit = false;
-    auto node = std::make_unique<node_process>(std::move(args), o);
-    std::string address;
-    std::regex line("cluster: member " + name + " of [a-z0-9_-]+ at (127\\.0\\.0\\.1:[0-9]+)");
-    eventually(milliseconds(10000), [&] {
-      std::smatch m;
-      auto log = node->stderr_log();
-      if (!std::regex_search(log, m, line))
-        return false;
-      address = m[1];
-      return true;
-    });
-    EXPECT_FALSE(address.empty()) << node->diagnostics();
-    addresses_.emplace_back(name, address);
-    members_[name] = std::move(node);
-    return *members_[name];
+    auto i = cluster_.add(extra);
+    EXPECT_EQ(cluster_.name(i), name);
+    return cluster_.member(i);
   }
 
   // Starts n1 … nN (each with `extra`) and waits until n1 sees them all up.
@@ -64,8 +44,7 @@ protected:
     return members_up("n1", n);
   }
 
-  node_process& member(const std::string& name) { return *members_.at(name); }
-  bool alive(const std::string& name) { return members_.count(name) && members_[name]->running(); }
+  node_process& member(const std::string& name) { return cluster_.member(std::stoul(name.substr(1)) - 1); }
 
   double metric(const std::string& name, const std::string& metric_name, const std::string& labels = "") {
     return troupe::test::metric(member(name).port(), bearer(), metric_name, labels);
@@ -77,15 +56,11 @@ protected:
   }
 
   void TearDown() override {
-    if (!HasFailure())
-      return;
-    for (auto& [name, m] : members_)
-      print_node_diagnostics(*m);
+    if (HasFailure())
+      std::cerr << "\n==== cluster diagnostics (test failed) ====\n" << cluster_.diagnostics() << std::endl;
   }
 
-  scratch_dir deposit_{"troupe-cluster-"};
-  std::vector<std::pair<std::string, std::string>> addresses_;  // in start order
-  std::map<std::string, std::unique_ptr<node_process>> members_;
+  cluster_fixture cluster_{cluster_fixture::options{{"--admin-token", token}, milliseconds(20000)}};
 };
 
 // One browser: its cookie, used against any front.
@@ -373,9 +348,9 @@ TEST_F(Cluster, MembersTalkTlsAndAStrangerCertificateCannotJoin) {
   node_options o;
   o.with_deposit = false;
   auto args = tls_args(pki.path, "otherca", "intruder");
-  args.insert(args.end(), {"--deposit", deposit_.path, "--set", "node.name=intruder", "--set",
+  args.insert(args.end(), {"--deposit", cluster_.deposit_dir(), "--set", "node.name=intruder", "--set",
                            "cluster.listen=127.0.0.1:0", "--set", "cluster.join_timeout_ms=2000", "--join",
-                           addresses_.front().second});
+                           cluster_.cluster_address(0)});
   EXPECT_THROW(node_process(args, o), std::exception);
   EXPECT_TRUE(members_up("n1", 2, milliseconds(500)));
 }
