@@ -7,14 +7,15 @@
 // (found through whoami), each incremented once; `kill -9` of n3, then every
 // user is polled through n1's front, in turn, as fast as answers come; the
 // time from the kill to the first of n3's users answered 200 again (and to the
-// last), over N kills (n3 is started again, rejoining as the youngest, between
-// kills). p50/p99 of both.
+// last), over N kills (a new member joins, the youngest, before each kill: the
+// third, fourth, … member). p50/p99 of both.
 // C2, throughput: sticky GET /api/counter over 300 users, wrk -t2 -c64 for S
 // seconds against one node alone, then against n1's front of three members
 // (two thirds of the users forwarded), then spread over the three fronts (one
 // wrk -t1 -c22 each, at once); requests/s of each and the ratios to one node.
 // These machines are shared and have 2 cores: three members share them, so
 // expect ≤ 1×; the figure is the cost, reported as it is.
+#include "../tests/support/cluster_fixture.hpp"
 #include "../tests/support/http_client.hpp"
 #include "../tests/support/node_process.hpp"
 
@@ -41,52 +42,6 @@ struct options {
   int kills = 10;
   int seconds = 5;
   std::string only;
-};
-
-class members {
-public:
-  explicit members(std::vector<std::string> common) : common_(std::move(common)) {
-    deposit_ = make_temp_dir("troupe-cluster-bench-");
-  }
-  ~members() {
-    nodes_.clear();
-    std::error_code ec;
-    std::filesystem::remove_all(deposit_, ec);
-  }
-
-  node_process& start(const std::string& name) {
-    nodes_.erase(name);
-    std::vector<std::string> args{"--deposit", deposit_, "--set", "node.name=" + name, "--set",
-                                  "cluster.listen=127.0.0.1:0"};
-    for (auto& [n, addr] : addresses_)
-      if (n != name && nodes_.count(n) && nodes_[n]->running()) {
-        args.insert(args.end(), {"--join", addr});
-        break;
-      }
-    args.insert(args.end(), common_.begin(), common_.end());
-    node_options o;
-    o.with_deposit = false;
-    auto node = std::make_unique<node_process>(args, o);
-    std::regex line("cluster: member " + name + " of [a-z0-9_-]+ at (127\\.0\\.0\\.1:[0-9]+)");
-    std::smatch m;
-    auto until = steady::now() + std::chrono::seconds(10);
-    std::string log;
-    while (!std::regex_search(log = node->stderr_log(), m, line) && steady::now() < until)
-      std::this_thread::sleep_for(milliseconds(20));
-    if (m.empty())
-      throw std::runtime_error("member " + name + " did not join:\n" + node->stderr_tail());
-    addresses_[name] = m[1];
-    auto& ref = *node;
-    nodes_[name] = std::move(node);
-    return ref;
-  }
-  node_process& at(const std::string& name) { return *nodes_.at(name); }
-
-private:
-  std::vector<std::string> common_;
-  std::string deposit_;
-  std::map<std::string, std::string> addresses_;
-  std::map<std::string, std::unique_ptr<node_process>> nodes_;
 };
 
 // A guest who incremented once through `port`: his cookie and where he lives.
@@ -116,23 +71,25 @@ double percentile(std::vector<double> v, double p) {
 }
 
 void failover(const options& o) {
-  members m({"--set", "group.default.durability=reply", "--set", "cluster.heartbeat_interval_ms=500", "--set",
-             "cluster.failure_timeout_ms=3000"});
-  m.start("n1");
-  m.start("n2");
+  cluster_fixture m(cluster_fixture::options{{"--set", "group.default.durability=reply", "--set",
+                                              "cluster.heartbeat_interval_ms=500", "--set",
+                                              "cluster.failure_timeout_ms=3000"},
+                                             milliseconds(20000)});
+  m.start(2);
   std::vector<double> first_ms, last_ms;
   for (int k = 0; k < o.kills; ++k) {
-    auto& n3 = m.start("n3");
+    auto victim = m.add();  // n3, then n4, … (each kill's member rejoins as a new one)
+    auto& n3 = m.member(victim);
     std::this_thread::sleep_for(milliseconds(500));  // every member has it (heartbeats)
     std::vector<std::string> on3;
     for (int i = 0; i < 400 && on3.size() < 30; ++i) {
       auto [cookie, node] = new_user(n3.port());
-      if (node == "n3")
+      if (node == m.name(victim))
         on3.push_back(cookie);
     }
     if (on3.empty())
-      throw std::runtime_error("no user was placed on n3");
-    auto front = m.at("n1").port();
+      throw std::runtime_error("no user was placed on " + m.name(victim));
+    auto front = m.member(0).port();
     auto t0 = steady::now();
     n3.kill9();
     std::vector<bool> back(on3.size(), false);
@@ -199,8 +156,9 @@ void throughput(const options& o) {
                 o.seconds);
   }
   {
-    members m({});
-    std::vector<uint16_t> fronts{m.start("n1").port(), m.start("n2").port(), m.start("n3").port()};
+    cluster_fixture m;
+    m.start(3);
+    std::vector<uint16_t> fronts{m.member(0).port(), m.member(1).port(), m.member(2).port()};
     auto cookies = cookie_file(fronts, 300, dir);
     one_front = wrk("http://127.0.0.1:" + std::to_string(fronts[0]), cookies, 2, 64, o.seconds);
     std::vector<std::thread> runs;
