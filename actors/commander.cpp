@@ -227,11 +227,11 @@ struct commander_state {
         ++scans_pending;
         self->request(slots[slot].handle, ctx->hold_timeout(), scan_atom::value)
           .then(
-            [this, slot](std::vector<std::string>& users) {
-              for (auto& u : users)
-                if (!index->place_at(u, slot))
+            [this, slot](std::vector<std::string>& users, std::vector<std::uint64_t>& epochs) {
+              for (std::size_t i = 0; i < users.size(); ++i)
+                if (!index->place_at(users[i], slot, i < epochs.size() ? epochs[i] : 0))
                   spdlog::error("commander: takeover: user {} reported by two workers; the first keeps him",
-                                registry::redact(u));
+                                registry::redact(users[i]));
               if (scans_pending)
                 --scans_pending;
               check_ready();
@@ -568,7 +568,7 @@ struct commander_state {
       promise.deliver(make_error(errc::unavailable, "no owner epoch yet: the deposit gave no commander generation"));
       return;
     }
-    auto slot = index->place(user);
+    auto slot = index->place(user, *epoch);
     if (!slot) {
       promise.deliver(make_error(errc::unavailable, "no worker in service"));
       return;
@@ -675,6 +675,15 @@ struct commander_state {
 
   // A freeze ended: frozen (he is no longer placed; held requests wake him)
   // or failed (he stays; held requests go to him where he is).
+  bool is_current(const std::string& user, std::uint64_t epoch) const {
+    if (index && index->is_current(user, epoch))
+      return true;
+    if (index && index->worker_of(user))
+      spdlog::debug("commander: a notice of {}'s placement at owner epoch {} is stale; ignored", registry::redact(user),
+                    epoch);
+    return false;
+  }
+
   void end_departure(const std::string& user, bool frozen) {
     if (frozen)
       index->remove(user);
@@ -977,8 +986,17 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
         return make_error(errc::no_such_user, user);
       return self->delegate(st.slots[*slot].handle, freeze_atom::value, user);
     },
-    [=](freezing_atom, const std::string& user) { self->state.departing.try_emplace(user); },
-    [=](frozen_atom, const std::string& user) { self->state.end_departure(user, true); },
+    // Notices name the placement they are about (its owner epoch): one from a
+    // stale placement (a fenced member's user, placed again elsewhere since)
+    // changes nothing.
+    [=](freezing_atom, const std::string& user, std::uint64_t epoch) {
+      if (self->state.is_current(user, epoch))
+        self->state.departing.try_emplace(user);
+    },
+    [=](frozen_atom, const std::string& user, std::uint64_t epoch) {
+      if (self->state.is_current(user, epoch))
+        self->state.end_departure(user, true);
+    },
     [=](release_atom, const std::string& user) {
       // A guest who never had a state retired: his connection needs no entry
       // here (the cookie alone names him), so the index does not grow with
@@ -990,7 +1008,10 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       if (auto* owner = st.index->user_of(cid); owner && *owner == user)
         st.index->unbind(cid);
     },
-    [=](thaw_atom, const std::string& user) { self->state.end_departure(user, false); },
+    [=](thaw_atom, const std::string& user, std::uint64_t epoch) {
+      if (self->state.is_current(user, epoch))
+        self->state.end_departure(user, false);
+    },
     [=](quit_atom, const std::string& node) { return self->state.quit(node); },
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },
     [=](drain_atom, const std::string& worker) { return self->state.drain(worker); },

@@ -66,12 +66,14 @@ using commander_handle = caf::typed_actor<
   caf::reacts_to<node_down_atom, caf::node_id>,
   /// Freeze user `name` now (an operator's order): answers once he is durable; no_such_user if not hosted.
   caf::replies_to<freeze_atom, std::string>::with<bool>,
-  /// From a user actor: he starts freezing; requests for him are held until frozen or thaw.
-  caf::reacts_to<freezing_atom, std::string>,
+  /// From a user actor (name, his owner epoch; the three notices): he starts
+  /// freezing; requests for him are held until frozen or thaw. A notice whose
+  /// epoch is not his current placement's is ignored.
+  caf::reacts_to<freezing_atom, std::string, std::uint64_t>,
   /// From a user actor: his parcels are durable and he leaves; held requests wake him.
-  caf::reacts_to<frozen_atom, std::string>,
+  caf::reacts_to<frozen_atom, std::string, std::uint64_t>,
   /// From a user actor: his freeze failed; he stays where he was.
-  caf::reacts_to<thaw_atom, std::string>,
+  caf::reacts_to<thaw_atom, std::string, std::uint64_t>,
   /// From a user actor, after `frozen`: a guest who never had a state left
   /// without a parcel; his connection is forgotten too (the index stays bounded).
   caf::reacts_to<release_atom, std::string>,

@@ -14,7 +14,8 @@ namespace troupe {
 using group_handle = caf::typed_actor<
   /// Its current workers, in slot order.
   caf::replies_to<workers_atom>::with<std::vector<worker_handle>>,
-  /// Its node fenced itself: every worker stops its users, unwritten.
+  /// Its node fenced itself: every worker freezes its users and forgets them
+  /// (worker_handle's fence_atom: the deposit refuses the stale writes).
   caf::reacts_to<fence_atom>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:

@@ -638,7 +638,7 @@ struct user_state : detail::user_host {
     freeze_wanted.reset();
     freezing = true;
     busy = true;
-    self->send(commander, freezing_atom::value, user_name);
+    self->send(commander, freezing_atom::value, user_name, owner_epoch);
     if (empty_guest() || refused)  // nothing to write: no state, or a parcel that stays as it is
       return finish_freeze(true);
     quitting = cause == static_cast<std::uint8_t>(store::parcel_cause::quit);
@@ -738,14 +738,14 @@ struct user_state : detail::user_host {
                     registry::redact(user_name), worker_name);
       freezing = false;
       busy = false;
-      self->send(commander, thaw_atom::value, user_name);
+      self->send(commander, thaw_atom::value, user_name, owner_epoch);
       note(registry::user_state::active);
       for (auto& w : waiters)
         w.deliver(make_error(errc::deposit_failed, "the parcels could not be written"));
       schedule_idle();
       return drain();
     }
-    self->send(commander, frozen_atom::value, user_name);  // before the not_here answers below
+    self->send(commander, frozen_atom::value, user_name, owner_epoch);  // before the not_here answers below
     if (empty_guest()) {  // he leaves no trace: the census forgets him too
       ctx->metrics.guests_retired.fetch_add(1, std::memory_order_relaxed);
       self->send(commander, release_atom::value, user_name);
@@ -888,7 +888,7 @@ struct user_state : detail::user_host {
       deferred_then = nullptr;
     }
     dirty = false;
-    self->send(commander, frozen_atom::value, user_name);  // he is not placed here any more
+    self->send(commander, frozen_atom::value, user_name, owner_epoch);  // he is not placed here any more
     note(registry::user_state::frozen);
     retire();
   }

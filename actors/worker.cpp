@@ -340,21 +340,30 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },
     [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
     [=](scan_atom) {
+      auto& st = self->state;
       std::vector<std::string> hosted;
-      hosted.reserve(self->state.users->size());
-      for (auto& [name, h] : *self->state.users)
+      std::vector<std::uint64_t> epochs;
+      hosted.reserve(st.users->size());
+      epochs.reserve(st.users->size());
+      for (auto& [name, h] : *st.users) {
         hosted.push_back(name);
-      return hosted;
+        auto e = st.epochs.find(name);
+        epochs.push_back(e == st.epochs.end() ? 0 : e->second);
+      }
+      return caf::make_result(std::move(hosted), std::move(epochs));
     },
     [=](fence_atom) {
-      auto& st = *self;
-      auto& state = st.state;
-      if (!state.users->empty())
-        spdlog::warn("worker {}: fenced: {} user(s) stop unwritten", state.spec.name, state.users->size());
-      for (auto& [name, h] : *state.users)
-        self->send_exit(h, make_error(errc::dropped));
-      state.users->clear();
-      state.restart_from.clear();
+      auto& st = self->state;
+      if (st.users->empty())
+        return;
+      spdlog::warn("worker {}: fenced: {} user(s) freeze and leave; the deposit refuses those placed again elsewhere",
+                   st.spec.name, st.users->size());
+      auto budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds * 0.9);
+      for (auto& [name, h] : *st.users)
+        self->request(h, budget, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze))
+          .then([](bool) {}, [self, h = h](caf::error&) { self->send_exit(h, make_error(errc::dropped)); });
+      st.users->clear();
+      st.restart_from.clear();
     },
     [=](tick_atom, std::uint64_t id, std::uint8_t which, std::uint64_t arg) {
       auto& st = self->state;

@@ -45,9 +45,12 @@ using worker_handle = caf::typed_actor<
   /// The census's probe (sent with high priority).
   caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
   /// The users it hosts (a new commander learns where everybody lives).
-  caf::replies_to<scan_atom>::with<std::vector<std::string>>,
-  /// Its node fenced itself: every user stops at once, unwritten (another
-  /// member serves them now; what they hold is stale).
+  caf::replies_to<scan_atom>::with<std::vector<std::string>, std::vector<std::uint64_t>>,
+  /// Its node fenced itself: every user freezes now and leaves, his write
+  /// fenced by the deposit: one placed again elsewhere since (a newer owner
+  /// epoch claimed him) is refused, counted, and leaves unwritten; one that
+  /// nobody claimed since writes what he holds, so nothing he acknowledged is
+  /// lost. The worker forgets them at once (docs/CLUSTER.md "Fencing").
   caf::reacts_to<fence_atom>,
   /// What his users need of him (user_supervisor): their timers, their restart state.
   caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,

@@ -178,19 +178,21 @@ struct agent_state {
     for (auto& r : v.declared_down)
       member_down(r);
     if (v.fenced)
-      fence("it lost contact with the majority of the cluster");
+      fence(v.paused ? "it did not run for a failure timeout or more (stopped, suspended or starved): "
+                       "the others have declared it down"
+                     : "it lost contact with the majority of the cluster");
     else
       review_leadership();
     publish_serving();
   }
 
-  // This node must not serve any more: its users stop (unwritten: another
-  // member serves them now), its commander stops, and it rejoins as a new
-  // incarnation that starts empty.
+  // This node must not serve any more: its users freeze and leave (the
+  // deposit refuses the writes of those another member holds now), its
+  // commander stops, and it rejoins as a new incarnation that starts empty.
   void fence(const std::string& why) {
     if (!joined)
       return;
-    spdlog::error("cluster: node {} fences itself: {}; its users stop unwritten and it rejoins as a new member",
+    spdlog::error("cluster: node {} fences itself: {}; its users freeze and leave, and it rejoins as a new member",
                   mem->self().name, why);
     joined = false;
     if (cfg.serving)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace troupe::cluster {
 
@@ -117,6 +118,14 @@ check_verdict membership::check(steady::time_point now) {
   check_verdict v;
   if (fenced_)
     return v;
+  auto previous = std::exchange(last_check_, now);
+  auto others_up = std::count_if(members_.begin(), members_.end(), [](auto& m) { return m.up; }) > 1;
+  if (previous && now - *previous >= failure_timeout_ && others_up) {
+    fenced_ = true;
+    v.fenced = true;
+    v.paused = true;
+    return v;
+  }
   auto r = reach_of(now);
   if (r.all)
     return v;
@@ -133,7 +142,10 @@ check_verdict membership::check(steady::time_point now) {
   return v;
 }
 
-bool membership::has_quorum(steady::time_point now) const { return !fenced_ && reach_of(now).majority; }
+bool membership::has_quorum(steady::time_point now) const {
+  // Not after a pause either, before check() has fenced it.
+  return !fenced_ && !(last_check_ && now - *last_check_ >= failure_timeout_) && reach_of(now).majority;
+}
 
 const member_record* membership::leader() const {
   const member_record* best = nullptr;

@@ -37,6 +37,11 @@ struct member_view {
 struct check_verdict {
   std::vector<member_record> declared_down;
   bool fenced = false;
+  /// Why fenced: true when this member itself did not run (no check) for a
+  /// failure timeout or more — SIGSTOP, a suspended VM, a starved process.
+  /// The others have declared it down meanwhile, but the heartbeats they sent
+  /// before, read only now, would make them look heard: its silence decides.
+  bool paused = false;
 };
 
 class membership {
@@ -79,7 +84,9 @@ public:
   /// Declares down every member not heard from within the failure timeout —
   /// unless this member cannot reach the majority of the members up before,
   /// in which case it fences itself instead (an even split: the side with the
-  /// oldest member lives). Idempotent; call it every heartbeat.
+  /// oldest member lives). Idempotent; call it every heartbeat: a gap of a
+  /// failure timeout or more since the previous call (this member did not
+  /// run) fences it too, while other members are up (check_verdict::paused).
   check_verdict check(steady::time_point now);
 
   /// This member lost its standing (fenced): it must rejoin as a new incarnation.
@@ -113,6 +120,7 @@ private:
 
   std::vector<member_view> members_;  // members_[0] is this member
   std::chrono::milliseconds failure_timeout_;
+  std::optional<steady::time_point> last_check_;
   std::uint64_t max_seq_ = 0;
   bool fenced_ = false;
 };

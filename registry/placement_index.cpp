@@ -33,30 +33,37 @@ std::optional<std::size_t> placement_index::worker_of(const std::string& user) c
   auto i = users_.find(user);
   if (i == users_.end())
     return std::nullopt;
-  return i->second;
+  return i->second.slot;
 }
 
-std::optional<std::size_t> placement_index::place(const std::string& user) {
+std::optional<std::size_t> placement_index::place(const std::string& user, std::uint64_t owner_epoch) {
   if (auto i = users_.find(user); i != users_.end())
-    return i->second;
+    return i->second.slot;
   std::size_t slot = loads_.size();
   for (std::size_t i = 0; i < loads_.size(); ++i)
     if (in_service_[i] && (slot == loads_.size() || loads_[i] < loads_[slot]))
       slot = i;
   if (slot == loads_.size())
     return std::nullopt;
-  users_.emplace(user, slot);
+  users_.emplace(user, placed{slot, owner_epoch});
   ++loads_[slot];
   return slot;
 }
 
-bool placement_index::place_at(const std::string& user, std::size_t slot) {
+bool placement_index::place_at(const std::string& user, std::size_t slot, std::uint64_t owner_epoch) {
   if (slot >= loads_.size() || retired_[slot])
     return false;
-  auto [i, fresh] = users_.try_emplace(user, slot);
+  auto [i, fresh] = users_.try_emplace(user, placed{slot, owner_epoch});
   if (fresh)
     ++loads_[slot];
-  return i->second == slot;
+  return i->second.slot == slot;
+}
+
+bool placement_index::is_current(const std::string& user, std::uint64_t owner_epoch) const {
+  auto i = users_.find(user);
+  if (i == users_.end())
+    return false;
+  return owner_epoch == 0 || i->second.owner_epoch == 0 || i->second.owner_epoch == owner_epoch;
 }
 
 std::size_t placement_index::add_slots(std::size_t n) {
@@ -74,7 +81,7 @@ std::vector<std::string> placement_index::retire_slot(std::size_t slot) {
   retired_[slot] = true;
   in_service_[slot] = false;
   for (auto i = users_.begin(); i != users_.end();) {
-    if (i->second == slot) {
+    if (i->second.slot == slot) {
       gone.push_back(i->first);
       i = users_.erase(i);
     } else {
@@ -87,7 +94,7 @@ std::vector<std::string> placement_index::retire_slot(std::size_t slot) {
 
 void placement_index::remove(const std::string& user) {
   if (auto i = users_.find(user); i != users_.end()) {
-    --loads_[i->second];
+    --loads_[i->second.slot];
     users_.erase(i);
   }
 }

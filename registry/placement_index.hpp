@@ -4,6 +4,7 @@
 /// Plain data, owned by exactly one actor (the commander), so it needs no locks.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -33,12 +34,19 @@ public:
 
   /// Places a user on the least loaded worker slot in service (ties: the
   /// lowest slot) unless he is placed already; returns his slot, or nullopt
-  /// when no slot is in service (every worker retired).
-  std::optional<std::size_t> place(const std::string& user);
+  /// when no slot is in service (every worker retired). A new placement
+  /// records `owner_epoch` (0: unknown); a user placed already keeps his.
+  std::optional<std::size_t> place(const std::string& user, std::uint64_t owner_epoch = 0);
 
-  /// Places a user on `slot` (a takeover learns where users live); false if
-  /// the slot is retired or he is placed elsewhere.
-  bool place_at(const std::string& user, std::size_t slot);
+  /// Places a user on `slot` (a takeover learns where users live, with his
+  /// epoch when known, else 0); false if the slot is retired or he is placed elsewhere.
+  bool place_at(const std::string& user, std::size_t slot, std::uint64_t owner_epoch = 0);
+
+  /// Whether a notice from the user's actor at `owner_epoch` is about his
+  /// current placement: he is placed, and his recorded epoch is that one
+  /// (or either is 0, unknown). A notice from a stale placement (a fenced
+  /// member's, after he was placed again elsewhere) must not change the index.
+  bool is_current(const std::string& user, std::uint64_t owner_epoch) const;
 
   /// Adds `n` worker slots in service (another member's workers); returns the first.
   std::size_t add_slots(std::size_t n);
@@ -68,7 +76,11 @@ public:
 
 private:
   std::unordered_map<std::string, std::string> connections_;  // cid → user
-  std::unordered_map<std::string, std::size_t> users_;        // user → worker slot
+  struct placed {
+    std::size_t slot;
+    std::uint64_t owner_epoch;  // 0: unknown
+  };
+  std::unordered_map<std::string, placed> users_;             // user → where, under which epoch
   std::vector<std::size_t> loads_;
   std::vector<bool> in_service_;
   std::vector<bool> retired_;

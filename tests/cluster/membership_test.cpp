@@ -148,3 +148,30 @@ TEST(Membership, RejoiningAfterFenceStartsFresh) {
   EXPECT_EQ(c.self().seq, 5u);
   EXPECT_TRUE(c.has_quorum(t0 + 5s));
 }
+
+TEST(Membership, AMemberThatDidNotRunForAFailureTimeoutFencesItselfThoughItHearsEverybody) {
+  auto a = three_members();
+  a.heard("b", 1, t0);
+  a.heard("c", 1, t0);
+  EXPECT_FALSE(a.check(t0).fenced);
+  EXPECT_FALSE(a.check(t0 + 2500ms).fenced) << "a late tick within the timeout";
+  // SIGSTOP for 4 s; on resuming it reads the beats b and c sent before they
+  // declared it down: they look fresh, its own silence is what counts.
+  a.heard("b", 1, t0 + 6500ms);
+  a.heard("c", 1, t0 + 6500ms);
+  EXPECT_FALSE(a.has_quorum(t0 + 6500ms)) << "no right to serve before its check runs either";
+  auto v = a.check(t0 + 6500ms);
+  EXPECT_TRUE(v.fenced);
+  EXPECT_TRUE(v.paused);
+  EXPECT_TRUE(v.declared_down.empty()) << "it declares nobody down: it is the one that was gone";
+  EXPECT_TRUE(a.fenced());
+  EXPECT_FALSE(a.has_quorum(t0 + 6500ms));
+}
+
+TEST(Membership, AMemberAloneIsNeverFencedByAPause) {
+  membership a{rec("a"), 3000ms};
+  a.start_alone(t0);
+  EXPECT_FALSE(a.check(t0).fenced);
+  EXPECT_FALSE(a.check(t0 + 60s).fenced) << "nobody could have declared it down";
+  EXPECT_TRUE(a.leads());
+}

@@ -186,12 +186,17 @@ TEST_F(Cluster, StoppedMemberIsDeclaredDownAndServesNothingStaleWhenResumed) {
     on3 = new_user(member("n3").port());
   ASSERT_EQ(on3.node, "n3");
   auto stale_front = member("n3").port();
+  ASSERT_EQ(metric("n3", "troupe_fenced_writes_total"), 0);
   member("n3").send_signal(SIGSTOP);
   ASSERT_TRUE(members_up("n1", 2)) << "the stopped member is declared down";
   // He is served elsewhere, from his durable parcel, and changes there.
   auto r = with_cookie(member("n1").port(), "POST", "/api/counter/incr", on3.cookie);
   ASSERT_STATUS(r, 200);
   EXPECT_EQ(count_of(r), 2) << "woken from his parcel on a live member";
+  auto whoami = with_cookie(member("n1").port(), "GET", "/api/whoami", on3.cookie);
+  ASSERT_STATUS(whoami, 200);
+  const auto new_home = whoami.json().value("node", "");
+  ASSERT_NE(new_home, "n3");
   member("n3").send_signal(SIGCONT);
   // The resumed member never serves his old state (1): refused, or forwarded to his new home.
   auto seen = with_cookie(stale_front, "GET", "/api/counter", on3.cookie);
@@ -203,6 +208,20 @@ TEST_F(Cluster, StoppedMemberIsDeclaredDownAndServesNothingStaleWhenResumed) {
   ASSERT_TRUE(members_up("n1", 3, milliseconds(20000))) << "n3 rejoined";
   EXPECT_TRUE(eventually(milliseconds(10000), [&] { return counter_via(stale_front, on3.cookie) == 2; }));
   EXPECT_EQ(metric("n3", "troupe_cluster_members", "state=\"self_fenced\""), 0);
+  // n3 fenced itself on resuming: its stale copy of him tried to freeze and the
+  // deposit refused it (his new placement claimed him with a newer epoch).
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric("n3", "troupe_fenced_writes_total") >= 1; }))
+    << "the stale write is fenced and counted";
+  EXPECT_GE(metric("n3", "troupe_users_fenced_total"), 1);
+  // ... and its notice about him changed nothing: he still lives at his new home, unfenced there.
+  response still;
+  ASSERT_TRUE(eventually(milliseconds(5000), [&] {
+    still = with_cookie(member("n1").port(), "GET", "/api/whoami", on3.cookie);
+    return still.status == 200;
+  })) << still.describe();
+  EXPECT_EQ(still.json().value("node", ""), new_home) << "a stale placement's notice moved him";
+  EXPECT_EQ(metric(new_home, "troupe_users_fenced_total"), 0);
+  EXPECT_EQ(counter_via(member("n2").port(), on3.cookie), 2);
 }
 
 TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGlobalValue) {

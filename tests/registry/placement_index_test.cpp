@@ -90,3 +90,23 @@ TEST(PlacementIndex, NoSlotInServiceMeansNoPlacement) {
   EXPECT_FALSE(ix.place("a"));
   EXPECT_EQ(ix.users(), 0u);
 }
+
+TEST(PlacementIndex, OnlyNoticesOfTheCurrentPlacementAreCurrent) {
+  troupe::registry::placement_index ix(2);
+  ASSERT_EQ(ix.place("a", 7), 0u);
+  EXPECT_TRUE(ix.is_current("a", 7));
+  EXPECT_FALSE(ix.is_current("a", 5)) << "a notice from an older placement (a fenced member's user)";
+  EXPECT_TRUE(ix.is_current("a", 0)) << "an epoch the sender does not know matches";
+  EXPECT_FALSE(ix.is_current("b", 7)) << "not placed";
+  EXPECT_EQ(ix.place("a", 9), 0u);
+  EXPECT_TRUE(ix.is_current("a", 7)) << "placed already: he keeps the epoch of his placement";
+  EXPECT_FALSE(ix.is_current("a", 9));
+  ix.remove("a");
+  ASSERT_EQ(ix.place("a", 9), 0u);
+  EXPECT_TRUE(ix.is_current("a", 9)) << "placed again: the new epoch";
+  EXPECT_FALSE(ix.is_current("a", 7));
+  ASSERT_TRUE(ix.place_at("c", 1));
+  EXPECT_TRUE(ix.is_current("c", 3)) << "a takeover that learnt no epoch accepts any";
+  ASSERT_TRUE(ix.place_at("d", 1, 4));
+  EXPECT_FALSE(ix.is_current("d", 3));
+}
