@@ -17,6 +17,8 @@ namespace {
 constexpr std::size_t max_batch = 1024;
 // While the soft quit retries refused puts: how often.
 constexpr auto retry_period = std::chrono::milliseconds(250);
+// While the backend is unreachable: how often held reads try again.
+constexpr auto reread_period = std::chrono::milliseconds(200);
 // The key of the health probe's parcel: '%' keys are the platform's own
 // (never counted as users, never expired).
 const std::string health_probe_key = "%health-probe";
@@ -73,6 +75,78 @@ struct deposit_state {
   bool refusal_logged = false;
   std::uint64_t rescued = 0;
   std::vector<std::string> lost;
+
+  // -- reads while the backend is unreachable ------------------------------------------
+  // A wake's read (get or claim) that finds the backend unreachable
+  // (store::deposit_unavailable: a database gone) waits here, retried every
+  // reread_period, until read_hold has passed: a short outage delays the
+  // wake instead of failing it.
+  struct pending_read {
+    parcel_kind kind;
+    bool claim;
+    std::string key;
+    std::uint64_t epoch;
+    caf::typed_response_promise<std::vector<store::parcel>> promise;
+    steady::time_point until;
+  };
+  caf::timespan read_hold{0};
+  std::vector<pending_read> held_reads;
+  bool reread_scheduled = false;
+
+  // Answers `r` from the backend, or holds it while the backend is unreachable.
+  void read(pending_read r) {
+    if (auto out = try_read(r)) {
+      if (*out)
+        r.promise.deliver(std::move(**out));
+      else
+        r.promise.deliver(std::move(out->error()));
+      return;
+    }
+    if (steady::now() >= r.until) {
+      r.promise.deliver(make_error(errc::deposit_failed, "the deposit is unreachable: " + unreachable_reason));
+      return;
+    }
+    held_reads.push_back(std::move(r));
+    if (!reread_scheduled) {
+      reread_scheduled = true;
+      self->delayed_send(self, reread_period, reread_atom::value);
+    }
+  }
+
+  void reread() {
+    reread_scheduled = false;
+    auto held = std::move(held_reads);
+    held_reads.clear();
+    for (auto& r : held)
+      read(std::move(r));
+  }
+
+  std::string unreachable_reason;
+
+  // The backend's answer for one read; nullopt while it is unreachable.
+  using parcels_or_error = caf::expected<std::vector<store::parcel>>;
+  std::optional<parcels_or_error> try_read(const pending_read& r) {
+    try {
+      auto& b = *backend;
+      auto p = r.claim ? b.claim_user(r.key, r.epoch)
+                       : (r.kind == parcel_kind::user ? b.get_user(r.key) : b.get_connection(r.key));
+      std::vector<store::parcel> out;
+      if (p)
+        out.push_back(std::move(*p));
+      return parcels_or_error{std::move(out)};
+    } catch (const store::stale_owner_error& e) {
+      return parcels_or_error{stale(r.key, e.what())};
+    } catch (const store::parcel_quarantined& e) {
+      if (r.kind == parcel_kind::connection)  // the backend logged it; he is a guest again
+        return parcels_or_error{std::vector<store::parcel>{}};
+      return parcels_or_error{make_error(errc::bad_state, e.what())};
+    } catch (const store::deposit_unavailable& e) {
+      unreachable_reason = e.what();
+      return std::nullopt;
+    } catch (const std::exception& e) {
+      return parcels_or_error{make_error(errc::deposit_failed, e.what())};
+    }
+  }
 
   // The backend's answer for each entry ("" written); a throw fails them all.
   static std::vector<std::string> write(store::deposit& b, const std::vector<store::deposit::batch_entry>& entries) {
@@ -220,10 +294,12 @@ auto guarded(F&& fn) -> caf::result<decltype(fn())> {
 }
 
 deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<deposit_state> self,
-                                           std::shared_ptr<store::deposit> backend, health_signals* health) {
+                                           std::shared_ptr<store::deposit> backend, health_signals* health,
+                                           caf::timespan read_hold) {
   self->state.self = self;
   self->state.backend = std::move(backend);
   self->state.health = health;
+  self->state.read_hold = read_hold;
   return {
     [=](put_atom, parcel_kind kind, std::string& key, store::parcel& p) -> caf::result<std::uint64_t> {
       auto& st = self->state;
@@ -236,40 +312,19 @@ deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<depo
       return promise;
     },
     [=](flush_atom) { self->state.flush(); },
-    [=](get_atom, parcel_kind kind, const std::string& key) -> caf::result<std::vector<store::parcel>> {
+    [=](get_atom, parcel_kind kind, std::string& key) -> caf::result<std::vector<store::parcel>> {
+      auto promise = self->make_response_promise<std::vector<store::parcel>>();
       self->state.flush();
-      try {
-        auto& b = *self->state.backend;
-        auto p = kind == parcel_kind::user ? b.get_user(key) : b.get_connection(key);
-        std::vector<store::parcel> out;
-        if (p)
-          out.push_back(std::move(*p));
-        return out;
-      } catch (const store::parcel_quarantined& e) {
-        if (kind == parcel_kind::connection)  // the backend logged it; he is a guest again
-          return std::vector<store::parcel>{};
-        return make_error(errc::bad_state, e.what());
-      } catch (const std::exception& e) {
-        return make_error(errc::deposit_failed, e.what());
-      }
+      self->state.read({kind, false, std::move(key), 0, promise, steady::now() + self->state.read_hold});
+      return promise;
     },
-    [=](claim_atom, const std::string& user, std::uint64_t epoch) -> caf::result<std::vector<store::parcel>> {
-      auto& st = self->state;
-      st.flush();  // his own writes queued before land first (a restart's claim follows them)
-      try {
-        auto p = st.backend->claim_user(user, epoch);
-        std::vector<store::parcel> out;
-        if (p)
-          out.push_back(std::move(*p));
-        return out;
-      } catch (const store::stale_owner_error& e) {
-        return st.stale(user, e.what());
-      } catch (const store::parcel_quarantined& e) {
-        return make_error(errc::bad_state, e.what());
-      } catch (const std::exception& e) {
-        return make_error(errc::deposit_failed, e.what());
-      }
+    [=](claim_atom, std::string& user, std::uint64_t epoch) -> caf::result<std::vector<store::parcel>> {
+      auto promise = self->make_response_promise<std::vector<store::parcel>>();
+      self->state.flush();  // his own writes queued before land first (a restart's claim follows them)
+      self->state.read({parcel_kind::user, true, std::move(user), epoch, promise, steady::now() + self->state.read_hold});
+      return promise;
     },
+    [=](reread_atom) { self->state.reread(); },
     [=](generation_atom) {
       return guarded([&] { return self->state.backend->next_commander_generation(); });
     },
@@ -317,8 +372,8 @@ deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<depo
 }  // namespace
 
 deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend,
-                             health_signals* health) {
-  return sys.spawn<caf::detached>(deposit_impl, std::move(backend), health);
+                             health_signals* health, caf::timespan read_hold) {
+  return sys.spawn<caf::detached>(deposit_impl, std::move(backend), health, read_hold);
 }
 
 }  // namespace troupe

@@ -38,6 +38,7 @@ using retry_atom = caf::atom_constant<caf::atom("dretry")>;
 using probe_write_atom = caf::atom_constant<caf::atom("dprobe")>;
 using claim_atom = caf::atom_constant<caf::atom("claim")>;
 using generation_atom = caf::atom_constant<caf::atom("cmdgen")>;
+using reread_atom = caf::atom_constant<caf::atom("dreread")>;
 
 using store::parcel_kind;
 
@@ -96,11 +97,15 @@ using deposit_handle = caf::typed_actor<
   /// fresh_ms, writes a tiny platform parcel to learn whether writes work.
   caf::reacts_to<probe_write_atom, std::int64_t>,
   /// Internal: retries the puts refused during the soft quit.
-  caf::reacts_to<retry_atom>>;
+  caf::reacts_to<retry_atom>,
+  /// Internal: retries the reads held while the backend is unreachable.
+  caf::reacts_to<reread_atom>>;
 
 /// Spawns the deposit actor (detached; a top-level actor the node stops).
-/// `health` (may be null) receives the outcome of every write.
+/// `health` (may be null) receives the outcome of every write. A get or claim
+/// that finds the backend unreachable (store::deposit_unavailable) is retried
+/// for up to `read_hold` (0: not at all), then answered deposit_failed.
 deposit_handle spawn_deposit(caf::actor_system& sys, std::shared_ptr<store::deposit> backend,
-                             health_signals* health = nullptr);
+                             health_signals* health = nullptr, caf::timespan read_hold = caf::timespan{0});
 
 }  // namespace troupe

@@ -160,6 +160,9 @@ const std::vector<field<limits_settings>>& limits_fields() {
 
 const std::vector<field<deposit_settings>>& deposit_fields() {
   static const std::vector<field<deposit_settings>> f{
+    {"backend", &deposit_settings::backend, one_of("filesystem|postgres")},
+    {"url", &deposit_settings::url, {}},
+    {"schema", &deposit_settings::schema, nonempty()},
     {"path", &deposit_settings::path, nonempty()},
     {"fallback_path", &deposit_settings::fallback_path, {}},
   };

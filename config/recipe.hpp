@@ -69,6 +69,9 @@ struct limits_settings {
 
 /// `[deposit]`
 struct deposit_settings {
+  std::string backend = "filesystem";  ///< filesystem (parcels under path) | postgres (tables at url)
+  std::string url;                     ///< postgres: libpq URI/conninfo; "": everything from the PG* variables
+  std::string schema = "troupe";       ///< postgres: the SQL schema of troupe's tables
   std::string path = "./deposit";
   std::string fallback_path;  ///< where a soft quit writes what the deposit refused; "": $TMPDIR/troupe-rescue
 };

@@ -74,6 +74,15 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Thrown by a backend that is not reachable at the moment (a database that
+/// went away): nothing was read or changed, and the same call may work once it
+/// is back (the backend reconnects by itself). The deposit actor holds the
+/// reads of waking users for the hold budget on it before failing them.
+class deposit_unavailable : public deposit_error {
+public:
+  using deposit_error::deposit_error;
+};
+
 /// Thrown by get_user / get_connection when the parcel at the key's path could
 /// not be trusted and was moved to quarantine: it failed verification, it was
 /// written for another owner (a parcel copied over another one's), or it is not

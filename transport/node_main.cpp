@@ -8,6 +8,7 @@
 #include "actors/health.hpp"
 #include "cluster/agent.hpp"
 #include "cluster/commander_link.hpp"
+#include "store/postgres_deposit.hpp"
 #include "transport/bridge.hpp"
 #include "transport/census_cli.hpp"
 #include "transport/forwarder.hpp"
@@ -157,6 +158,11 @@ int run_node(const node_flags& flags, const app_types& types) {
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
   }
+  if (recipe.deposit.backend != "filesystem") {  // deposit.path holds the node's own files only
+    std::error_code ec;
+    if (std::filesystem::create_directories(recipe.deposit.path, ec))
+      std::filesystem::permissions(recipe.deposit.path, std::filesystem::perms::owner_all, ec);
+  }
   std::shared_ptr<orchestration_log> operations;
   try {
     auto& c = recipe.commander;
@@ -167,10 +173,32 @@ int run_node(const node_flags& flags, const app_types& types) {
     return usage_error("commander.orchestration_log: " + std::string(e.what()));
   }
   std::shared_ptr<store::deposit> deposit_store;
-  try {
-    deposit_store = store::make_filesystem_deposit(recipe.deposit.path);
-  } catch (const std::exception& e) {
-    return usage_error("deposit.path: cannot use \"" + recipe.deposit.path + "\": " + e.what());
+  if (recipe.deposit.backend == "postgres") {
+    // Members on several hosts share the database, not deposit.path: the key
+    // of their connection ids must be shared too.
+    if (recipe.cluster.enabled() && recipe.node.cookie_secret.empty())
+      return usage_error("node.cookie_secret: a cluster on deposit.backend = \"postgres\" needs it set, the same on "
+                         "every member (it cannot be generated into a directory they share)");
+    try {
+      store::postgres_options o;
+      o.url = recipe.deposit.url;
+      o.schema = recipe.deposit.schema;
+      deposit_store = store::make_postgres_deposit(o);
+    } catch (const std::exception& e) {  // the text never holds the password (redact_postgres_url)
+      return usage_error("deposit: cannot use the PostgreSQL deposit at " +
+                         (recipe.deposit.url.empty() ? std::string("the PG* variables' database")
+                                                     : store::redact_postgres_url(recipe.deposit.url)) +
+                         ": " + e.what());
+    }
+    spdlog::info("deposit: PostgreSQL {} schema {}",
+                 recipe.deposit.url.empty() ? std::string("(PG* variables)") : store::redact_postgres_url(recipe.deposit.url),
+                 recipe.deposit.schema);
+  } else {
+    try {
+      deposit_store = store::make_filesystem_deposit(recipe.deposit.path);
+    } catch (const std::exception& e) {
+      return usage_error("deposit.path: cannot use \"" + recipe.deposit.path + "\": " + e.what());
+    }
   }
   // The key of the connection ids: configured (shared by the members of a
   // cluster) or generated once into the deposit (shared by every node on it).
@@ -242,7 +270,10 @@ int run_node(const node_flags& flags, const app_types& types) {
   cfg.set("scheduler.max-threads", recipe.node.actor_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(recipe.node.actor_scheduler));
   auto sys = std::make_unique<caf::actor_system>(cfg);
-  auto deposit = spawn_deposit(*sys, deposit_store, &ctx->health);
+  // A wake's read waits out a short database outage, answered before the user's own request gives up.
+  auto deposit = spawn_deposit(*sys, deposit_store, &ctx->health,
+                               std::chrono::duration_cast<caf::timespan>(
+                                 std::chrono::duration<double>(recipe.limits.hold_seconds * 0.8)));
   auto health = spawn_health(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
   auto census = spawn_census(*sys, ctx, operations);
   // Users on other nodes are served through the forwarder; a node declared

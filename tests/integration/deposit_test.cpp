@@ -7,6 +7,7 @@
 // DIR/connections/..., DIR/quarantine/<escaped>.parcel.<time>.<n>; escaping keeps
 // [a-z0-9_@-] and writes any other byte as %hh (lower-case hex).
 #include "../support/prometheus.hpp"
+#include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
 
 #include <algorithm>
@@ -129,22 +130,36 @@ std::vector<std::string> with_token(std::vector<std::string> args) {
 
 // One node at a time; earlier nodes of the test (restart scenarios) are kept for the
 // diagnostics printed when the test fails.
-class Deposit : public node_test {
+template <class Base>
+class with_admin_token : public Base {
 protected:
-  node_process& start_tok(std::vector<std::string> args = {}) {
-    return start(with_token(std::move(args)));
-  }
+  node_process& start_tok(std::vector<std::string> args = {}) { return Base::start(with_token(std::move(args))); }
   // With the admin token, on `dir` (node_test::start_on).
   node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
-    return node_test::start_on(dir, with_token(std::move(args)));
+    return Base::start_on(dir, with_token(std::move(args)));
   }
 };
+
+// On both deposit backends (tests/support/deposit_backend.hpp).
+class Deposit : public with_admin_token<backend_node_test> {
+protected:
+  // Whether the deposit holds a parcel of `user`: a file under `dir`, or a row.
+  bool has_parcel(const std::string& dir, const std::string& user) {
+    if (!on_postgres())
+      return user_parcel(dir, user).has_value();
+    return pg_has_user_parcel(pg_url, schema, user);
+  }
+};
+TROUPE_ON_EVERY_DEPOSIT_BACKEND(Deposit);
+
+// What only the filesystem backend has (files to corrupt, a directory to take away).
+class DepositFiles : public with_admin_token<node_test> {};
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------
 
-TEST_F(Deposit, MetricsAreExported) {
+TEST_P(Deposit, MetricsAreExported) {
   start_tok();
   http_client c(port());
   ASSERT_EQ(incr(c), 1);
@@ -167,7 +182,7 @@ TEST_F(Deposit, MetricsAreExported) {
   EXPECT_NE(text.find("# TYPE troupe_user_wake_seconds histogram"), std::string::npos) << text;
 }
 
-TEST_F(Deposit, OrderedFreezeNeedsTheTokenAndAHostedUser) {
+TEST_P(Deposit, OrderedFreezeNeedsTheTokenAndAHostedUser) {
   start_tok();
   http_client c(port());
   ASSERT_EQ(incr(c), 1);
@@ -179,7 +194,7 @@ TEST_F(Deposit, OrderedFreezeNeedsTheTokenAndAHostedUser) {
   EXPECT_TRUE(is_json_error(freeze(port(), "nobody_" + random_token(6), bearer()), 404));
   EXPECT_TRUE(is_json_error(freeze(port(), "never-seen", bearer()), 404));
   EXPECT_EQ(metric(port(), "troupe_user_freezes_total"), 0.0);
-  EXPECT_FALSE(user_parcel(node().deposit_dir(), user)) << listing(node().deposit_dir());
+  EXPECT_FALSE(has_parcel(node().deposit_dir(), user)) << listing(node().deposit_dir());
 
   ASSERT_TRUE(froze(freeze(port(), user), user));
   // Already frozen: not hosted any more.
@@ -187,7 +202,7 @@ TEST_F(Deposit, OrderedFreezeNeedsTheTokenAndAHostedUser) {
   EXPECT_EQ(metric(port(), "troupe_user_freezes_total"), 1.0);
 }
 
-TEST_F(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
+TEST_P(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
   start_tok();
   const auto& dep = node().deposit_dir();
   http_client c(port());
@@ -201,11 +216,11 @@ TEST_F(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
 
   // The reply comes only once the parcel is durable: the file is there right away.
   ASSERT_TRUE(froze(freeze(port(), user), user));
-  auto parcel = user_parcel(dep, user);
-  ASSERT_TRUE(parcel) << "no user parcel for " << user << " (escaped " << escaped(user)
-                      << ") after the ordered freeze:\n"
-                      << listing(dep);
-  EXPECT_GT(fs::file_size(*parcel), 0u);
+  ASSERT_TRUE(has_parcel(dep, user)) << "no user parcel for " << user << " (escaped " << escaped(user)
+                                      << ") after the ordered freeze:\n"
+                                      << listing(dep);
+  if (!on_postgres())
+    EXPECT_GT(fs::file_size(*user_parcel(dep, user)), 0u);
   {
     auto t = metrics_text(port());
     EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 1.0) << t;
@@ -237,7 +252,7 @@ TEST_F(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
   }
   // Installed: the parcel stays until a newer one replaces it (a parcel is
   // removed only once a newer one is durable).
-  EXPECT_TRUE(user_parcel(dep, user)) << "the user parcel was removed by his wake:\n" << listing(dep);
+  EXPECT_TRUE(has_parcel(dep, user)) << "the user parcel was removed by his wake:\n" << listing(dep);
 
   // And again: a second freeze/wake cycle.
   ASSERT_TRUE(froze(freeze(port(), user), user));
@@ -246,7 +261,7 @@ TEST_F(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
   EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 2.0);
 }
 
-TEST_F(Deposit, LoggedInUserFreezesUnderHisNameAndLoginCarriesTheConnection) {
+TEST_P(Deposit, LoggedInUserFreezesUnderHisNameAndLoginCarriesTheConnection) {
   start_tok();
   const auto& dep = node().deposit_dir();
   http_client a(port());
@@ -257,10 +272,12 @@ TEST_F(Deposit, LoggedInUserFreezesUnderHisNameAndLoginCarriesTheConnection) {
   ASSERT_STATUS(a.post_json("/api/notes", {{"text", "alice's note"}}), 200);
 
   ASSERT_TRUE(froze(freeze(port(), "alice"), "alice"));
-  auto parcel = user_parcel(dep, "alice");
-  ASSERT_TRUE(parcel) << listing(dep);
-  EXPECT_EQ(parcel->filename().string(), "alice.parcel");
-  EXPECT_EQ(parcel->parent_path().parent_path(), fs::path(dep) / "users") << *parcel;
+  ASSERT_TRUE(has_parcel(dep, "alice")) << listing(dep);
+  if (auto parcel = user_parcel(dep, "alice"); !on_postgres()) {
+    ASSERT_TRUE(parcel);
+    EXPECT_EQ(parcel->filename().string(), "alice.parcel");
+    EXPECT_EQ(parcel->parent_path().parent_path(), fs::path(dep) / "users") << *parcel;
+  }
 
   // A fresh guest logs in as the frozen alice: his connection is carried to her.
   http_client b(port());
@@ -279,7 +296,7 @@ TEST_F(Deposit, LoggedInUserFreezesUnderHisNameAndLoginCarriesTheConnection) {
   EXPECT_EQ(whoami_user(a), "alice");
 }
 
-TEST_F(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
+TEST_P(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
   start_tok({"--set", "group.default.user_idle_freeze_minutes=0.02"});  // 1.2 s
   const auto& dep = node().deposit_dir();
   http_client idle(port()), busy(port());
@@ -301,7 +318,7 @@ TEST_F(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
     return prometheus_sample(metrics_text(port()), "troupe_user_freezes_total").value_or(0) >= 1;
   });
   ASSERT_TRUE(frozen) << "the idle user was not frozen within ~6 s (idle freeze 1.2 s)";
-  EXPECT_TRUE(user_parcel(dep, idle_user)) << listing(dep);
+  EXPECT_TRUE(has_parcel(dep, idle_user)) << listing(dep);
   {
     auto t = metrics_text(port());
     EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 1.0)
@@ -311,7 +328,7 @@ TEST_F(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
     EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"frozen\""), 1.0) << t;
     EXPECT_EQ(prometheus_sample(t, "troupe_users", "state=\"active\""), 1.0) << t;
   }
-  EXPECT_FALSE(user_parcel(dep, busy_user)) << listing(dep);
+  EXPECT_FALSE(has_parcel(dep, busy_user)) << listing(dep);
 
   // The next request wakes him with his state.
   EXPECT_EQ(counter(idle), 2);
@@ -322,7 +339,7 @@ TEST_F(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
   EXPECT_EQ(incr(busy), busy_count + 1);
 }
 
-TEST_F(Deposit, SoftQuitFreezesEverybodyAndARestartServesThemAll) {
+TEST_P(Deposit, SoftQuitFreezesEverybodyAndARestartServesThemAll) {
   scratch_dir dir;
   start_on(dir.path);
   http_client g1(port()), g2(port()), alice(port()), bob(port());
@@ -346,7 +363,7 @@ TEST_F(Deposit, SoftQuitFreezesEverybodyAndARestartServesThemAll) {
   ASSERT_TRUE(code.has_value()) << "still running 10 s after SIGTERM";
   EXPECT_EQ(*code, 0);
   for (const auto& u : {g1_user, g2_user, std::string("alice"), std::string("bob")})
-    EXPECT_TRUE(user_parcel(dir.path, u)) << "no parcel for " << u << " after the soft quit:\n"
+    EXPECT_TRUE(has_parcel(dir.path, u)) << "no parcel for " << u << " after the soft quit:\n"
                                           << listing(dir.path);
 
   start_on(dir.path);
@@ -373,7 +390,7 @@ TEST_F(Deposit, SoftQuitFreezesEverybodyAndARestartServesThemAll) {
   EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 4.0);
 }
 
-TEST_F(Deposit, BurstOnAFrozenUserReadsHisParcelOnce) {
+TEST_P(Deposit, BurstOnAFrozenUserReadsHisParcelOnce) {
   start_tok();
   http_client c(port());
   constexpr int before = 5, burst = 100;
@@ -450,7 +467,7 @@ TEST_F(Deposit, BurstOnAFrozenUserReadsHisParcelOnce) {
   EXPECT_EQ(prometheus_sample(t, "troupe_user_wakes_total"), wakes0 + 1) << t;
 }
 
-TEST_F(Deposit, FreezesDuringTrafficLoseNothing) {
+TEST_P(Deposit, FreezesDuringTrafficLoseNothing) {
   // Ordered freezes keep hitting a user while he increments: every request is answered
   // once, on fresh state.
   start_tok();
@@ -512,7 +529,7 @@ TEST_F(Deposit, FreezesDuringTrafficLoseNothing) {
             << " ordered freezes\n";
 }
 
-TEST_F(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
+TEST_P(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
   scratch_dir dir;
   start_on(dir.path, {"--set", "group.default.durability=reply"});
   constexpr int users = 8;
@@ -573,7 +590,7 @@ TEST_F(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
   std::cerr << "[ stats    ] " << total << " acknowledged increments in ~1 s (durability=reply)\n";
 }
 
-TEST_F(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
+TEST_P(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
   scratch_dir dir;
   const std::vector<std::string> args{"--set", "group.default.durability=interval", "--set",
                                       "group.default.checkpoint_seconds=0.3"};
@@ -584,7 +601,7 @@ TEST_F(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
     ASSERT_EQ(incr(c), i);
   std::this_thread::sleep_for(milliseconds(1500));
   // Checkpointed while still active: a parcel, no freeze.
-  EXPECT_TRUE(user_parcel(dir.path, "ivy")) << listing(dir.path);
+  EXPECT_TRUE(has_parcel(dir.path, "ivy")) << listing(dir.path);
   {
     auto t = metrics_text(port());
     EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 0.0) << t;
@@ -605,7 +622,7 @@ TEST_F(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
 // his first change; the guests log in at moments spread over 0-30 ms after it
 // (each reads his counter until his moment comes), so some login meets the
 // checkpoint in flight.
-TEST_F(Deposit, AGuestLoggingInAsHisCheckpointIsDueLeavesNoParcelBehind) {
+TEST_P(Deposit, AGuestLoggingInAsHisCheckpointIsDueLeavesNoParcelBehind) {
   start_tok({"--set", "group.default.durability=interval", "--set", "group.default.checkpoint_seconds=0.02"});
   constexpr int guests = 60;
   std::vector<std::pair<std::string, std::string>> dead;  // guest name, his old cookie
@@ -631,7 +648,7 @@ TEST_F(Deposit, AGuestLoggingInAsHisCheckpointIsDueLeavesNoParcelBehind) {
   int resurrected = 0;
   for (auto& [guest, cookie] : dead) {
     SCOPED_TRACE(guest);
-    EXPECT_FALSE(user_parcel(node().deposit_dir(), guest)) << "the guest's parcel outlived his login";
+    EXPECT_FALSE(has_parcel(node().deposit_dir(), guest)) << "the guest's parcel outlived his login";
     http_client stranger(port());
     stranger.set_cookie(cookie);
     auto n = counter(stranger);
@@ -648,7 +665,7 @@ TEST_F(Deposit, AGuestLoggingInAsHisCheckpointIsDueLeavesNoParcelBehind) {
 // parcel, sets known=false and attaches guest_<cid> with wake=false, so the deposit is
 // never read (troupe_deposit_reads_total stays 0, count 0). The next freeze or soft quit
 // then overwrites the good parcel with the empty store.
-TEST_F(Deposit, DurableGuestResumesFromHisCookieAfterKill9) {
+TEST_P(Deposit, DurableGuestResumesFromHisCookieAfterKill9) {
   for (const char* mode : {"interval", "reply"}) {
     SCOPED_TRACE(std::string("durability=") + mode);
     scratch_dir dir;
@@ -661,7 +678,7 @@ TEST_F(Deposit, DurableGuestResumesFromHisCookieAfterKill9) {
     const auto user = whoami_user(c);
     const std::string cookie = *c.cookie();
     std::this_thread::sleep_for(milliseconds(1500));
-    ASSERT_TRUE(user_parcel(dir.path, user)) << listing(dir.path);
+    ASSERT_TRUE(has_parcel(dir.path, user)) << listing(dir.path);
     node().kill9();
 
     start_on(dir.path, args);
@@ -675,7 +692,7 @@ TEST_F(Deposit, DurableGuestResumesFromHisCookieAfterKill9) {
 
 // A corrupt parcel is quarantined and the user refused (503), never started empty
 // (issue 10): the deposit answers bad_state, and keeps answering it (its marker).
-TEST_F(Deposit, CorruptParcelIsQuarantinedAndTheUserRefused) {
+TEST_F(DepositFiles, CorruptParcelIsQuarantinedAndTheUserRefused) {
   start_tok();
   const auto& dep = node().deposit_dir();
   http_client c(port());
@@ -718,7 +735,7 @@ TEST_F(Deposit, CorruptParcelIsQuarantinedAndTheUserRefused) {
   EXPECT_EQ(metric(port(), "troupe_deposit_quarantined_total"), 1.0);
 }
 
-TEST_F(Deposit, FailedWriteAbortsTheFreezeAndTheUserKeepsBeingServed) {
+TEST_F(DepositFiles, FailedWriteAbortsTheFreezeAndTheUserKeepsBeingServed) {
   start_tok();
   const std::string dep = node().deposit_dir();
   http_client c(port());
@@ -768,7 +785,7 @@ TEST_F(Deposit, FailedWriteAbortsTheFreezeAndTheUserKeepsBeingServed) {
   EXPECT_EQ(note_texts(c.get("/api/notes")), std::vector<std::string>{"kept"});
 }
 
-TEST_F(Deposit, ExpiredGuestParcelsAreSwept) {
+TEST_P(Deposit, ExpiredGuestParcelsAreSwept) {
   // 0.0003 h ≈ 1.08 s; the sweep runs every max(1 s, min(expiry)/10).
   start_tok({"--set", "commander.guest_expiry_hours=0.0003"});
   const auto& dep = node().deposit_dir();
@@ -780,20 +797,77 @@ TEST_F(Deposit, ExpiredGuestParcelsAreSwept) {
   ASSERT_EQ(incr(a), 1);
   ASSERT_TRUE(froze(freeze(port(), guest), guest));
   ASSERT_TRUE(froze(freeze(port(), "alice"), "alice"));
-  ASSERT_TRUE(user_parcel(dep, guest)) << listing(dep);
+  ASSERT_TRUE(has_parcel(dep, guest)) << listing(dep);
 
   bool swept = eventually(milliseconds(6000), [&] {
     return prometheus_sample(metrics_text(port()), "troupe_users_expired_total").value_or(0) >= 1 &&
-           !user_parcel(dep, guest);
+           !has_parcel(dep, guest);
   });
   EXPECT_TRUE(swept) << "the guest's parcel was not expired within 6 s:\n"
                      << listing(dep) << metrics_text(port());
   EXPECT_EQ(metric(port(), "troupe_users_expired_total"), 1.0);
   // A user (not a guest) has his own, much longer expiry.
-  EXPECT_TRUE(user_parcel(dep, "alice")) << listing(dep);
+  EXPECT_TRUE(has_parcel(dep, "alice")) << listing(dep);
   EXPECT_EQ(metric(port(), "troupe_users", "state=\"frozen\""), 1.0) << "only alice is still frozen";
 
   // The guest was forgotten: he starts over; alice was not.
   EXPECT_EQ(counter(g), 0);
   EXPECT_EQ(counter(a), 1);
+}
+
+// ---------------------------------------------------------------------------------
+// The PostgreSQL deposit goes away (issue 12): active users keep being served from
+// memory, a change that cannot be made durable is refused and rolled back, wakes wait
+// their hold budget and then answer 503 + Retry-After, health says degraded; when the
+// database is back the node reconnects by itself and nothing acknowledged is lost.
+TEST_F(DepositFiles, PostgresGoneServesActiveUsersHoldsWakesAndLosesNothing) {
+  scratch_database db;
+  TROUPE_NEED_SCRATCH_DATABASE(db);
+  scratch_dir dir;
+  auto args = postgres_args(db.url());
+  for (auto s : {"group.default.durability=reply", "limits.hold_seconds=2", "node.health_probe_seconds=0.5"}) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  start_on(dir.path, args);
+  http_client active(port()), sleeper(port());
+  ASSERT_STATUS(active.post_json("/api/login", {{"user", "ann"}}), 200);
+  ASSERT_EQ(incr(active), 1);
+  ASSERT_EQ(incr(active), 2);
+  ASSERT_STATUS(sleeper.post_json("/api/login", {{"user", "ben"}}), 200);
+  ASSERT_EQ(incr(sleeper), 1);
+  ASSERT_TRUE(froze(freeze(port(), "ben"), "ben"));
+
+  ASSERT_TRUE(db.cut());
+  EXPECT_EQ(counter(active), 2) << "an active user is served from memory";
+  auto change = active.post("/api/counter/incr");
+  EXPECT_STATUS(change, 503) << "a change that cannot be made durable is refused";
+  EXPECT_EQ(counter(active), 2) << "... and rolled back";
+  auto wake = sleeper.get("/api/counter");
+  EXPECT_STATUS(wake, 503) << "a wake waits its hold budget, then gives up";
+  EXPECT_TRUE(wake.has("Retry-After")) << wake.describe();
+  http_client admin(port());
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return admin.get("/_troupe/health").status == 503; }))
+    << "health is degraded while the deposit is away";
+
+  ASSERT_TRUE(db.restore());
+  long long after = -1;
+  EXPECT_TRUE(eventually(milliseconds(15000), [&] {
+    auto r = active.post("/api/counter/incr");
+    if (r.status == 200)
+      after = count_of(r);
+    return r.status == 200;
+  })) << "the node reconnects by itself";
+  EXPECT_EQ(after, 3) << "each refused change was applied nowhere";
+  EXPECT_EQ(counter(sleeper), 1) << "the frozen user wakes with his state";
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return admin.get("/_troupe/health").status == 200; }));
+
+  // Nothing acknowledged was lost: a kill -9 and a restart on the same database.
+  node().kill9();
+  start_on(dir.path, args);
+  http_client again(port());
+  ASSERT_STATUS(again.post_json("/api/login", {{"user", "ann"}}), 200);
+  EXPECT_EQ(counter(again), 3);
+  ASSERT_STATUS(again.post_json("/api/login", {{"user", "ben"}}), 200);
+  EXPECT_EQ(counter(again), 1);
 }

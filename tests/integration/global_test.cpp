@@ -10,6 +10,7 @@
 //   commander.global_max_value_bytes (else 413); a late commit is 409 "lease_expired";
 //   a full wait queue is 503 + Retry-After; metrics troupe_global_*.
 #include "../support/prometheus.hpp"
+#include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
 
 #include <sys/mount.h>
@@ -204,23 +205,26 @@ private:
   std::future<timed_reply> fut_;
 };
 
-class Global : public node_test {
+template <class Base>
+class with_admin_token : public Base {
 protected:
-  node_process& start_tok(std::vector<std::string> args = {}) {
-    return start(with_token(std::move(args)));
-  }
+  node_process& start_tok(std::vector<std::string> args = {}) { return Base::start(with_token(std::move(args))); }
   // With the admin token, on `dir` (node_test::start_on).
   node_process& start_on(const std::string& dir, std::vector<std::string> args = {}) {
-    return node_test::start_on(dir, with_token(std::move(args)));
+    return Base::start_on(dir, with_token(std::move(args)));
   }
 };
+
+// On both deposit backends (tests/support/deposit_backend.hpp).
+class Global : public with_admin_token<backend_node_test> {};
+TROUPE_ON_EVERY_DEPOSIT_BACKEND(Global);
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------
 // 1. 50 users x 20 adds on one hot key: the exact sum, every intermediate value once.
 
-TEST_F(Global, FiftyUsersTimesTwentyAddsGiveTheExactSum) {
+TEST_P(Global, FiftyUsersTimesTwentyAddsGiveTheExactSum) {
   start_tok();
   constexpr int users = 50, adds = 20;
   const std::string key = "hot-" + random_token(6);
@@ -301,7 +305,7 @@ TEST_F(Global, FiftyUsersTimesTwentyAddsGiveTheExactSum) {
 // ---------------------------------------------------------------------------------
 // 2. A holder that crashes inside its lease: 502, nothing applied, the others go on.
 
-TEST_F(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
+TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
   start_tok();
   const std::string key = "crash-" + random_token(6);
   http_client c(port());
@@ -405,7 +409,7 @@ TEST_F(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
 // ---------------------------------------------------------------------------------
 // 3. A lease past its TTL is reclaimed; the late commit is refused; the newer value stands.
 
-TEST_F(Global, TtlExpiredHolderIsRefusedAndTheNewerValueStands) {
+TEST_P(Global, TtlExpiredHolderIsRefusedAndTheNewerValueStands) {
   start_tok();
   const std::string key = "ttl-" + random_token(6);
   http_client c(port());
@@ -445,7 +449,7 @@ TEST_F(Global, TtlExpiredHolderIsRefusedAndTheNewerValueStands) {
 // ---------------------------------------------------------------------------------
 // 4. Values survive a soft quit and a restart on the same deposit.
 
-TEST_F(Global, ValuesSurviveASoftQuitAndRestart) {
+TEST_P(Global, ValuesSurviveASoftQuitAndRestart) {
   scratch_dir dir;
   start_on(dir.path);
   const json object = {{"name", "room \xc3\xa9t\xc3\xa9"}, {"seats", {1, 2, 3}}, {"open", true}};
@@ -493,7 +497,7 @@ TEST_F(Global, ValuesSurviveASoftQuitAndRestart) {
 // ---------------------------------------------------------------------------------
 // 5. Keys and values past their limits, and keys that are not UTF-8: refused, nothing stored.
 
-TEST_F(Global, OversizeAndInvalidInputIsRefusedWithNothingStored) {
+TEST_P(Global, OversizeAndInvalidInputIsRefusedWithNothingStored) {
   start_tok({"--set", "commander.global_max_value_bytes=1024"});
   http_client c(port());
 
@@ -559,7 +563,7 @@ TEST_F(Global, OversizeAndInvalidInputIsRefusedWithNothingStored) {
 // ---------------------------------------------------------------------------------
 // 6. PUT/GET/DELETE and 404s; /_troupe/global lists keys, sizes and a held lease.
 
-TEST_F(Global, RoundTripAndTheAdminListing) {
+TEST_P(Global, RoundTripAndTheAdminListing) {
   start_tok();
   http_client c(port());
   const std::string key = "doc-" + random_token(6);
@@ -731,7 +735,7 @@ void full_wait_queue_scenario(uint16_t port, bool check_retry_after) {
 }  // namespace
 
 // The bound itself: refusals at once, the admitted waiters served after the hold.
-TEST_F(Global, FullWaitQueueRefusesAtOnceAndServesTheRest) {
+TEST_P(Global, FullWaitQueueRefusesAtOnceAndServesTheRest) {
   start_tok({"--set", "commander.global_max_waiters=2"});
   full_wait_queue_scenario(port(), /*check_retry_after=*/false);
 }
@@ -741,7 +745,7 @@ TEST_F(Global, FullWaitQueueRefusesAtOnceAndServesTheRest) {
 // with no Retry-After header; docs/config.md (global_max_waiters) and issue 4 say
 // "503 with Retry-After". (actors/app.cpp refuse() throws http_error(503, ...), which
 // carries no retry_after.) Run with --gtest_also_run_disabled_tests.
-TEST_F(Global, FullWaitQueueIsA503WithRetryAfter) {
+TEST_P(Global, FullWaitQueueIsA503WithRetryAfter) {
   start_tok({"--set", "commander.global_max_waiters=2"});
   full_wait_queue_scenario(port(), /*check_retry_after=*/true);
 }
@@ -781,18 +785,20 @@ std::pair<std::uint64_t, timed_reply> held_add(uint16_t port, const std::string&
 }
 
 // The scenario, on a deposit `dir` that a fault makes refuse writes, then mends.
-class GlobalRefused : public Global {
+class GlobalRefused : public with_admin_token<node_test> {
 protected:
   struct fault {
     std::function<void()> refuse, restore;
   };
-  void scenario(const std::string& dir, const fault& f);
+  // `backend`: flags putting the node on another deposit backend than `dir`'s files.
+  void scenario(const std::string& dir, const fault& f, std::vector<std::string> backend = {});
 };
 
 }  // namespace
 
-void GlobalRefused::scenario(const std::string& dir, const fault& f) {
-  const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
+void GlobalRefused::scenario(const std::string& dir, const fault& f, std::vector<std::string> backend) {
+  std::vector<std::string> reply = {"--set", "commander.durability=reply"};
+  reply.insert(reply.end(), backend.begin(), backend.end());
   start_on(dir, reply);
   http_client c(port());
   ASSERT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 1);
@@ -816,9 +822,19 @@ void GlobalRefused::scenario(const std::string& dir, const fault& f) {
   EXPECT_EQ(metric(port(), "troupe_global_leases_active"), 0.0) << "a refused commit must end its lease";
   EXPECT_GE(metric(port(), "troupe_changes_rolled_back_total"), 7.0);
 
-  // The deposit takes writes again: retrying works and applies each change once.
+  // The deposit takes writes again: retrying works and applies each change once
+  // (a database is retried with a backoff: refused until it reconnected).
   f.restore();
-  EXPECT_EQ(value_of(add(c, "hits", {{"delta", 1}})), 3);
+  std::optional<long long> third;
+  EXPECT_TRUE(eventually(milliseconds(15000), [&] {
+    auto r = add(c, "hits", {{"delta", 1}});
+    if (r.status == 200)
+      third = value_of(r);
+    else
+      EXPECT_TRUE(refused_retry(r));
+    return r.status == 200;
+  }));
+  EXPECT_EQ(third, 3);
   auto [t3, r3] = held_add(port(), "hits");
   EXPECT_GT(t3, t2) << "fencing tokens must keep growing";
   EXPECT_EQ(value_of(r3.r), 4) << r3.transport_error;
@@ -848,6 +864,14 @@ TEST_F(GlobalRefused, AChangeTheDepositRefusedIsNotAppliedAndRetryingIsSafe) {
                       }});
 }
 
+// The PostgreSQL deposit's database gone (no connection accepted, the open one cut).
+TEST_F(GlobalRefused, APostgresDepositGoneAChangeIsNotAppliedAndRetryingIsSafe) {
+  scratch_database db;
+  TROUPE_NEED_SCRATCH_DATABASE(db);
+  scratch_dir dir;
+  scenario(dir.path, {[&] { ASSERT_TRUE(db.cut()); }, [&] { ASSERT_TRUE(db.restore()); }}, postgres_args(db.url()));
+}
+
 // The deposit on a full 1 MB tmpfs (needs mount(2): root, or skipped).
 TEST_F(GlobalRefused, OnAFullDiskAChangeIsNotAppliedAndRetryingIsSafe) {
   scratch_dir dir;
@@ -873,7 +897,7 @@ TEST_F(GlobalRefused, OnAFullDiskAChangeIsNotAppliedAndRetryingIsSafe) {
 // With commander.durability = "reply" the commits on one hot key share their
 // writes (the next holder reads the staged value): the sum is still exact, and
 // every acknowledged add survives a kill -9.
-TEST_F(Global, ReplyDurabilityHotKeyAddsAreExactAndSurviveKill9) {
+TEST_P(Global, ReplyDurabilityHotKeyAddsAreExactAndSurviveKill9) {
   scratch_dir dir;
   const std::vector<std::string> reply = {"--set", "commander.durability=reply"};
   start_on(dir.path, reply);
