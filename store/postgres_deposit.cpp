@@ -257,8 +257,8 @@ const std::vector<statement>& statements() {
      "ORDER BY key LIMIT $2",
      {bytea_oid, int8_oid}},
     // Sweep, one page of keys (key > $1 and key <= $2) at a time; $3 user, $4 guest max age (seconds).
-    {"users_page_end", "SELECT max(key), count(*) FROM (SELECT key FROM {s}.users WHERE key > $1 ORDER BY key "
-                       "LIMIT $2) AS page",
+    {"users_page_end", "SELECT key FROM (SELECT key FROM {s}.users WHERE key > $1 ORDER BY key "
+                       "LIMIT $2) AS page ORDER BY key DESC LIMIT 1",
      {bytea_oid, int8_oid}},
     {"sweep_parcels",
      "UPDATE {s}.users SET parcel = NULL, owner_epoch = 0 WHERE key > $1 AND key <= $2 AND parcel IS NOT NULL "
@@ -274,8 +274,8 @@ const std::vector<statement>& statements() {
      "DELETE FROM {s}.users WHERE key > $1 AND key <= $2 AND parcel IS NULL AND claim_epoch = 0 "
      "AND quarantine_reason IS NULL",
      {bytea_oid, bytea_oid}},
-    {"connections_page_end", "SELECT max(key), count(*) FROM (SELECT key FROM {s}.connections WHERE key > $1 "
-                             "ORDER BY key LIMIT $2) AS page",
+    {"connections_page_end", "SELECT key FROM (SELECT key FROM {s}.connections WHERE key > $1 "
+                             "ORDER BY key LIMIT $2) AS page ORDER BY key DESC LIMIT 1",
      {bytea_oid, int8_oid}},
     {"sweep_connections",
      "DELETE FROM {s}.connections WHERE key > $1 AND key <= $2 AND written_at < now() - $3::float8 * "
@@ -435,12 +435,18 @@ public:
         }
         return served_user(user, r.get());
       }
+      // His parcel is read (and a bad one quarantined, a marker refused) before anything is
+      // claimed, as on files; then the claim, which returns the parcel in place at that moment.
+      auto before = run("get_user", params().bytes(user));
+      auto served = served_user(user, before.get());
       auto r = run("claim_user", params().bytes(user).int8(db_epoch(epoch)));
       if (PQntuples(r.get()) == 0) {
         counters_.fenced.fetch_add(1, std::memory_order_relaxed);
         throw stale_owner_error(user, epoch, current_epoch(user));
       }
-      return served_user(user, r.get());
+      if (same_parcel(before.get(), r.get()))
+        return served;
+      return served_user(user, r.get());  // rewritten in between: what is there now
     });
   }
 
@@ -624,7 +630,7 @@ public:
         std::optional<std::string> end;
         call([&] {
           auto page = run("users_page_end", params().bytes(after).int8(scan_page_rows));
-          if (PQgetisnull(page.get(), 0, 0))
+          if (PQntuples(page.get()) == 0)
             return;
           end.emplace(PQgetvalue(page.get(), 0, 0), static_cast<std::size_t>(PQgetlength(page.get(), 0, 0)));
           auto r = run("sweep_parcels", params().bytes(after).bytes(*end).int8(user_s).int8(guest_s));
@@ -640,7 +646,7 @@ public:
         std::optional<std::string> end;
         call([&] {
           auto page = run("connections_page_end", params().bytes(after).int8(scan_page_rows));
-          if (PQgetisnull(page.get(), 0, 0))
+          if (PQntuples(page.get()) == 0)
             return;
           end.emplace(PQgetvalue(page.get(), 0, 0), static_cast<std::size_t>(PQgetlength(page.get(), 0, 0)));
           run("sweep_connections", params().bytes(after).bytes(*end).int8(conn_s));
@@ -757,8 +763,10 @@ private:
     PGconn* c = PQconnectStartParams(keys, vals, 1);
     if (!c)
       throw deposit_error("postgres: cannot connect: out of memory");
+    PQsetNoticeProcessor(
+      c, [](void*, const char* message) { spdlog::debug("deposit: PostgreSQL says: {}", message); }, nullptr);
     auto fail = [&](const std::string& why) -> PGconn* {
-      std::string text = "postgres: cannot connect to " + describe(c) + ": " + scrub(why);
+      std::string text = scrub("postgres: cannot connect to " + describe(c) + ": " + why);
       PQfinish(c);
       throw deposit_error(text);
     };
@@ -785,7 +793,9 @@ private:
         continue;  // the deadline check above ends it
       state = PQconnectPoll(c);
     }
-    const std::string set = "SET statement_timeout = " + std::to_string(options_.statement_timeout.count());
+    // Notices ("schema ... already exists, skipping") are not errors: not printed.
+    const std::string set = "SET client_min_messages = warning; SET statement_timeout = " +
+                            std::to_string(options_.statement_timeout.count());
     result_ptr r(PQexec(c, set.c_str()), &PQclear);
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK)
       return fail(PQerrorMessage(c));
@@ -933,12 +943,14 @@ private:
       drop(scrub(PQerrorMessage(conn_)));
   }
 
-  /// Before a batch's retry: its backoff, or the reconnect's if later.
+  /// Before a batch's retry:
+  /// Its own backoff (doubling from reconnect_backoff_min, at most a second); then
+  /// a reconnect may be tried at once, whatever the connection's backoff says.
   void wait_before_retry(int attempt) {
-    auto until = std::chrono::steady_clock::now() + options_.reconnect_backoff_min * (1 << (attempt - 1));
-    if (!conn_ && next_attempt_ > until)
-      until = next_attempt_;
-    std::this_thread::sleep_until(until);
+    auto pause = std::min<std::chrono::milliseconds>(options_.reconnect_backoff_min * (1 << (attempt - 1)),
+                                                     std::chrono::seconds(1));
+    std::this_thread::sleep_for(pause);
+    next_attempt_ = std::min(next_attempt_, std::chrono::steady_clock::now());
   }
 
   // --- helpers ----------------------------------------------------------------------
@@ -962,6 +974,16 @@ private:
   void check_owner(const std::string& key, const parcel& p) {
     if (!p.owner.empty() && p.owner != key)
       throw deposit_error("deposit: a parcel of '" + p.owner + "' cannot be written under '" + key + "'");
+  }
+
+  /// Whether two rows (parcel, quarantine_reason, ...) hold the same parcel and no marker.
+  static bool same_parcel(PGresult* a, PGresult* b) {
+    const bool a_none = PQntuples(a) == 0 || PQgetisnull(a, 0, 0);
+    const bool b_none = PQntuples(b) == 0 || PQgetisnull(b, 0, 0);
+    if (a_none || b_none)
+      return a_none && b_none && (PQntuples(b) == 0 || PQgetisnull(b, 0, 1));
+    return PQgetisnull(b, 0, 1) && PQgetlength(a, 0, 0) == PQgetlength(b, 0, 0) &&
+           std::memcmp(PQgetvalue(a, 0, 0), PQgetvalue(b, 0, 0), static_cast<std::size_t>(PQgetlength(a, 0, 0))) == 0;
   }
 
   /// get_user's read (under the mutex).
