@@ -2024,6 +2024,39 @@ TEST_P(pg_deposit, epochs_beyond_a_bigint_are_refused) {
   EXPECT_EQ(dep->owner_epoch("alice"), largest);
 }
 
+TEST_P(pg_deposit, an_empty_url_takes_everything_from_the_pg_environment) {
+  // The test server's URL taken apart into PGHOST, PGPORT, PGUSER, PGDATABASE.
+  char* err = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &err);
+  ASSERT_NE(parsed, nullptr) << (err ? err : "");
+  std::vector<std::pair<std::string, std::string>> env;
+  for (auto* o = parsed; o->keyword; ++o) {
+    if (!o->val || !*o->val)
+      continue;
+    const std::string k = o->keyword;
+    if (k == "host" || k == "port" || k == "user" || k == "dbname" || k == "password")
+      env.emplace_back(k == "dbname" ? "PGDATABASE" : "PG" + std::string(k == "host" ? "HOST" : k == "port" ? "PORT"
+                                                                         : k == "user" ? "USER" : "PASSWORD"),
+                       o->val);
+  }
+  PQconninfoFree(parsed);
+  for (const auto& [k, v] : env)
+    ::setenv(k.c_str(), v.c_str(), 1);
+  auto o = pg_options();
+  o.url = "";
+  std::unique_ptr<deposit> d;
+  try {
+    d = make_postgres_deposit(o);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  for (const auto& kv : env)
+    ::unsetenv(kv.first.c_str());
+  ASSERT_TRUE(d);
+  d->put_user("alice", make_parcel(1, "from the environment"));
+  EXPECT_EQ(text_of(*dep->get_user("alice")), "from the environment");
+}
+
 INSTANTIATE_TEST_SUITE_P(backends, pg_deposit, ::testing::Values(backend::postgres), backend_name);
 
 TEST(postgres_url, redaction_hides_every_password) {
