@@ -107,6 +107,7 @@ struct deposit_state {
       return;
     }
     held_reads.push_back(std::move(r));
+    backend->counters().reads_waiting.store(static_cast<std::int64_t>(held_reads.size()), std::memory_order_relaxed);
     if (!reread_scheduled) {
       reread_scheduled = true;
       self->delayed_send(self, reread_period, reread_atom::value);
@@ -119,6 +120,7 @@ struct deposit_state {
     held_reads.clear();
     for (auto& r : held)
       read(std::move(r));
+    backend->counters().reads_waiting.store(static_cast<std::int64_t>(held_reads.size()), std::memory_order_relaxed);
   }
 
   std::string unreachable_reason;

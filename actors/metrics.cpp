@@ -120,6 +120,9 @@ std::string node_metrics::prometheus_text() const {
     out += "# HELP troupe_deposit_consecutive_failures Deposit operations failed since the last success.\n"
            "# TYPE troupe_deposit_consecutive_failures gauge\n";
     line("troupe_deposit_consecutive_failures", "", deposit->consecutive_failures.load());
+    out += "# HELP troupe_deposit_reads_waiting Reads of waking users waiting for an unreachable deposit.\n"
+           "# TYPE troupe_deposit_reads_waiting gauge\n";
+    line("troupe_deposit_reads_waiting", "", deposit->reads_waiting.load());
   }
   out += "# HELP troupe_global_keys Keys in the global store.\n# TYPE troupe_global_keys gauge\n";
   line("troupe_global_keys", "", global_keys.load(std::memory_order_relaxed));

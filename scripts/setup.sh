@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build ccache pkg-config
           libcaf-dev libboost-dev libssl-dev libmsgpack-cxx-dev libspdlog-dev
-          libgtest-dev libtoml11-dev nlohmann-json3-dev libcli11-dev libpq-dev libpqxx-dev)
+          libgtest-dev libtoml11-dev nlohmann-json3-dev libcli11-dev libpq-dev)
 if [ "${1:-}" = "--tests" ]; then packages+=(chromium wrk clang libclang-rt-14-dev postgresql); fi
 missing=()
 for p in "${packages[@]}"; do

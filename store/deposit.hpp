@@ -155,6 +155,8 @@ struct deposit_counters {
   std::atomic<std::int64_t> last_failure_unix_ms{0};  ///< wall clock of the last failed operation; 0 = never
   std::atomic<std::int64_t> last_success_unix_ms{0};  ///< wall clock of the last successful operation; 0 = never
   std::atomic<std::int64_t> consecutive_failures{0};  ///< failed operations since the last success
+  /// Reads of waking users held while the backend is unreachable (kept by the deposit actor).
+  std::atomic<std::int64_t> reads_waiting{0};
 };
 
 class deposit {
@@ -262,6 +264,7 @@ public:
   virtual void for_each_user(const std::function<void(const std::string&)>& fn) = 0;
 
   const deposit_counters& counters() const noexcept { return counters_; }
+  deposit_counters& counters() noexcept { return counters_; }
 
 protected:
   deposit_counters counters_;

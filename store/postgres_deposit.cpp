@@ -864,7 +864,7 @@ private:
     const auto now = std::chrono::steady_clock::now();
     if (now < next_attempt_) {
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_attempt_ - now).count();
-      throw deposit_error("postgres: not connected (" + last_error_ + "); next attempt in " + std::to_string(wait) +
+      throw deposit_unavailable("postgres: not connected (" + last_error_ + "); next attempt in " + std::to_string(wait) +
                           " ms");
     }
     try {
@@ -876,7 +876,7 @@ private:
         conn_ = nullptr;
       }
       schedule_retry(e.what());
-      throw deposit_error("postgres: not connected (" + std::string(e.what()) + ")");
+      throw deposit_unavailable("postgres: not connected (" + std::string(e.what()) + ")");
     }
     backoff_ = options_.reconnect_backoff_min;
     connected_.store(true);
@@ -907,7 +907,7 @@ private:
     std::string msg = scrub(PQerrorMessage(conn_));
     if (PQstatus(conn_) == CONNECTION_BAD) {
       drop(msg);
-      throw deposit_error("postgres: not connected (" + msg + ")");
+      throw deposit_unavailable("postgres: not connected (" + msg + ")");
     }
     throw deposit_error("postgres: " + what + " failed: " + msg);
   }

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -825,7 +826,7 @@ TEST_F(DepositFiles, PostgresGoneServesActiveUsersHoldsWakesAndLosesNothing) {
   TROUPE_NEED_SCRATCH_DATABASE(db);
   scratch_dir dir;
   auto args = postgres_args(db.url());
-  for (auto s : {"group.default.durability=reply", "limits.hold_seconds=2", "node.health_probe_seconds=0.5"}) {
+  for (auto s : {"group.default.durability=reply", "limits.hold_seconds=4", "node.health_probe_seconds=0.5"}) {
     args.push_back("--set");
     args.push_back(s);
   }
@@ -837,7 +838,24 @@ TEST_F(DepositFiles, PostgresGoneServesActiveUsersHoldsWakesAndLosesNothing) {
   ASSERT_STATUS(sleeper.post_json("/api/login", {{"user", "ben"}}), 200);
   ASSERT_EQ(incr(sleeper), 1);
   ASSERT_TRUE(froze(freeze(port(), "ben"), "ben"));
+  http_client third(port());
+  ASSERT_STATUS(third.post_json("/api/login", {{"user", "cai"}}), 200);
+  ASSERT_EQ(incr(third), 1);
+  ASSERT_EQ(incr(third), 2);
+  ASSERT_TRUE(froze(freeze(port(), "cai"), "cai"));
 
+  // A short outage: the wake waits for the database instead of failing.
+  ASSERT_TRUE(db.cut());
+  auto waking = std::async(std::launch::async, [&] { return third.get("/api/counter"); });
+  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return metric(port(), "troupe_deposit_reads_waiting") >= 1; }))
+    << "the wake's read waits for the deposit";
+  ASSERT_TRUE(db.restore());
+  auto woken = waking.get();
+  EXPECT_STATUS(woken, 200);
+  EXPECT_EQ(count_of(woken), 2) << "woken with his state once the database was back";
+  EXPECT_EQ(metric(port(), "troupe_deposit_reads_waiting"), 0);
+
+  // A longer one.
   ASSERT_TRUE(db.cut());
   EXPECT_EQ(counter(active), 2) << "an active user is served from memory";
   auto change = active.post("/api/counter/incr");
