@@ -5,6 +5,7 @@
 // and the next oldest takes over with every user and global value, and a
 // member joining under load gets new users.
 #include "../support/cluster_fixture.hpp"
+#include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
 
 #include <atomic>
@@ -412,4 +413,32 @@ TEST_F(Cluster, LoginCarriesTheConnectionToTheUserWhereverHeLives) {
   http_client c(member("n3").port());
   c.post_json("/api/login", {{"user", "alice"}});
   EXPECT_EQ(count_of(c.get("/api/counter")), 4);
+}
+
+// The members on one PostgreSQL deposit (issue 12: the deposit for members on many
+// hosts) instead of a shared directory: a member killed under reply durability loses
+// none of its users' acknowledged state, and its stale copies are fenced by the database.
+TEST_F(Cluster, OnAPostgresDepositAKilledMembersUsersAreServedElsewhereWithTheirState) {
+  scratch_database db;
+  TROUPE_NEED_SCRATCH_DATABASE(db);
+  auto args = postgres_args(db.url());
+  for (auto s : {"group.default.durability=reply", "node.cookie_secret=cluster-on-postgres-test-secret-0123456789"}) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  ASSERT_TRUE(start_members(3, args));
+  std::vector<user_session> on3;
+  for (int i = 0; i < 120 && on3.size() < 3; ++i)
+    if (auto u = new_user(member("n3").port()); u.node == "n3")
+      on3.push_back(u);
+  ASSERT_EQ(on3.size(), 3u) << "users placed on n3";
+  for (auto& u : on3)
+    ASSERT_STATUS(with_cookie(member("n2").port(), "POST", "/api/counter/incr", u.cookie), 200);  // 2, via another front
+  member("n3").kill9();
+  ASSERT_TRUE(members_up("n1", 2)) << "the killed member is declared down";
+  for (auto& u : on3) {
+    EXPECT_TRUE(eventually(milliseconds(10000), [&] { return counter_via(member("n1").port(), u.cookie) == 2; }))
+      << "woken on a live member from his row, with every acknowledged increment";
+    EXPECT_EQ(counter_via(member("n2").port(), u.cookie), 2) << "both fronts see one user";
+  }
 }

@@ -249,3 +249,18 @@ TEST_F(Lifecycle, SecretsNeverReachTheLog) {
   EXPECT_NE(logs.find("crash requested"), std::string::npos)
       << "the handler's exception text is not in the log";
 }
+
+TEST_F(Lifecycle, APostgresDepositThatCannotBeReachedIsExit2WithoutItsPassword) {
+  expect_usage_error({"--set", "deposit.backend=postgres", "--set",
+                      "deposit.url=postgresql://troupe:pg-pass-never-shown@127.0.0.1:1/troupe"},
+                     "PostgreSQL deposit");
+  auto run = run_node({"--set", "deposit.backend=postgres", "--set",
+                       "deposit.url=postgresql://troupe:pg-pass-never-shown@127.0.0.1:1/troupe"});
+  EXPECT_EQ(run->res.err.find("pg-pass-never-shown"), std::string::npos) << describe(run->res);
+  EXPECT_NE(run->res.err.find("***"), std::string::npos) << "the URL is shown redacted: " << describe(run->res);
+}
+
+TEST_F(Lifecycle, AClusterOnAPostgresDepositNeedsACookieSecret) {
+  expect_usage_error({"--set", "deposit.backend=postgres", "--set", "cluster.listen=127.0.0.1:0"}, "node.cookie_secret");
+  expect_usage_error({"--set", "deposit.backend=sqlite"}, "backend");
+}
