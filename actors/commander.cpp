@@ -868,6 +868,11 @@ struct commander_state {
   }
 
   void sweep() {
+    if (index) {
+      if (auto n = index->forget_unplaced_connections())
+        spdlog::debug("commander: forgot {} connection binding(s) of users no longer live", n);
+      ctx->metrics.connections_bound.store(static_cast<std::int64_t>(index->connections()), std::memory_order_relaxed);
+    }
     auto& c = ctx->recipe.commander;
     self->request(deposit, caf::infinite, sweep_atom::value, c.user_expiry_hours, c.guest_expiry_hours)
       .then(

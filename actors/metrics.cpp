@@ -124,6 +124,9 @@ std::string node_metrics::prometheus_text() const {
            "# TYPE troupe_deposit_reads_waiting gauge\n";
     line("troupe_deposit_reads_waiting", "", deposit->reads_waiting.load());
   }
+  out += "# HELP troupe_connections_bound Connections the commander knows the user of (at its last sweep).\n"
+         "# TYPE troupe_connections_bound gauge\n";
+  line("troupe_connections_bound", "", connections_bound.load(std::memory_order_relaxed));
   out += "# HELP troupe_global_keys Keys in the global store.\n# TYPE troupe_global_keys gauge\n";
   line("troupe_global_keys", "", global_keys.load(std::memory_order_relaxed));
   out += "# HELP troupe_global_leases_active Leases held now.\n# TYPE troupe_global_leases_active gauge\n";

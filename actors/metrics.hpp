@@ -58,6 +58,7 @@ struct node_metrics {
   std::atomic<std::uint64_t> node_failovers{0};
   seconds_histogram user_wake_seconds;
   std::atomic<std::int64_t> global_keys{0};
+  std::atomic<std::int64_t> connections_bound{0};  ///< the commander's connection → user bindings, at its last sweep
   std::atomic<std::int64_t> global_leases_active{0};
   std::atomic<std::uint64_t> global_leases_granted{0};
   std::atomic<std::uint64_t> global_reclaimed_holder_down{0};

@@ -14,14 +14,15 @@ placement_index::placement_index(std::size_t workers)
 
 const std::string* placement_index::user_of(const std::string& cid) const {
   auto i = connections_.find(cid);
-  return i == connections_.end() ? nullptr : &i->second;
+  return i == connections_.end() ? nullptr : &i->second.user;
 }
 
 std::optional<std::string> placement_index::bind(const std::string& cid, const std::string& user) {
-  auto [i, fresh] = connections_.try_emplace(cid, user);
+  auto [i, fresh] = connections_.try_emplace(cid, binding{user, false});
   if (fresh)
     return std::nullopt;
-  std::string before = std::exchange(i->second, user);
+  i->second.seen_unplaced = false;
+  std::string before = std::exchange(i->second.user, user);
   return before;
 }
 
@@ -111,7 +112,7 @@ bool placement_index::set_in_service(std::size_t slot, bool in_service) {
 std::vector<std::string> placement_index::unbind_user(const std::string& user) {
   std::vector<std::string> cids;
   for (auto i = connections_.begin(); i != connections_.end();) {
-    if (i->second == user) {
+    if (i->second.user == user) {
       cids.push_back(i->first);
       i = connections_.erase(i);
     } else {
@@ -119,6 +120,23 @@ std::vector<std::string> placement_index::unbind_user(const std::string& user) {
     }
   }
   return cids;
+}
+
+std::size_t placement_index::forget_unplaced_connections() {
+  std::size_t forgotten = 0;
+  for (auto i = connections_.begin(); i != connections_.end();) {
+    if (users_.count(i->second.user)) {
+      i->second.seen_unplaced = false;
+      ++i;
+    } else if (i->second.seen_unplaced) {
+      i = connections_.erase(i);
+      ++forgotten;
+    } else {
+      i->second.seen_unplaced = true;
+      ++i;
+    }
+  }
+  return forgotten;
 }
 
 }  // namespace troupe::registry

@@ -65,6 +65,15 @@ public:
   /// Forgets every connection bound to `user`; returns their ids.
   std::vector<std::string> unbind_user(const std::string& user);
 
+  /// Keeps the index bounded by the live users, not by every connection ever
+  /// seen: forgets the bindings whose user was not placed at this call nor at
+  /// the previous one (two calls: a binding just made for a user about to be
+  /// placed survives). Safe because a user who is not placed froze, and his
+  /// connections' parcels tell whose they are (one deposit read, the next time
+  /// the cookie comes); a guest's cookie names him alone. Scans every
+  /// connection: call it now and then (the commander's sweep). Returns how many.
+  std::size_t forget_unplaced_connections();
+
   /// Forgets a user's placement (his connections stay bound to his name).
   void remove(const std::string& user);
 
@@ -75,7 +84,11 @@ public:
   std::size_t connections() const noexcept { return connections_.size(); }
 
 private:
-  std::unordered_map<std::string, std::string> connections_;  // cid → user
+  struct binding {
+    std::string user;
+    bool seen_unplaced;  // his user was not placed at the last forget_unplaced_connections()
+  };
+  std::unordered_map<std::string, binding> connections_;      // cid → user
   struct placed {
     std::size_t slot;
     std::uint64_t owner_epoch;  // 0: unknown

@@ -889,3 +889,21 @@ TEST_F(DepositFiles, PostgresGoneServesActiveUsersHoldsWakesAndLosesNothing) {
   ASSERT_STATUS(again.post_json("/api/login", {{"user", "ben"}}), 200);
   EXPECT_EQ(counter(again), 1);
 }
+
+// The commander's connection bindings are bounded by the live users: those of a
+// frozen user are forgotten (after two sweeps) and his cookie still finds him,
+// from his connection's parcel.
+TEST_P(Deposit, BindingsOfFrozenUsersAreForgottenAndTheirCookiesStillFindThem) {
+  start_tok({"--set", "commander.guest_expiry_hours=0.003"});  // the sweep runs every ~1.1 s
+  http_client a(port());
+  ASSERT_STATUS(a.post_json("/api/login", {{"user", "alice"}}), 200);
+  ASSERT_EQ(incr(a), 1);
+  ASSERT_EQ(incr(a), 2);
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_connections_bound") == 1; }));
+  ASSERT_TRUE(froze(freeze(port(), "alice"), "alice"));
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_connections_bound") == 0; }))
+    << "the binding of a frozen user's connection is kept forever";
+  EXPECT_EQ(whoami_user(a), "alice") << "her cookie finds her from the deposit";
+  EXPECT_EQ(counter(a), 2);
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_connections_bound") == 1; }));
+}

@@ -110,3 +110,23 @@ TEST(PlacementIndex, OnlyNoticesOfTheCurrentPlacementAreCurrent) {
   ASSERT_TRUE(ix.place_at("d", 1, 4));
   EXPECT_FALSE(ix.is_current("d", 3));
 }
+
+TEST(PlacementIndex, ConnectionsOfUsersNoLongerLiveAreForgottenAtTheSecondSweep) {
+  troupe::registry::placement_index ix(1);
+  ix.bind("c-live", "ann");
+  ASSERT_TRUE(ix.place("ann"));
+  ix.bind("c-frozen", "ben");  // ben froze: not placed
+  ix.bind("c-soon", "cai");    // bound for a placement about to come
+  EXPECT_EQ(ix.forget_unplaced_connections(), 0u) << "the first sweep only notes them";
+  ASSERT_TRUE(ix.place("cai"));
+  EXPECT_EQ(ix.forget_unplaced_connections(), 1u);
+  EXPECT_EQ(ix.user_of("c-frozen"), nullptr);
+  ASSERT_NE(ix.user_of("c-live"), nullptr);
+  EXPECT_EQ(*ix.user_of("c-live"), "ann");
+  ASSERT_NE(ix.user_of("c-soon"), nullptr) << "placed before the second sweep";
+  ix.remove("ann");
+  ix.bind("c-live", "ann");  // used again (a login rebinds): noted afresh
+  EXPECT_EQ(ix.forget_unplaced_connections(), 0u);
+  EXPECT_EQ(ix.forget_unplaced_connections(), 1u);
+  EXPECT_EQ(ix.connections(), 1u);
+}
