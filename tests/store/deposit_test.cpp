@@ -260,8 +260,9 @@ protected:
 
   // --- the stored bytes, bypassing the deposit ---
   std::string raw(bool user, const std::string& key) {
-    if (is_fs())
+    if (is_fs()) {
       return read_file(user ? user_path(key) : conn_path(key));
+    }
     return unhex(admin->one("SELECT encode(parcel, 'hex') FROM " +
                             table(user ? "users" : "connections") + " WHERE key = " + bytea(key)));
   }
@@ -276,8 +277,9 @@ protected:
                 ", " + bytea(data) + ") ON CONFLICT (key) DO UPDATE SET parcel = EXCLUDED.parcel");
   }
   bool stored(bool user, const std::string& key) {
-    if (is_fs())
+    if (is_fs()) {
       return fs::exists(user ? user_path(key) : conn_path(key));
+    }
     return admin->one("SELECT count(*) FROM " + table(user ? "users" : "connections") + " WHERE key = " +
                       bytea(key) + " AND parcel IS NOT NULL") == "1";
   }
@@ -315,8 +317,9 @@ protected:
   }
   /// Whether `where` (parcel_quarantined::quarantine_path) names a place in this deposit's quarantine.
   bool in_quarantine(const std::string& where) const {
-    if (is_fs())
+    if (is_fs()) {
       return fs::path(where).parent_path() == fs::path(dir + "/quarantine");
+    }
     return where.rfind("postgres:" + schema + ".quarantine id ", 0) == 0;
   }
 
@@ -525,11 +528,6 @@ std::vector<std::string> temp_files_under(const std::string& dir) {
   return out;
 }
 
-/// The decoded parcel in a file, bypassing the deposit.
-parcel parcel_in(const std::string& path) {
-  auto data = read_file(path);
-  return decode(data.data(), data.size());
-}
 
 }  // namespace
 
@@ -1015,9 +1013,10 @@ TEST_P(any_deposit, overwrite_keeps_the_newest) {
   EXPECT_EQ(back->generation, 5u);
   EXPECT_EQ(text_of(*back), "v5");
   EXPECT_EQ(dep->counters().writes, 5u);
-  if (is_fs())  // no temp file left behind
+  if (is_fs()) {  // no temp file left behind
     for (const auto& f : files_but_claims_in(fs::path(user_path("bob")).parent_path().string()))
       EXPECT_NE(f[0], '.') << f;
+  }
 }
 
 TEST_P(any_deposit, absent_and_remove) {
@@ -1096,8 +1095,9 @@ TEST_P(any_deposit, corrupted_parcel_is_quarantined) {
   auto q = quarantined();
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0], data);  // moved, never altered
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(files_in(dir + "/quarantine")[0].rfind("eve.parcel.", 0), 0u);
+  }
   // He is not started empty: every later read says so too, until a new parcel.
   EXPECT_THROW(dep->get_user("eve"), parcel_quarantined);
   EXPECT_THROW(dep->claim_user("eve", 3), parcel_quarantined);
@@ -1142,8 +1142,9 @@ TEST_P(any_deposit, parcel_copied_over_another_users_is_quarantined_and_he_stays
     EXPECT_EQ(e.key(), "alice");
     EXPECT_NE(e.reason().find("'bob'"), std::string::npos) << e.reason();
     EXPECT_NE(e.reason().find("'alice'"), std::string::npos) << e.reason();
-    if (is_fs())
+    if (is_fs()) {
       EXPECT_EQ(read_file(e.quarantine_path()), bobs);  // moved as it was
+    }
   }
   EXPECT_EQ(dep->counters().quarantined, 1u);
   EXPECT_FALSE(stored(true, "alice"));
@@ -1478,9 +1479,10 @@ TEST_P(any_fencing, an_older_epoch_is_refused_after_a_newer_write) {
   EXPECT_EQ(text_of(*back), "b's state");
   EXPECT_EQ(back->owner_epoch, 20u);
   EXPECT_EQ(dep->owner_epoch("alice"), 20u);
-  if (is_fs())
+  if (is_fs()) {
     for (const auto& f : files_in(fs::path(user_path("alice")).parent_path().string()))
       EXPECT_NE(f.rfind(".tmp-", 0), 0u) << "the refused write left " << f;
+  }
 }
 
 TEST_P(any_fencing, a_newer_claim_fences_the_older_holder_before_the_new_owner_wrote) {
@@ -1515,16 +1517,19 @@ TEST_P(any_fencing, epoch_zero_is_the_oldest_and_records_no_claim) {
   const auto claim = (fs::path(user_path("dave")).parent_path() / ".claim-dave.parcel").string();
   dep->put_user("dave", epoch_parcel(0, "legacy"));  // as written before fencing
   EXPECT_EQ(dep->owner_epoch("dave"), 0u);
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(read_file(claim), "");  // his first write made his claim file, empty: no claim
+  }
   EXPECT_TRUE(dep->claim_user("dave", 0));
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(read_file(claim), "");  // epoch 0 claims nothing
+  }
   EXPECT_EQ(dep->owner_epoch("dave"), 0u);
   dep->put_user("dave", epoch_parcel(0, "legacy again", 2));  // 0 against 0: accepted
   ASSERT_TRUE(other->claim_user("dave", 1));
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(read_file(claim), "00000000000000000001\n");
+  }
   EXPECT_THROW(dep->put_user("dave", epoch_parcel(0, "legacy writer", 3)), stale_owner_error);
   EXPECT_THROW(dep->claim_user("dave", 0), stale_owner_error);
   EXPECT_EQ(text_of(*dep->get_user("dave")), "legacy again");
@@ -1591,8 +1596,9 @@ TEST_P(any_fencing, a_claim_as_old_as_an_expired_parcel_is_swept) {
   EXPECT_EQ(dep->sweep(std::chrono::hours(1), std::chrono::hours(1)), 1u);  // the parcel counts, the claim not
   EXPECT_EQ(dep->owner_epoch("hugo"), 0u);
   EXPECT_FALSE(dep->get_user("hugo"));
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_FALSE(fs::exists((fs::path(user_path("hugo")).parent_path() / ".claim-hugo.parcel").string()));
+  }
 }
 
 TEST_P(any_fencing, commander_generations_only_grow_across_deposit_objects) {
