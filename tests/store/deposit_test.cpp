@@ -1923,6 +1923,7 @@ TEST_P(pg_deposit, a_batch_failing_on_every_attempt_applies_nothing_and_says_so_
   auto o = pg_options();
   o.statement_timeout = std::chrono::milliseconds(200);
   o.batch_rows = 10;
+  o.batch_bytes = 1000;  // and at most ~5 parcels per statement
   auto d = make_postgres_deposit(o);
   // Another session holds the connections table: the batch's users land in its transaction,
   // then its connections wait until the timeout ends the statement, every attempt.
