@@ -551,6 +551,11 @@ public:
       keys_in_chunk.insert(batch[i].key);
       chunk_bytes += encoded[i].size();
     }
+    // Rows in key order: concurrent batches over the same users lock them in one
+    // order (no deadlock between two members' batches).
+    for (auto& c : chunks)
+      std::sort(c.entries.begin(), c.entries.end(),
+                [&](std::size_t a, std::size_t b) { return batch[a].key < batch[b].key; });
 
     std::lock_guard lock(mutex_);
     std::string last_error;

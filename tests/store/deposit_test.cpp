@@ -1759,6 +1759,37 @@ TEST_P(any_fencing, two_objects_racing_for_one_user_exactly_one_owner_wins) {
   }
 }
 
+TEST_P(any_fencing, two_views_batching_the_same_users_at_once_both_land) {
+  // Two members write the same users in batches at once, in opposite orders: every
+  // entry lands (no deadlock left unresolved), and each user holds one of the two.
+  constexpr int users = 600;
+  auto batch_of = [&](const std::string& text, bool reversed) {
+    std::vector<deposit::batch_entry> b;
+    for (int i = 0; i < users; ++i) {
+      const int k = reversed ? users - 1 - i : i;
+      b.push_back({false, "same" + std::to_string(k), epoch_parcel(1, text)});
+    }
+    return b;
+  };
+  std::atomic<long> failed{0};
+  auto writer = [&](deposit& d, const std::string& text, bool reversed) {
+    for (int round = 0; round < 4; ++round)
+      for (const auto& t : d.put_batch(batch_of(text, reversed)))
+        if (!t.empty())
+          ++failed;
+  };
+  std::thread a([&] { writer(*dep, "from a", false); });
+  std::thread b([&] { writer(*other, "from b", true); });
+  a.join();
+  b.join();
+  EXPECT_EQ(failed.load(), 0);
+  for (int i = 0; i < users; ++i) {
+    auto p = dep->get_user("same" + std::to_string(i));
+    ASSERT_TRUE(p) << i;
+    EXPECT_TRUE(text_of(*p) == "from a" || text_of(*p) == "from b") << text_of(*p);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(backends, any_deposit, ::testing::Values(backend::filesystem, backend::postgres),
                          backend_name);
 INSTANTIATE_TEST_SUITE_P(backends, any_fencing, ::testing::Values(backend::filesystem, backend::postgres),
