@@ -121,6 +121,10 @@ protected:
 
 enum class backend { filesystem, postgres };
 
+void PrintTo(backend b, std::ostream* os) {
+  *os << (b == backend::filesystem ? "filesystem" : "postgres");
+}
+
 std::string pg_url() {
   const char* u = std::getenv("TROUPE_TEST_PG_URL");
   return u ? u : "";
