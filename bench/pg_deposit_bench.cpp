@@ -8,12 +8,14 @@
 // Each backend writes --users user parcels of about --bytes bytes each, in
 // put_batch calls of --call entries (the deposit actor's batches hold up to
 // 1024), twice: first into an empty store (inserts), then again (overwrites,
-// a soft quit of users stored before). One line per backend and round.
+// a soft quit of users stored before). One line per backend and round; then
+// the latency of 2,000 wakes (claim_user) of those users.
 #include "store/deposit.hpp"
 #include "store/postgres_deposit.hpp"
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +69,26 @@ double write_all(deposit& d, const settings& s, std::uint64_t generation) {
   return static_cast<double>(s.users) / seconds;
 }
 
+/// A wake: claim_user (read + claim in one step) of `wakes` stored users at a newer
+/// epoch each time; prints p50/p99 in microseconds.
+void wake_latency(deposit& d, const char* backend, std::size_t users, std::size_t wakes, std::uint64_t round) {
+  std::vector<double> us;
+  us.reserve(wakes);
+  for (std::size_t i = 0; i < wakes; ++i) {
+    const std::string key = "user" + std::to_string((i * 7919) % users);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto p = d.claim_user(key, (round << 32) | (i + 1));
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (!p) {
+      std::cerr << "pg_deposit_bench: " << key << " was not found\n";
+      std::exit(1);
+    }
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("%-10s %-10s p50 %7.0f us  p99 %7.0f us  (%zu claim_user calls)\n", backend, "wake", us[us.size() / 2],
+              us[us.size() * 99 / 100], wakes);
+}
+
 void report(const char* backend, const char* round, double rate, const settings& s) {
   std::printf("%-10s %-10s %9.0f users/s  (%zu users, ~%zu B, put_batch calls of %zu)\n", backend, round, rate,
               s.users, s.bytes, s.call);
@@ -116,6 +138,7 @@ int main(int argc, char** argv) {
     auto fs_dep = make_filesystem_deposit(dir);
     report("filesystem", "insert", write_all(*fs_dep, s, 1), s);
     report("filesystem", "overwrite", write_all(*fs_dep, s, 2), s);
+    wake_latency(*fs_dep, "filesystem", s.users, 2000, 3);
   }
   std::filesystem::remove_all(dir);
 
@@ -129,6 +152,7 @@ int main(int argc, char** argv) {
     auto pg = make_postgres_deposit(o);
     report("postgres", "insert", write_all(*pg, s, 1), s);
     report("postgres", "overwrite", write_all(*pg, s, 2), s);
+    wake_latency(*pg, "postgres", s.users, 2000, 3);
   } catch (const std::exception& e) {
     std::cerr << "pg_deposit_bench: " << e.what() << "\n";
     return 1;

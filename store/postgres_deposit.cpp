@@ -529,23 +529,33 @@ public:
       return errors;
 
     // Statements: runs of entries of one kind, each key at most once per statement
-    // (ON CONFLICT cannot touch a row twice), at most batch_rows rows; in batch order.
+    // (ON CONFLICT cannot touch a row twice), at most batch_rows rows and batch_bytes
+    // bytes (a single larger parcel goes alone); in batch order.
     struct chunk {
       bool connection;
       std::vector<std::size_t> entries;
     };
     std::vector<chunk> chunks;
     std::unordered_set<std::string_view> keys_in_chunk;
+    std::size_t chunk_bytes = 0;
     for (std::size_t i : todo) {
       const bool conn = batch[i].connection;
       if (chunks.empty() || chunks.back().connection != conn || chunks.back().entries.size() >= options_.batch_rows ||
+          (chunk_bytes + encoded[i].size() > options_.batch_bytes && !chunks.back().entries.empty()) ||
           keys_in_chunk.count(batch[i].key)) {
         chunks.push_back({conn, {}});
         keys_in_chunk.clear();
+        chunk_bytes = 0;
       }
       chunks.back().entries.push_back(i);
       keys_in_chunk.insert(batch[i].key);
+      chunk_bytes += encoded[i].size();
     }
+    // Rows in key order: concurrent batches over the same users lock them in one
+    // order (no deadlock between two members' batches).
+    for (auto& c : chunks)
+      std::sort(c.entries.begin(), c.entries.end(),
+                [&](std::size_t a, std::size_t b) { return batch[a].key < batch[b].key; });
 
     std::lock_guard lock(mutex_);
     std::string last_error;

@@ -26,8 +26,9 @@
 /// * quarantine_path() of parcel_quarantined and quarantine_user's result:
 ///   "postgres:<schema>.quarantine id <n>".
 /// * put_batch is atomic: one transaction of multi-row statements
-///   (`batch_rows` rows each); a failed transaction is retried (3 attempts in
-///   all, with backoff) and, failing still, every entry gets the error text.
+///   (at most `batch_rows` rows and `batch_bytes` bytes each); a failed
+///   transaction is retried (3 attempts in all, with backoff) and, failing
+///   still, every entry gets the error text.
 ///   Stale entries are refused inside it (is_stale_owner texts), the others land.
 /// * Connection loss (or a server that cannot be reached): the call throws
 ///   deposit_error("postgres: not connected (...)"); the connection is dropped
@@ -58,6 +59,10 @@ struct postgres_options {
   std::chrono::milliseconds reconnect_backoff_min{100};
   std::chrono::milliseconds reconnect_backoff_max{5000};
   std::size_t batch_rows = 1000;  ///< rows per multi-row statement in put_batch
+  /// Bytes of parcels per multi-row statement in put_batch (a statement's
+  /// parameters must stay far below PostgreSQL's 1 GB): large parcels go in
+  /// smaller statements, all still in the batch's one transaction.
+  std::size_t batch_bytes = 64u << 20;
 };
 
 /// The schema version this binary creates and understands.

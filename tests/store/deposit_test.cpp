@@ -121,6 +121,10 @@ protected:
 
 enum class backend { filesystem, postgres };
 
+void PrintTo(backend b, std::ostream* os) {
+  *os << (b == backend::filesystem ? "filesystem" : "postgres");
+}
+
 std::string pg_url() {
   const char* u = std::getenv("TROUPE_TEST_PG_URL");
   return u ? u : "";
@@ -260,8 +264,9 @@ protected:
 
   // --- the stored bytes, bypassing the deposit ---
   std::string raw(bool user, const std::string& key) {
-    if (is_fs())
+    if (is_fs()) {
       return read_file(user ? user_path(key) : conn_path(key));
+    }
     return unhex(admin->one("SELECT encode(parcel, 'hex') FROM " +
                             table(user ? "users" : "connections") + " WHERE key = " + bytea(key)));
   }
@@ -276,8 +281,9 @@ protected:
                 ", " + bytea(data) + ") ON CONFLICT (key) DO UPDATE SET parcel = EXCLUDED.parcel");
   }
   bool stored(bool user, const std::string& key) {
-    if (is_fs())
+    if (is_fs()) {
       return fs::exists(user ? user_path(key) : conn_path(key));
+    }
     return admin->one("SELECT count(*) FROM " + table(user ? "users" : "connections") + " WHERE key = " +
                       bytea(key) + " AND parcel IS NOT NULL") == "1";
   }
@@ -315,8 +321,9 @@ protected:
   }
   /// Whether `where` (parcel_quarantined::quarantine_path) names a place in this deposit's quarantine.
   bool in_quarantine(const std::string& where) const {
-    if (is_fs())
+    if (is_fs()) {
       return fs::path(where).parent_path() == fs::path(dir + "/quarantine");
+    }
     return where.rfind("postgres:" + schema + ".quarantine id ", 0) == 0;
   }
 
@@ -525,11 +532,6 @@ std::vector<std::string> temp_files_under(const std::string& dir) {
   return out;
 }
 
-/// The decoded parcel in a file, bypassing the deposit.
-parcel parcel_in(const std::string& path) {
-  auto data = read_file(path);
-  return decode(data.data(), data.size());
-}
 
 }  // namespace
 
@@ -1015,9 +1017,10 @@ TEST_P(any_deposit, overwrite_keeps_the_newest) {
   EXPECT_EQ(back->generation, 5u);
   EXPECT_EQ(text_of(*back), "v5");
   EXPECT_EQ(dep->counters().writes, 5u);
-  if (is_fs())  // no temp file left behind
+  if (is_fs()) {  // no temp file left behind
     for (const auto& f : files_but_claims_in(fs::path(user_path("bob")).parent_path().string()))
       EXPECT_NE(f[0], '.') << f;
+  }
 }
 
 TEST_P(any_deposit, absent_and_remove) {
@@ -1096,8 +1099,9 @@ TEST_P(any_deposit, corrupted_parcel_is_quarantined) {
   auto q = quarantined();
   ASSERT_EQ(q.size(), 1u);
   EXPECT_EQ(q[0], data);  // moved, never altered
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(files_in(dir + "/quarantine")[0].rfind("eve.parcel.", 0), 0u);
+  }
   // He is not started empty: every later read says so too, until a new parcel.
   EXPECT_THROW(dep->get_user("eve"), parcel_quarantined);
   EXPECT_THROW(dep->claim_user("eve", 3), parcel_quarantined);
@@ -1142,8 +1146,9 @@ TEST_P(any_deposit, parcel_copied_over_another_users_is_quarantined_and_he_stays
     EXPECT_EQ(e.key(), "alice");
     EXPECT_NE(e.reason().find("'bob'"), std::string::npos) << e.reason();
     EXPECT_NE(e.reason().find("'alice'"), std::string::npos) << e.reason();
-    if (is_fs())
+    if (is_fs()) {
       EXPECT_EQ(read_file(e.quarantine_path()), bobs);  // moved as it was
+    }
   }
   EXPECT_EQ(dep->counters().quarantined, 1u);
   EXPECT_FALSE(stored(true, "alice"));
@@ -1478,9 +1483,10 @@ TEST_P(any_fencing, an_older_epoch_is_refused_after_a_newer_write) {
   EXPECT_EQ(text_of(*back), "b's state");
   EXPECT_EQ(back->owner_epoch, 20u);
   EXPECT_EQ(dep->owner_epoch("alice"), 20u);
-  if (is_fs())
+  if (is_fs()) {
     for (const auto& f : files_in(fs::path(user_path("alice")).parent_path().string()))
       EXPECT_NE(f.rfind(".tmp-", 0), 0u) << "the refused write left " << f;
+  }
 }
 
 TEST_P(any_fencing, a_newer_claim_fences_the_older_holder_before_the_new_owner_wrote) {
@@ -1515,16 +1521,19 @@ TEST_P(any_fencing, epoch_zero_is_the_oldest_and_records_no_claim) {
   const auto claim = (fs::path(user_path("dave")).parent_path() / ".claim-dave.parcel").string();
   dep->put_user("dave", epoch_parcel(0, "legacy"));  // as written before fencing
   EXPECT_EQ(dep->owner_epoch("dave"), 0u);
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(read_file(claim), "");  // his first write made his claim file, empty: no claim
+  }
   EXPECT_TRUE(dep->claim_user("dave", 0));
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(read_file(claim), "");  // epoch 0 claims nothing
+  }
   EXPECT_EQ(dep->owner_epoch("dave"), 0u);
   dep->put_user("dave", epoch_parcel(0, "legacy again", 2));  // 0 against 0: accepted
   ASSERT_TRUE(other->claim_user("dave", 1));
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_EQ(read_file(claim), "00000000000000000001\n");
+  }
   EXPECT_THROW(dep->put_user("dave", epoch_parcel(0, "legacy writer", 3)), stale_owner_error);
   EXPECT_THROW(dep->claim_user("dave", 0), stale_owner_error);
   EXPECT_EQ(text_of(*dep->get_user("dave")), "legacy again");
@@ -1591,8 +1600,9 @@ TEST_P(any_fencing, a_claim_as_old_as_an_expired_parcel_is_swept) {
   EXPECT_EQ(dep->sweep(std::chrono::hours(1), std::chrono::hours(1)), 1u);  // the parcel counts, the claim not
   EXPECT_EQ(dep->owner_epoch("hugo"), 0u);
   EXPECT_FALSE(dep->get_user("hugo"));
-  if (is_fs())
+  if (is_fs()) {
     EXPECT_FALSE(fs::exists((fs::path(user_path("hugo")).parent_path() / ".claim-hugo.parcel").string()));
+  }
 }
 
 TEST_P(any_fencing, commander_generations_only_grow_across_deposit_objects) {
@@ -1750,6 +1760,37 @@ TEST_P(any_fencing, two_objects_racing_for_one_user_exactly_one_owner_wins) {
     EXPECT_EQ(text_of(*p), "owner 2") << user;
     EXPECT_THROW(dep->put_user(user, epoch_parcel(1, "late")), stale_owner_error) << user;
     EXPECT_THROW(dep->claim_user(user, 1), stale_owner_error) << user;
+  }
+}
+
+TEST_P(any_fencing, two_views_batching_the_same_users_at_once_both_land) {
+  // Two members write the same users in batches at once, in opposite orders: every
+  // entry lands (no deadlock left unresolved), and each user holds one of the two.
+  constexpr int users = 600;
+  auto batch_of = [&](const std::string& text, bool reversed) {
+    std::vector<deposit::batch_entry> b;
+    for (int i = 0; i < users; ++i) {
+      const int k = reversed ? users - 1 - i : i;
+      b.push_back({false, "same" + std::to_string(k), epoch_parcel(1, text)});
+    }
+    return b;
+  };
+  std::atomic<long> failed{0};
+  auto writer = [&](deposit& d, const std::string& text, bool reversed) {
+    for (int round = 0; round < 4; ++round)
+      for (const auto& t : d.put_batch(batch_of(text, reversed)))
+        if (!t.empty())
+          ++failed;
+  };
+  std::thread a([&] { writer(*dep, "from a", false); });
+  std::thread b([&] { writer(*other, "from b", true); });
+  a.join();
+  b.join();
+  EXPECT_EQ(failed.load(), 0);
+  for (int i = 0; i < users; ++i) {
+    auto p = dep->get_user("same" + std::to_string(i));
+    ASSERT_TRUE(p) << i;
+    EXPECT_TRUE(text_of(*p) == "from a" || text_of(*p) == "from b") << text_of(*p);
   }
 }
 
@@ -1917,6 +1958,7 @@ TEST_P(pg_deposit, a_batch_failing_on_every_attempt_applies_nothing_and_says_so_
   auto o = pg_options();
   o.statement_timeout = std::chrono::milliseconds(200);
   o.batch_rows = 10;
+  o.batch_bytes = 1000;  // and at most ~5 parcels per statement
   auto d = make_postgres_deposit(o);
   // Another session holds the connections table: the batch's users land in its transaction,
   // then its connections wait until the timeout ends the statement, every attempt.
