@@ -1,5 +1,6 @@
 // The node process: its ready line, its command line (exit code 2 and a one-line error
 // for bad flags and recipes, --set overrides), orderly SIGTERM/SIGINT.
+#include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
 
 #include <signal.h>
@@ -263,4 +264,14 @@ TEST_F(Lifecycle, APostgresDepositThatCannotBeReachedIsExit2WithoutItsPassword) 
 TEST_F(Lifecycle, AClusterOnAPostgresDepositNeedsACookieSecret) {
   expect_usage_error({"--set", "deposit.backend=postgres", "--set", "cluster.listen=127.0.0.1:0"}, "node.cookie_secret");
   expect_usage_error({"--set", "deposit.backend=sqlite"}, "backend");
+}
+
+TEST_F(Lifecycle, APostgresDepositMigratedByANewerTroupeIsRefused) {
+  scratch_database db;
+  TROUPE_NEED_SCRATCH_DATABASE(db);
+  ASSERT_TRUE(psql(db.url(), "CREATE SCHEMA troupe;\n"
+                             "CREATE TABLE troupe.schema_version (version integer PRIMARY KEY, applied_at timestamptz);\n"
+                             "INSERT INTO troupe.schema_version (version) VALUES (1), (999);"));
+  auto args = postgres_args(db.url());
+  expect_usage_error(args, "database schema version 999 is newer than this troupe understands");
 }
