@@ -7,6 +7,7 @@
 //
 // Deposit layout relied upon (store/deposit.hpp): DIR/users/<2 hex>/<escaped>.parcel;
 // user names of [a-z0-9_] are their own escaped form.
+#include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
 
 #include "store/deposit.hpp"
@@ -94,6 +95,24 @@ TEST_F(Shutdown, SoftQuitWithTheDepositReplacedByAFileParksUsersInTheFallback) {
   // The deposit goes, and nothing can recreate it: a regular file sits in its place.
   fs::remove_all(deposit);
   std::ofstream(deposit) << "not a directory\n";
+  quit_into_fallback(fallback, user);
+  restart_finds(dir.path, fallback, user, 3);
+}
+
+// The PostgreSQL deposit's database gone at the soft quit: the users go to the
+// (filesystem) fallback all the same, and a node on it has them back.
+TEST_F(Shutdown, SoftQuitWithThePostgresDepositGoneParksUsersInTheFallback) {
+  scratch_database db;
+  TROUPE_NEED_SCRATCH_DATABASE(db);
+  scratch_dir dir;
+  const std::string fallback = dir.path + "/rescue";
+  const std::string user = plain_name("pg_quitter_");
+  auto args = quit_args(fallback);
+  auto pg = postgres_args(db.url());
+  args.insert(args.end(), pg.begin(), pg.end());
+  start_on(dir.path + "/local", args);
+  count_as(user, 3);
+  ASSERT_TRUE(db.cut());
   quit_into_fallback(fallback, user);
   restart_finds(dir.path, fallback, user, 3);
 }
