@@ -92,6 +92,7 @@ struct deposit_state {
   caf::timespan read_hold{0};
   std::vector<pending_read> held_reads;
   bool reread_scheduled = false;
+  std::string unreachable_reason;  // the backend's last word, for the answer when the hold runs out
 
   // Answers `r` from the backend, or holds it while the backend is unreachable.
   void read(pending_read r) {
@@ -122,8 +123,6 @@ struct deposit_state {
       read(std::move(r));
     backend->counters().reads_waiting.store(static_cast<std::int64_t>(held_reads.size()), std::memory_order_relaxed);
   }
-
-  std::string unreachable_reason;
 
   // The backend's answer for one read; nullopt while it is unreachable.
   using parcels_or_error = caf::expected<std::vector<store::parcel>>;
