@@ -111,8 +111,9 @@ TEST_F(CensusCluster, every_member_answers_for_every_node) {
       EXPECT_EQ((*n)["address"], cluster_.cluster_address(i));
       EXPECT_TRUE((*n)["incarnation"].is_string());
       EXPECT_EQ((*n)["health"]["status"], "ok");
-      if (i != m)
+      if (i != m) {
         EXPECT_TRUE((*n)["heartbeat_age_ms"].is_number());
+      }
       EXPECT_EQ((*n)["leader"], i == 0);  // the oldest member runs the commander
       EXPECT_EQ((*n)["workers"].size(), 2u);
       auto node_active = (*n)["totals"]["users"]["active"].get<std::int64_t>();
@@ -123,10 +124,12 @@ TEST_F(CensusCluster, every_member_answers_for_every_node) {
     EXPECT_EQ(doc["totals"]["workers"], 6);
     EXPECT_EQ(doc["node"]["name"], cluster_.name(m));  // who answered
     // Each live row's parent is a worker of its node, as the drain takes it.
-    for (auto& r : doc["actors"])
-      if (!r["node"].is_null())
+    for (auto& r : doc["actors"]) {
+      if (!r["node"].is_null()) {
         EXPECT_EQ(r["parent"].get<std::string>().rfind("worker:" + r["node"].get<std::string>() + "/", 0), 0u)
           << r.dump();
+      }
+    }
   }
   EXPECT_GE(std::count_if(docs[0]["nodes"].begin(), docs[0]["nodes"].end(),
                           [](auto& n) { return n["totals"]["users"]["active"].template get<int>() > 0; }),
@@ -198,9 +201,11 @@ TEST_F(CensusCluster, a_killed_member_is_listed_as_down_never_missing) {
   EXPECT_TRUE((*n3)["totals"].is_object()) << "its last known facts";
   EXPECT_EQ(last["nodes"].size(), 3u);
   // The live members still answer in full.
-  for (auto& n : last["nodes"])
-    if (n["name"] != "n3")
+  for (auto& n : last["nodes"]) {
+    if (n["name"] != "n3") {
       EXPECT_EQ(n["answered"], true) << n.dump();
+    }
+  }
 }
 
 TEST_F(CensusCluster, a_stopped_member_is_listed_unreachable_then_down) {
