@@ -4,6 +4,9 @@
 
 #include <troupe/troupe.hpp>
 
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +26,8 @@ public:
   static constexpr std::size_t max_note_bytes = 4096;
   static constexpr std::size_t max_notes = 1000;
   static constexpr std::int64_t max_sleep_ms = 60000;
+  static constexpr std::int64_t max_grow_mb = 1024;    // per /api/grow
+  static constexpr std::int64_t max_ballast_mb = 4096;  // per user
 
   void routes(troupe::router& r) override {
     r.get("/api/whoami", [this](troupe::request&) { return json(identity()); });
@@ -44,16 +49,39 @@ public:
     });
 
     r.post("/api/sleep", [](troupe::request& q) {
-      const auto& body = q.json();
-      auto ms = body.is_object() ? body.find("ms") : body.end();
-      if (ms == body.end() || !ms->is_number_integer() || *ms < 0 || *ms > max_sleep_ms)
-        throw troupe::bad_request("\"ms\" must be an integer from 0 to 60000");
-      auto n = ms->get<std::int64_t>();
+      auto n = bounded_integer(q, "ms", 0, max_sleep_ms);
       return after(std::chrono::milliseconds(n), [n] { return json({{"slept", n}}); });
     });
 
     r.post("/api/crash", [](troupe::request&) -> troupe::response {
       throw std::runtime_error("notes sample: crash requested");
+    });
+
+    // Faults for the supervision and admission tests (issue 13). /api/spin
+    // busy-loops on the handler's thread (a stuck or CPU-hot handler);
+    // /api/abort calls std::abort() — with isolation = "thread" that is the
+    // whole node; /api/grow keeps N MB in this user's actor (memory only: it
+    // is not part of his store, so it is never written to the deposit and a
+    // wake starts without it).
+    r.post("/api/spin", [](troupe::request& q) {
+      auto n = bounded_integer(q, "ms", 0, max_sleep_ms);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(n);
+      std::uint64_t turns = 0;
+      while (std::chrono::steady_clock::now() < until)
+        ++turns;
+      return json({{"spun_ms", n}, {"turns", turns}});
+    });
+    r.post("/api/abort", [](troupe::request&) -> troupe::response { std::abort(); });
+    r.post("/api/grow", [this](troupe::request& q) {
+      auto mb = bounded_integer(q, "mb", 1, max_grow_mb);
+      if (ballast_mb_ + mb > max_ballast_mb)
+        throw troupe::bad_request("at most " + std::to_string(max_ballast_mb) + " MB per user");
+      std::string block(static_cast<std::size_t>(mb) << 20, '\0');
+      for (std::size_t i = 0; i < block.size(); i += 4096)  // touched: resident, not just reserved
+        block[i] = static_cast<char>(i);
+      ballast_.push_back(std::move(block));
+      ballast_mb_ += mb;
+      return json({{"held_mb", ballast_mb_}});
     });
 
     // The global store, shared by every user: values are JSON, stored as text.
@@ -116,6 +144,20 @@ public:
       });
     });
   }
+
+private:
+  // {"<key>": integer in [lo, hi]} or 400.
+  static std::int64_t bounded_integer(troupe::request& q, const char* key, std::int64_t lo, std::int64_t hi) {
+    const auto& body = q.json();
+    auto v = body.is_object() ? body.find(key) : body.end();
+    if (v == body.end() || !v->is_number_integer() || *v < lo || *v > hi)
+      throw troupe::bad_request("\"" + std::string(key) + "\" must be an integer from " + std::to_string(lo) + " to " +
+                                std::to_string(hi));
+    return v->get<std::int64_t>();
+  }
+
+  std::vector<std::string> ballast_;  // /api/grow
+  std::int64_t ballast_mb_ = 0;
 };
 
 }  // namespace notes_sample

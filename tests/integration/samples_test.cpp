@@ -2,6 +2,8 @@
 // http_error statuses, per-user state — on a real node started with --app tally.
 #include "../support/test_support.hpp"
 
+#include <csignal>
+
 using namespace troupe::test;
 
 namespace {
@@ -42,4 +44,38 @@ TEST_F(Tally, TheNotesRoutesAreNotThere) {
   http_client c(port());
   EXPECT_TRUE(is_json_error(c.get("/api/whoami"), 404));
   EXPECT_TRUE(is_json_error(c.get("/api/counter"), 404));
+}
+
+namespace {
+struct NotesFaults : node_test {};
+}  // namespace
+
+// The notes sample's fault routes (issue 13): spin busy-loops, grow holds memory,
+// abort takes the (thread-isolated) node down; each bounded.
+TEST_F(NotesFaults, SpinGrowAndAbortDoWhatTheySayWithinTheirLimits) {
+  start();
+  http_client c(port());
+  auto spun = c.post_json("/api/spin", {{"ms", 30}});
+  ASSERT_STATUS(spun, 200);
+  EXPECT_EQ(spun.json().value("spun_ms", -1), 30);
+  EXPECT_GT(spun.json().value("turns", 0ull), 0ull) << "it really looped";
+  EXPECT_STATUS(c.post_json("/api/spin", {{"ms", -1}}), 400);
+  EXPECT_STATUS(c.post_json("/api/spin", {{"ms", 60001}}), 400);
+  EXPECT_STATUS(c.post_json("/api/spin", {{"ms", "lots"}}), 400);
+
+  auto grown = c.post_json("/api/grow", {{"mb", 8}});
+  ASSERT_STATUS(grown, 200);
+  EXPECT_EQ(grown.json().value("held_mb", 0), 8);
+  EXPECT_EQ(c.post_json("/api/grow", {{"mb", 2}}).json().value("held_mb", 0), 10) << "it keeps what it held";
+  EXPECT_STATUS(c.post_json("/api/grow", {{"mb", 0}}), 400);
+  EXPECT_STATUS(c.post_json("/api/grow", {{"mb", 1025}}), 400);
+  EXPECT_EQ(count_of(c.post("/api/counter/incr")), 1) << "the user is still served";
+
+  try {
+    c.post("/api/abort");
+  } catch (const std::exception&) {  // the connection dies with the node
+  }
+  auto code = node().wait_exit(std::chrono::milliseconds(10000));
+  ASSERT_TRUE(code.has_value()) << "the node is still running after /api/abort";
+  EXPECT_EQ(*code, 128 + SIGABRT);
 }
