@@ -20,6 +20,9 @@ namespace troupe {
 
 namespace {
 
+// Freezes a worker has in flight at once (freeze_all): a deposit batch's worth.
+constexpr std::size_t freeze_window = 1024;
+
 using steady = std::chrono::steady_clock;
 
 struct worker_state {
@@ -153,31 +156,66 @@ struct worker_state {
     start(user, {}, true, epoch == epochs.end() ? 0 : epoch->second);
   }
 
-  // Freezes every user (cause quit or freeze), each within `timeout`; calls
-  // done(frozen, names of those not frozen) once all answered.
+  // Freezes every user hosted now (cause quit or freeze), all within
+  // `timeout` (caf::infinite: no limit); calls done(frozen, names of those not
+  // frozen) once all answered. At most freeze_window freezes are in flight:
+  // CAF 0.17 keeps an actor's pending requests in a flat map searched
+  // linearly, so 100,000 requests at once cost quadratic time in this worker
+  // (and as many timeouts in the clock), while the deposit gets its full
+  // batches from a window as well. `stop_failed`: a user whose freeze failed
+  // is stopped too (a fenced node must not keep his stale state).
   template <class Done>
-  void freeze_all(store::parcel_cause cause, caf::duration timeout, Done done) {
-    using names = std::vector<std::string>;
-    if (users->empty())
-      return done(std::uint64_t{0}, names{});
-    auto frozen = std::make_shared<std::uint64_t>(0);
-    auto failed = std::make_shared<names>();
-    auto pending = std::make_shared<std::size_t>(users->size());
-    for (auto& [name, h] : *users)
-      self->request(h, timeout, freeze_atom::value, static_cast<std::uint8_t>(cause))
+  void freeze_all(store::parcel_cause cause, caf::duration timeout, Done done, bool stop_failed = false) {
+    struct run {
+      std::vector<std::pair<std::string, user_handle>> todo;
+      std::size_t next = 0, in_flight = 0;
+      std::uint64_t frozen = 0;
+      std::vector<std::string> failed;
+      std::optional<steady::time_point> deadline;
+      Done done;
+      store::parcel_cause cause;
+      bool stop_failed;
+    };
+    auto r = std::make_shared<run>(run{{users->begin(), users->end()}, 0, 0, 0, {}, std::nullopt, std::move(done),
+                                       cause, stop_failed});
+    if (timeout.valid()) {  // caf::infinite is the invalid duration
+      auto deadline = steady::now();
+      deadline += timeout;
+      r->deadline = deadline;
+    }
+    freeze_more(r);
+  }
+
+  template <class Run>
+  void freeze_more(const std::shared_ptr<Run>& r) {
+    while (r->in_flight < freeze_window && r->next < r->todo.size()) {
+      auto [name, h] = r->todo[r->next++];
+      ++r->in_flight;
+      caf::duration left = caf::infinite;
+      if (r->deadline)
+        left = caf::duration{std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                       *r->deadline - steady::now()))};
+      self->request(h, left, freeze_atom::value, static_cast<std::uint8_t>(r->cause))
         .then(
-          [done, frozen, failed, pending](bool) mutable {
-            ++*frozen;
-            if (--*pending == 0)
-              done(*frozen, std::move(*failed));
+          [this, r](bool) {
+            ++r->frozen;
+            --r->in_flight;
+            freeze_more(r);
           },
-          [this, done, frozen, failed, pending, user = name](caf::error& err) mutable {
+          [this, r, user = name, h = h](caf::error& err) {
             spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
                           self->system().render(err));
-            failed->push_back(registry::redact(user));
-            if (--*pending == 0)
-              done(*frozen, std::move(*failed));
+            r->failed.push_back(registry::redact(user));
+            if (r->stop_failed)
+              self->send_exit(h, make_error(errc::dropped));
+            --r->in_flight;
+            freeze_more(r);
           });
+    }
+    if (r->in_flight == 0 && r->next == r->todo.size()) {
+      r->next = r->todo.size() + 1;  // done once
+      r->done(r->frozen, std::move(r->failed));
+    }
   }
 
   // Soft quit: every user freezes (cause quit); answers how many did and who
@@ -358,10 +396,9 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
         return;
       spdlog::warn("worker {}: fenced: {} user(s) freeze and leave; the deposit refuses those placed again elsewhere",
                    st.spec.name, st.users->size());
-      auto budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds * 0.9);
-      for (auto& [name, h] : *st.users)
-        self->request(h, budget, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze))
-          .then([](bool) {}, [self, h = h](caf::error&) { self->send_exit(h, make_error(errc::dropped)); });
+      st.freeze_all(store::parcel_cause::freeze,
+                    node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds * 0.9),
+                    [](std::uint64_t, std::vector<std::string>) {}, true);
       st.users->clear();
       st.restart_from.clear();
     },
