@@ -41,7 +41,7 @@ run() {
   "$bin" node --listen 127.0.0.1:0 --deposit "$dir/deposit" --set commander.durability=reply "$@" \
     > "$dir/out" 2> "$dir/err" &
   pid=$!
-  for _ in $(seq 100); do grep -q listening "$dir/out" && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -qs listening "$dir/out" && break; sleep 0.1; done
   local url
   url=$(sed -n 's/.*listening on //p' "$dir/out")
   if [[ -z "$url" ]]; then
