@@ -106,12 +106,15 @@ struct agent_state {
     }
     if (!cfg.serving)
       return;
+    // Served until the lease on the beats a quorum confirmed runs out, less a
+    // heartbeat of margin (membership::lease_base); renewed at every tick.
     auto t = now();
-    if (joined && mem->has_quorum(t))
-      cfg.serving->until_ms.store(troupe::serving_signal::now_ms() + (cfg.failure_timeout - cfg.heartbeat_interval).count(),
-                                  std::memory_order_relaxed);
-    else
-      cfg.serving->until_ms.store(0, std::memory_order_relaxed);
+    auto base = joined && mem->has_quorum(t) ? mem->lease_base(t) : std::nullopt;
+    auto left = base ? std::chrono::duration_cast<std::chrono::milliseconds>(*base + cfg.failure_timeout -
+                                                                              cfg.heartbeat_interval - t)
+                     : std::chrono::milliseconds(0);
+    cfg.serving->until_ms.store(left.count() > 0 ? troupe::serving_signal::now_ms() + left.count() : 0,
+                                std::memory_order_relaxed);
   }
 
   // -- leadership -------------------------------------------------------------------
@@ -260,8 +263,9 @@ struct agent_state {
             return next("nothing is published at " + address);
           auto contact = caf::actor_cast<agent_handle>(ptr);
           auto me = hello_of(mem->self());
+          auto asked = now();
           self->request(contact, cfg.join_timeout, join_atom::value, cfg.cluster_name, me)
-            .then([this, first](join_reply& r) { on_joined(r, first); },
+            .then([this, first, asked](join_reply& r) { on_joined(r, first, asked); },
                   [this, address, next](caf::error& err) {
                     next(address + " refused the join: " + self->system().render(err));
                   });
@@ -269,11 +273,11 @@ struct agent_state {
         [this, address, next](caf::error& err) { next("cannot reach " + address + ": " + self->system().render(err)); });
   }
 
-  void on_joined(join_reply& r, bool first) {
+  void on_joined(join_reply& r, bool first, steady::time_point asked) {
     std::vector<member_record> records;
     for (auto& h : r.members)
       records.push_back(record_of(h));
-    mem->joined(records, now());
+    mem->joined(records, now(), asked);
     agents.clear();
     for (auto& h : r.members)
       keep(h);
@@ -348,23 +352,43 @@ struct agent_state {
     self->delayed_send(self, cfg.heartbeat_interval, tick_atom::value);
     if (!joined)
       return;
-    for_each_peer([&](auto&, auto& a) { self->send(a, beat_atom::value, mem->self().name, mem->self().incarnation); });
+    const auto stamp = membership::stamp_of(now());
+    for_each_peer([&](auto& r, auto& a) {
+      self->send(a, beat_atom::value, mem->self().name, mem->self().incarnation, stamp, mem->echo_for(r.name));
+    });
     apply(mem->check(now()));
   }
 
-  void on_beat(const std::string& name, std::uint64_t incarnation) {
+  void on_beat(const std::string& name, std::uint64_t incarnation, std::int64_t stamp, std::int64_t echo) {
     if (!joined)
       return;
-    if (mem->heard(name, incarnation, now()))
+    if (mem->heard(name, incarnation, now(), stamp, echo))
       return;
     // A member we declared down (or an old incarnation) is still talking: tell it.
     if (auto sender = caf::actor_cast<agent_handle>(self->current_sender()))
       self->send(sender, down_atom::value, name, incarnation);
   }
 
+  // Whether the message being handled comes from the agent of a member up
+  // here: a verdict from a member this one declared down (it was stopped and
+  // judges from a stale view) must not take down a live member.
+  bool from_live_member() {
+    auto sender = self->current_sender();
+    for (auto& [name, a] : agents)
+      if (a.address() == sender) {
+        auto* v = mem->find(name);
+        return v && v->up;
+      }
+    return false;
+  }
+
   void on_down_notice(const std::string& name, std::uint64_t incarnation) {
     if (!joined)
       return;
+    if (!from_live_member()) {
+      spdlog::warn("cluster: a verdict that {} is down came from no live member; ignored", name);
+      return;
+    }
     if (name == mem->self().name) {
       if (incarnation == mem->self().incarnation) {
         mem->declared_down(name, incarnation);
@@ -434,7 +458,9 @@ agent_handle::behavior_type agent_impl(agent_handle::stateful_pointer<agent_stat
   return {
     [self](join_atom, const std::string& cluster, member_hello& h) { return self->state.on_join_request(cluster, h); },
     [self](member_atom, member_hello& h) { self->state.on_member(h); },
-    [self](beat_atom, const std::string& name, std::uint64_t inc) { self->state.on_beat(name, inc); },
+    [self](beat_atom, const std::string& name, std::uint64_t inc, std::int64_t stamp, std::int64_t echo) {
+      self->state.on_beat(name, inc, stamp, echo);
+    },
     [self](down_atom, const std::string& name, std::uint64_t inc) { self->state.on_down_notice(name, inc); },
     [self](leader_atom, leader_notice& n) {
       if (self->state.joined)

@@ -94,8 +94,8 @@ using agent_handle = caf::typed_actor<
   caf::replies_to<join_atom, std::string, member_hello>::with<join_reply>,
   /// A member admitted a newcomer (or tells what it knows): learn it.
   caf::reacts_to<member_atom, member_hello>,
-  /// A heartbeat from (name, incarnation).
-  caf::reacts_to<beat_atom, std::string, std::uint64_t>,
+  /// A heartbeat from (name, incarnation, its stamp, the stamp of our latest beat it received).
+  caf::reacts_to<beat_atom, std::string, std::uint64_t, std::int64_t, std::int64_t>,
   /// A member declared (name, incarnation) down.
   caf::reacts_to<down_atom, std::string, std::uint64_t>,
   /// The commander runs there now.

@@ -22,7 +22,7 @@ void membership::start_alone(steady::time_point now) {
   fenced_ = false;
 }
 
-void membership::joined(const std::vector<member_record>& members, steady::time_point now) {
+void membership::joined(const std::vector<member_record>& members, steady::time_point now, steady::time_point asked) {
   members_.resize(1);
   members_[0].last_heard = now;
   fenced_ = false;
@@ -33,6 +33,8 @@ void membership::joined(const std::vector<member_record>& members, steady::time_
     else
       learn(m, now);
   }
+  for (std::size_t i = 1; i < members_.size(); ++i)
+    members_[i].acked = asked;
 }
 
 std::optional<member_record> membership::admit(member_record newcomer, steady::time_point now) {
@@ -46,6 +48,7 @@ std::optional<member_record> membership::admit(member_record newcomer, steady::t
   }
   newcomer.seq = ++max_seq_;
   learn(newcomer, now);
+  find_mutable(newcomer.name)->acked = now;  // it starts timing us once it has our answer
   return newcomer;
 }
 
@@ -64,12 +67,61 @@ bool membership::learn(const member_record& m, steady::time_point now) {
   return true;
 }
 
-bool membership::heard(const std::string& name, std::uint64_t incarnation, steady::time_point now) {
+bool membership::heard(const std::string& name, std::uint64_t incarnation, steady::time_point now,
+                       std::int64_t stamp, std::int64_t echo) {
   auto* m = find_mutable(name);
   if (!m || m->record.incarnation != incarnation || !m->up)
     return false;
   m->last_heard = std::max(m->last_heard, now);
+  m->peer_stamp = std::max(m->peer_stamp, stamp);
+  if (echo)
+    m->acked = std::max(m->acked, from_stamp(echo));
   return true;
+}
+
+std::int64_t membership::echo_for(const std::string& name) const {
+  auto* m = find(name);
+  return m ? m->peer_stamp : 0;
+}
+
+std::int64_t membership::stamp_of(steady::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+steady::time_point membership::from_stamp(std::int64_t stamp) {
+  return steady::time_point{std::chrono::duration_cast<steady::duration>(std::chrono::nanoseconds(stamp))};
+}
+
+std::optional<steady::time_point> membership::lease_base(steady::time_point now) const {
+  if (fenced_)
+    return std::nullopt;
+  std::vector<const member_view*> up;
+  const member_view* oldest = nullptr;
+  for (auto& m : members_)
+    if (m.up) {
+      up.push_back(&m);
+      if (!oldest || older(m.record, oldest->record))
+        oldest = &m;
+    }
+  auto acked = [&](const member_view* m) { return m == &members_[0] ? now : m->acked; };
+  // The candidates, latest first: the first one whose confirmers form a quorum.
+  std::vector<steady::time_point> times;
+  for (auto* m : up)
+    if (acked(m) != steady::time_point{})
+      times.push_back(acked(m));
+  std::sort(times.rbegin(), times.rend());
+  for (auto t : times) {
+    std::size_t with = 0;
+    bool oldest_in = false;
+    for (auto* m : up)
+      if (acked(m) != steady::time_point{} && acked(m) >= t) {
+        ++with;
+        oldest_in = oldest_in || m == oldest;
+      }
+    if (2 * with > up.size() || (2 * with == up.size() && oldest_in))
+      return t;
+  }
+  return std::nullopt;
 }
 
 void membership::lost(const std::string& name, std::uint64_t incarnation) {
@@ -126,6 +178,10 @@ check_verdict membership::check(steady::time_point now) {
     v.paused = true;
     return v;
   }
+  // A shorter stall still leaves this member's view stale (the beats that
+  // arrived meanwhile may not be read yet): it judges nobody this round.
+  if (previous && now - *previous > failure_timeout_ / 2)
+    return v;
   auto r = reach_of(now);
   if (r.all)
     return v;

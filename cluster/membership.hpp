@@ -30,6 +30,11 @@ struct member_view {
   member_record record;
   bool up = true;
   steady::time_point last_heard{};
+  /// The send time of this member's latest heartbeat that it confirmed
+  /// receiving (its beats echo our stamps); {}: none yet. It cannot declare
+  /// this member down before acked + the failure timeout.
+  steady::time_point acked{};
+  std::int64_t peer_stamp = 0;  ///< its latest heartbeat's stamp: echoed back in ours
 };
 
 /// The outcome of a check: members newly declared down, and whether this
@@ -53,8 +58,9 @@ public:
   void start_alone(steady::time_point now);
 
   /// This member was admitted: `members` (itself among them, with its seq) is
-  /// the list the admitting member sent.
-  void joined(const std::vector<member_record>& members, steady::time_point now);
+  /// the list the admitting member sent; `asked`: when the join was sent
+  /// (nobody can time this member before that: it counts as acknowledged).
+  void joined(const std::vector<member_record>& members, steady::time_point now, steady::time_point asked = {});
 
   /// Admits `newcomer` (sent to this member by a joining node): gives it the
   /// next seq and returns the record to tell everybody. A newcomer with the
@@ -70,7 +76,27 @@ public:
   /// A heartbeat (or any message) from `name`/`incarnation`. Returns false
   /// when that member is not known as up (down, or an old incarnation): the
   /// sender must be told it is down (it must fence itself and rejoin).
-  bool heard(const std::string& name, std::uint64_t incarnation, steady::time_point now);
+  /// `stamp`: the sender's own clock at sending (echoed back by our next
+  /// beat); `echo`: the stamp of our latest beat it had received (0: none).
+  bool heard(const std::string& name, std::uint64_t incarnation, steady::time_point now, std::int64_t stamp = 0,
+             std::int64_t echo = 0);
+
+  /// The stamp to echo to `name` in our next beat (0: none heard).
+  std::int64_t echo_for(const std::string& name) const;
+
+  /// The right to serve (docs/CLUSTER.md "Fencing"): the latest send time T
+  /// of this member's heartbeats such that the members up that confirmed a
+  /// beat sent at T or later (this one included) form a quorum (a majority,
+  /// or half with the oldest). None of them can declare it down before
+  /// T + failure timeout, so it may serve until then (less a margin). nullopt
+  /// when fenced or without such a quorum. A member that was stopped holds
+  /// only old confirmations: it serves nothing until the others confirm its
+  /// new beats — and they answer a member they declared down with its verdict.
+  std::optional<steady::time_point> lease_base(steady::time_point now) const;
+
+  /// A heartbeat stamp (steady clock, ns), and back.
+  static std::int64_t stamp_of(steady::time_point t);
+  static steady::time_point from_stamp(std::int64_t stamp);
 
   /// Its connection is gone (a CAF down message: kill -9, closed socket):
   /// it counts as unreachable from now on; check() decides.
@@ -86,7 +112,9 @@ public:
   /// in which case it fences itself instead (an even split: the side with the
   /// oldest member lives). Idempotent; call it every heartbeat: a gap of a
   /// failure timeout or more since the previous call (this member did not
-  /// run) fences it too, while other members are up (check_verdict::paused).
+  /// run) fences it too, while other members are up (check_verdict::paused);
+  /// after a gap of over half of it, it declares nobody down that round (its
+  /// own view is what is stale).
   check_verdict check(steady::time_point now);
 
   /// This member lost its standing (fenced): it must rejoin as a new incarnation.

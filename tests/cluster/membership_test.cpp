@@ -175,3 +175,43 @@ TEST(Membership, AMemberAloneIsNeverFencedByAPause) {
   EXPECT_FALSE(a.check(t0 + 60s).fenced) << "nobody could have declared it down";
   EXPECT_TRUE(a.leads());
 }
+
+TEST(Membership, AfterAStallOfOverHalfTheTimeoutItJudgesNobodyThatRound) {
+  auto a = three_members();
+  a.heard("b", 1, t0);
+  a.heard("c", 1, t0);
+  EXPECT_TRUE(a.check(t0).declared_down.empty());
+  EXPECT_TRUE(a.check(t0 + 1200ms).declared_down.empty());
+  a.heard("b", 1, t0 + 2000ms);
+  // c was last heard at t0: 3.2 s ago. But this member itself stalled 2 s (< 3 s).
+  auto v = a.check(t0 + 3200ms);
+  EXPECT_FALSE(v.fenced);
+  EXPECT_TRUE(v.declared_down.empty()) << "a stale view judges nobody";
+  auto next = a.check(t0 + 3700ms);  // a normal tick later
+  ASSERT_EQ(next.declared_down.size(), 1u);
+  EXPECT_EQ(next.declared_down.front().name, "c");
+}
+
+TEST(Membership, TheRightToServeRestsOnBeatsAQuorumConfirmed) {
+  auto a = three_members();
+  const auto s = [](steady::time_point t) { return membership::stamp_of(t); };
+  EXPECT_EQ(a.lease_base(t0), t0) << "admitted at t0: nobody times it from before";
+  // a's beats sent at t0+1s and t0+2s; b confirms the later one, c the earlier.
+  a.heard("b", 1, t0 + 2100ms, 77, s(t0 + 2s));
+  a.heard("c", 1, t0 + 2100ms, 88, s(t0 + 1s));
+  EXPECT_EQ(a.lease_base(t0 + 2100ms), t0 + 2s) << "itself and b: a majority confirmed the beat of t0+2s";
+  EXPECT_EQ(a.echo_for("b"), 77);
+  // Stopped for 2.9 s: the beats read on resuming still echo the old stamps.
+  a.heard("b", 1, t0 + 5000ms, 99, s(t0 + 2s));
+  EXPECT_EQ(a.lease_base(t0 + 5000ms), t0 + 2s) << "nothing newer was confirmed: its lease ran out at t0+5s";
+  // Two members, the other confirming nothing: half, with the oldest (itself) — enough.
+  membership lone{rec("a"), 3000ms};
+  lone.start_alone(t0);
+  ASSERT_TRUE(lone.learn(rec("b", 1, 2), t0));
+  EXPECT_EQ(lone.lease_base(t0 + 1s), t0 + 1s);
+  membership young{rec("z", 1, 2), 3000ms};
+  young.joined({rec("a", 1, 1), rec("z", 1, 2)}, t0 + 10ms, t0);
+  EXPECT_EQ(young.lease_base(t0 + 20ms), t0) << "the join request's time";
+  young.declared_down("z", 1);
+  EXPECT_FALSE(young.lease_base(t0 + 30ms)) << "fenced";
+}
