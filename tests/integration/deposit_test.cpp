@@ -391,6 +391,46 @@ TEST_P(Deposit, SoftQuitFreezesEverybodyAndARestartServesThemAll) {
   EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 4.0);
 }
 
+// More users than a worker freezes at once (its window of 1024): every one is
+// frozen by the soft quit, none reported lost, and all come back.
+TEST_P(Deposit, ASoftQuitOfMoreUsersThanTheFreezeWindowSavesEveryOne) {
+  constexpr int users = 2100;  // three rounds of the window
+  scratch_dir dir;
+  start_on(dir.path);
+  std::vector<std::string> cookies;
+  for (int i = 0; i < users; ++i) {
+    http_client c(port());
+    ASSERT_EQ(incr(c), 1) << "user " << i;
+    if (i % 2)
+      ASSERT_EQ(incr(c), 2);
+    cookies.push_back(*c.cookie());
+  }
+  node().terminate();
+  auto code = node().wait_exit(milliseconds(60000));
+  ASSERT_TRUE(code.has_value()) << "still running 60 s after SIGTERM";
+  EXPECT_EQ(*code, 0) << "a soft quit that saved everybody exits 0";
+  EXPECT_EQ(node().stderr_log().find("NOT SAVED"), std::string::npos);
+  if (on_postgres()) {
+    auto n = psql(pg_url, "SELECT count(*) FROM " + schema + ".users WHERE parcel IS NOT NULL AND "
+                          "substring(key from 1 for 6) = convert_to('guest_', 'UTF8');");
+    ASSERT_TRUE(n);
+    EXPECT_EQ(*n, std::to_string(users));
+  } else {
+    std::size_t parcels = 0;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(fs::path(dir.path) / "users", ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file() && it->path().filename().string().rfind("guest_", 0) == 0)
+        ++parcels;
+    EXPECT_EQ(parcels, static_cast<std::size_t>(users));
+  }
+  start_on(dir.path);
+  for (int i = 0; i < users; i += 97) {
+    http_client c(port());
+    c.set_cookie(cookies[i]);
+    EXPECT_EQ(counter(c), i % 2 ? 2 : 1) << "user " << i;
+  }
+}
+
 TEST_P(Deposit, BurstOnAFrozenUserReadsHisParcelOnce) {
   start_tok();
   http_client c(port());
