@@ -157,7 +157,8 @@ TEST_F(CensusCluster, node_filters_to_one_member) {
   // A worker named with its member filters to that member too.
   auto r = census_of(2, "?worker=n2%2Fdefault-w1&limit=1000");
   ASSERT_STATUS(r, 200);
-  for (auto& row : r.json()["actors"])
+  const auto filtered = r.json();  // a copy: ranging over a temporary's member dangles
+  for (auto& row : filtered["actors"])
     EXPECT_EQ(row["parent"], "worker:n2/default-w1") << row.dump();
   EXPECT_TRUE(is_json_error(census_of(1, "?node=nobody"), 400));
   EXPECT_TRUE(is_json_error(census_of(1, "?offset=9950&limit=100"), 400));  // past the cluster's window
@@ -293,7 +294,8 @@ TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
       auto r = census_of(m, "?probe=0&prefix=" + user);
       if (r.status != 200)
         return true;
-      for (auto& row : r.json()["actors"])
+      const auto doc = r.json();  // a copy: ranging over a temporary's member dangles
+      for (auto& row : doc["actors"])
         if (row["id"] == "user:" + user && !row["actor"].is_null())
           return true;
     }
@@ -319,7 +321,8 @@ TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
     auto r = census_of(0, "?node=" + node);
     if (r.status != 200)
       return false;
-    for (auto& w : r.json()["workers"])
+    const auto doc = r.json();  // a copy: ranging over a temporary's member dangles
+    for (auto& w : doc["workers"])
       if (w["id"] == "worker:" + node + "/default-w2")
         return false;  // it stops once drained
     return true;

@@ -294,9 +294,10 @@ TEST_F(Cluster, MemberJoiningUnderLoadReceivesNewUsers) {
   ASSERT_TRUE(start_members(2));
   std::atomic<bool> stop{false};
   std::atomic<int> failures{0};
+  const auto front1 = member("n1").port();  // read here: start_member below grows the list the thread would read
   std::thread load([&] {
     while (!stop) {
-      http_client c(member("n1").port());
+      http_client c(front1);
       if (c.post("/api/counter/incr").status != 200)
         ++failures;
     }
