@@ -158,7 +158,8 @@ struct worker_state {
 
   // Freezes every user hosted now (cause quit or freeze), all within
   // `timeout` (caf::infinite: no limit); calls done(frozen, names of those not
-  // frozen) once all answered. At most freeze_window freezes are in flight:
+  // frozen; a user fenced meanwhile is neither) once all answered. At most
+  // freeze_window freezes are in flight:
   // CAF 0.17 keeps an actor's pending requests in a flat map searched
   // linearly, so 100,000 requests at once cost quadratic time in this worker
   // (and as many timeouts in the clock), while the deposit gets its full
@@ -203,11 +204,16 @@ struct worker_state {
             freeze_more(r);
           },
           [this, r, user = name, h = h](caf::error& err) {
-            spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
-                          self->system().render(err));
-            r->failed.push_back(registry::redact(user));
-            if (r->stop_failed)
-              self->send_exit(h, make_error(errc::dropped));
+            if (is(err, errc::stale_owner)) {
+              // Fenced: a newer placement holds him, his state is not this
+              // worker's to save (the deposit counted and logged it) and he left.
+            } else {
+              spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
+                            self->system().render(err));
+              r->failed.push_back(registry::redact(user));
+              if (r->stop_failed)
+                self->send_exit(h, make_error(errc::dropped));
+            }
             --r->in_flight;
             freeze_more(r);
           });
