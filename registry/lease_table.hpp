@@ -113,15 +113,10 @@ public:
   }
 
   lease_refusal set(const std::string& key, std::string value) {
-    if (auto r = check_key(key); r != lease_refusal::none)
-      return r;
-    if (value.size() > limits_.max_value_bytes)
-      return lease_refusal::value_too_big;
-    auto& e = entries_[key];
-    if (e.held)
-      return lease_refusal::key_leased;
-    e.value = std::move(value);
-    return lease_refusal::none;
+    lease_refusal why;
+    if (auto* e = writable(key, value, why))
+      e->value = std::move(value);
+    return why;
   }
 
   lease_refusal erase(const std::string& key) {
@@ -191,15 +186,10 @@ public:
   /// the same batch wins). A blind write: it depends on nothing.
   lease_refusal stage_set(const std::string& key, std::string value, bool& depends) {
     depends = false;
-    if (auto r = check_key(key); r != lease_refusal::none)
-      return r;
-    if (value.size() > limits_.max_value_bytes)
-      return lease_refusal::value_too_big;
-    auto& e = entries_[key];
-    if (e.held)
-      return lease_refusal::key_leased;
-    e.next = staged{std::move(value), false};
-    return lease_refusal::none;
+    lease_refusal why;
+    if (auto* e = writable(key, value, why))
+      e->next = staged{std::move(value), false};
+    return why;
   }
 
   /// As erase (of the value as it will be once what is staged is settled), staged.
@@ -477,6 +467,22 @@ private:
 
   limits limits_;
   std::map<std::string, entry> entries_;
+
+  // The entry a blind write of `value` at `key` goes to; nullptr (and why) when
+  // the key is invalid, the value too big, or the key leased.
+  entry* writable(const std::string& key, const std::string& value, lease_refusal& why) {
+    why = check_key(key);
+    if (why == lease_refusal::none && value.size() > limits_.max_value_bytes)
+      why = lease_refusal::value_too_big;
+    if (why != lease_refusal::none)
+      return nullptr;
+    auto& e = entries_[key];
+    if (e.held) {
+      why = lease_refusal::key_leased;
+      return nullptr;
+    }
+    return &e;
+  }
   std::uint64_t last_token_ = 0;
   bool batch_open_ = false;
 };

@@ -68,14 +68,7 @@ std::set<std::string> ids_of(const json& c) {
 
 // Runs `troupe census ARGS`; returns (exit code, stdout).
 std::pair<int, std::string> run_cli(const std::string& args) {
-  std::string cmd = troupe_binary() + " census " + args + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && std::fgets(buf, sizeof buf, p))
-    out += buf;
-  int status = p ? ::pclose(p) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return run_command(troupe_binary() + " census " + args + " 2>/dev/null");
 }
 
 }  // namespace

@@ -875,23 +875,14 @@ TEST_F(GlobalRefused, APostgresDepositGoneAChangeIsNotAppliedAndRetryingIsSafe) 
 // The deposit on a full 1 MB tmpfs (needs mount(2): root, or skipped).
 TEST_F(GlobalRefused, OnAFullDiskAChangeIsNotAppliedAndRetryingIsSafe) {
   scratch_dir dir;
-  const std::string deposit = dir.path + "/deposit";
-  fs::create_directories(deposit);
-  if (::mount("tmpfs", deposit.c_str(), "tmpfs", 0, "size=1m") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  struct unmount {
-    std::string at;
-    ~unmount() { ::umount2(at.c_str(), MNT_DETACH); }
-  } unmount_at_end{deposit};
-  const std::string filler = deposit + "/filler";
-  scenario(deposit, {[&] {
-                       std::ofstream fill(filler, std::ios::binary);
-                       std::string block(64 * 1024, 'x');
-                       for (int i = 0; i < 64 && fill; ++i)
-                         fill.write(block.data(), static_cast<std::streamsize>(block.size())), fill.flush();
-                       ASSERT_LT(fs::space(deposit).available, 64u * 1024) << "the tmpfs is not full";
-                     },
-                     [&] { fs::remove(filler); }});
+  small_tmpfs deposit(dir.path + "/deposit");
+  if (!deposit.mounted())
+    GTEST_SKIP() << deposit.why();
+  scenario(deposit.path, {[&] {
+                            deposit.fill();
+                            ASSERT_LT(fs::space(deposit.path).available, 64u * 1024) << "the tmpfs is not full";
+                          },
+                          [&] { fs::remove(deposit.path + "/filler"); }});
 }
 
 // With commander.durability = "reply" the commits on one hot key share their

@@ -141,25 +141,15 @@ TEST_F(Shutdown, SoftQuitWhoseFallbackFailsTooExitsNonZeroNamingTheUser) {
 // A deposit on a full 1 MB tmpfs (needs mount(2): root, or skipped).
 TEST_F(Shutdown, SoftQuitOnAFullDiskParksUsersInTheFallback) {
   scratch_dir dir;
-  const std::string deposit = dir.path + "/deposit";
+  small_tmpfs deposit(dir.path + "/deposit");
+  if (!deposit.mounted())
+    GTEST_SKIP() << deposit.why();
   const std::string fallback = dir.path + "/rescue";
-  fs::create_directories(deposit);
-  if (::mount("tmpfs", deposit.c_str(), "tmpfs", 0, "size=1m") != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  struct unmount {
-    std::string at;
-    ~unmount() { ::umount2(at.c_str(), MNT_DETACH); }
-  } unmount_at_end{deposit};
   const std::string user = plain_name("fullness_");
-  start_on(deposit, quit_args(fallback));
+  start_on(deposit.path, quit_args(fallback));
   count_as(user, 3);
-  {  // Fill it up.
-    std::ofstream fill(deposit + "/filler", std::ios::binary);
-    std::string block(64 * 1024, 'x');
-    for (int i = 0; i < 64 && fill; ++i)
-      fill.write(block.data(), static_cast<std::streamsize>(block.size())), fill.flush();
-  }
-  ASSERT_LT(fs::space(deposit).available, 64u * 1024) << "the tmpfs is not full";
+  deposit.fill();
+  ASSERT_LT(fs::space(deposit.path).available, 64u * 1024) << "the tmpfs is not full";
   quit_into_fallback(fallback, user);
   restart_finds(dir.path, fallback, user, 3);
 }

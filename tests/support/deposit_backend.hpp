@@ -33,19 +33,16 @@ inline bool test_pg_required() {
 }
 
 /// Runs `sql` with psql against `url`; returns its output (unaligned, tuples
-/// only), or nullopt when psql failed.
-inline std::optional<std::string> psql(const std::string& url, const std::string& sql) {
-  std::string cmd = "psql -X -A -t -q -v ON_ERROR_STOP=1 '" + url + "' 2>&1 <<'TROUPE_SQL'\n" + sql + "\nTROUPE_SQL";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p)
-    return std::nullopt;
-  std::string out;
-  char buf[4096];
-  while (auto n = std::fread(buf, 1, sizeof buf, p))
-    out.append(buf, n);
-  int rc = ::pclose(p);
+/// only), or nullopt when psql failed — its output then goes to `failure` when
+/// given, else to stderr.
+inline std::optional<std::string> psql(const std::string& url, const std::string& sql, std::string* failure = nullptr) {
+  auto [rc, out] = run_command("psql -X -A -t -q -v ON_ERROR_STOP=1 '" + url + "' 2>&1 <<'TROUPE_SQL'\n" + sql +
+                                 "\nTROUPE_SQL");
   if (rc != 0) {
-    std::cerr << "psql failed (" << rc << "): " << out << "\n";
+    if (failure)
+      *failure = out;
+    else
+      std::cerr << "psql failed (" << rc << "): " << out << "\n";
     return std::nullopt;
   }
   while (!out.empty() && (out.back() == '\n' || out.back() == ' '))

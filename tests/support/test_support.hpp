@@ -4,8 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -117,6 +124,52 @@ struct scratch_dir {
   scratch_dir& operator=(const scratch_dir&) = delete;
   std::string path;
 };
+
+// A small tmpfs mounted at `at` (created if missing), unmounted at the end: a
+// deposit that fills up for real. Needs mount(2) (root); mounted() says whether
+// it worked, why() why not.
+struct small_tmpfs {
+  explicit small_tmpfs(std::string at, const std::string& size = "1m") : path(std::move(at)) {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0)
+      ok = true;
+    else
+      error = std::string("cannot mount a tmpfs here: ") + std::strerror(errno);
+  }
+  ~small_tmpfs() {
+    if (ok)
+      ::umount2(path.c_str(), MNT_DETACH);
+  }
+  small_tmpfs(const small_tmpfs&) = delete;
+  small_tmpfs& operator=(const small_tmpfs&) = delete;
+  bool mounted() const { return ok; }
+  const std::string& why() const { return error; }
+  // Writes 64 KiB blocks into `file` under it until it is full (or 4 MiB).
+  void fill(const std::string& file = "filler") const {
+    std::ofstream out(path + "/" + file, std::ios::binary);
+    std::string block(64 * 1024, 'x');
+    for (int i = 0; i < 64 && out; ++i)
+      out.write(block.data(), static_cast<std::streamsize>(block.size())), out.flush();
+  }
+  std::string path;
+
+private:
+  bool ok = false;
+  std::string error;
+};
+
+// Runs `command` with sh; returns its exit code (-1 when it did not exit
+// normally) and its stdout.
+inline std::pair<int, std::string> run_command(const std::string& command) {
+  FILE* p = ::popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p))
+    out += buf;
+  int status = p ? ::pclose(p) : -1;
+  return {status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
 
 // Every path under `dir`, one a line, for failure messages.
 inline std::string listing(const std::filesystem::path& dir) {
