@@ -10,6 +10,10 @@
 #include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
 
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -220,8 +224,9 @@ TEST_P(Deposit, OrderedFreezeAndWakeKeepCounterAndNotes) {
   ASSERT_TRUE(has_parcel(dep, user)) << "no user parcel for " << user << " (escaped " << escaped(user)
                                       << ") after the ordered freeze:\n"
                                       << listing(dep);
-  if (!on_postgres())
+  if (!on_postgres()) {
     EXPECT_GT(fs::file_size(*user_parcel(dep, user)), 0u);
+  }
   {
     auto t = metrics_text(port());
     EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 1.0) << t;
@@ -401,8 +406,9 @@ TEST_P(Deposit, ASoftQuitOfMoreUsersThanTheFreezeWindowSavesEveryOne) {
   for (int i = 0; i < users; ++i) {
     http_client c(port());
     ASSERT_EQ(incr(c), 1) << "user " << i;
-    if (i % 2)
+    if (i % 2) {
       ASSERT_EQ(incr(c), 2);
+    }
     cookies.push_back(*c.cookie());
   }
   node().terminate();
@@ -946,4 +952,85 @@ TEST_P(Deposit, BindingsOfFrozenUsersAreForgottenAndTheirCookiesStillFindThem) {
   EXPECT_EQ(whoami_user(a), "alice") << "her cookie finds her from the deposit";
   EXPECT_EQ(counter(a), 2);
   EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_connections_bound") == 1; }));
+}
+
+// The PostgreSQL deposit full: its tables in a tablespace on a small tmpfs that a
+// filler table fills (root only). A change that cannot be made durable is refused
+// and rolled back, never acknowledged; once there is room again it lands, and
+// what was acknowledged survives a kill -9.
+TEST_F(DepositFiles, PostgresDepositFullRefusesAndRollsBackTheChangeAndLosesNothing) {
+  scratch_database db;
+  TROUPE_NEED_SCRATCH_DATABASE(db);
+  scratch_dir dir;
+  small_tmpfs space(dir.path + "/tablespace", "8m");
+  if (!space.mounted())
+    GTEST_SKIP() << space.why();
+  if (::geteuid() == 0) {  // the server runs as Debian's postgres user (scripts/pg_server.sh)
+    auto* pw = ::getpwnam("postgres");
+    ASSERT_NE(pw, nullptr);
+    ASSERT_EQ(::chown(space.path.c_str(), pw->pw_uid, pw->pw_gid), 0);
+    ASSERT_EQ(::chmod(dir.path.c_str(), 0755), 0);
+  }
+  const std::string ts = "ts_" + db.url().substr(db.url().rfind('/') + 1);
+  ASSERT_TRUE(psql(db.url(), "CREATE TABLESPACE " + ts + " LOCATION '" + space.path + "';"));
+  ASSERT_TRUE(psql(db.url(), "ALTER DATABASE " + db.url().substr(db.url().rfind('/') + 1) +
+                               " SET default_tablespace = " + ts + ";"));
+  struct drop_tablespace {
+    scratch_database& db;
+    std::string ts;
+    ~drop_tablespace() {
+      psql(db.url(), "DROP SCHEMA IF EXISTS troupe CASCADE; DROP TABLE IF EXISTS filler;");
+      psql(db.url(), "ALTER DATABASE " + db.url().substr(db.url().rfind('/') + 1) + " RESET default_tablespace;");
+      psql(db.url(), "DROP TABLESPACE IF EXISTS " + ts + ";");
+    }
+  } cleanup{db, ts};
+  auto args = postgres_args(db.url());
+  args.insert(args.end(), {"--set", "group.default.durability=reply"});
+  start_on(dir.path + "/local", args);
+  http_client ann(port());
+  ASSERT_STATUS(ann.post_json("/api/login", {{"user", "ann"}}), 200);
+  ASSERT_EQ(incr(ann), 1);
+
+  // Fill the tablespace: committed chunks of incompressible rows until it refuses.
+  ASSERT_TRUE(psql(db.url(), "CREATE TABLE filler (x text); ALTER TABLE filler ALTER x SET STORAGE PLAIN;"));
+  std::string why;
+  for (int i = 0; i < 100 && why.empty(); ++i)
+    psql(db.url(),
+         "INSERT INTO filler SELECT (SELECT string_agg(md5(random()::text || g || h), '') "
+         "FROM generate_series(1, 30) h) FROM generate_series(1, 500) g;",
+         &why);
+  ASSERT_NE(why.find("No space left on device"), std::string::npos) << "the tablespace did not fill: " << why;
+
+  // Notes of incompressible text until one cannot be stored: it is refused (503)
+  // and rolled back; every one acknowledged before is kept.
+  std::size_t acknowledged = 0;
+  response refused;
+  for (int i = 0; i < 200; ++i) {
+    std::string text;
+    for (int k = 0; k < 4000 / 24; ++k)
+      text += random_token(24);
+    auto r = ann.post_json("/api/notes", {{"text", text.substr(0, 4000)}});
+    if (r.status != 200) {
+      refused = r;
+      break;
+    }
+    acknowledged = r.json().at("notes").size();
+  }
+  ASSERT_STATUS(refused, 503) << "a change the full deposit could not keep must be refused";
+  EXPECT_EQ(note_texts(ann.get("/api/notes")).size(), acknowledged) << "the refused note was applied";
+  EXPECT_EQ(counter(ann), 1);
+
+  // Room again: the change lands.
+  ASSERT_TRUE(psql(db.url(), "DROP TABLE filler;"));
+  auto again = ann.post_json("/api/notes", {{"text", "after the disk was freed"}});
+  ASSERT_STATUS(again, 200);
+  EXPECT_EQ(again.json().at("notes").size(), acknowledged + 1);
+
+  // Nothing acknowledged was lost.
+  node().kill9();
+  start_on(dir.path + "/local", args);
+  http_client back(port());
+  ASSERT_STATUS(back.post_json("/api/login", {{"user", "ann"}}), 200);
+  EXPECT_EQ(note_texts(back.get("/api/notes")).size(), acknowledged + 1);
+  EXPECT_EQ(counter(back), 1);
 }
