@@ -1023,6 +1023,9 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     [=](tick_atom) { self->state.sweep(); },
     [=](global_atom, detail::global_op& op) { return self->state.global_op(op); },
     [=](global_atom) { return self->state.describe_global(); },
+    [=](admission_atom, admission_report&) {
+      // issue 13: A
+    },
     [=](tick_atom, std::uint64_t generation) {
       if (generation == 0)  // the takeover's hold budget (lease timers count from 1)
         return self->state.end_takeover_wait();

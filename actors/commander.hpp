@@ -96,7 +96,9 @@ using commander_handle = caf::typed_actor<
   /// The global store as JSON: keys, sizes, leases (for /_troupe/global).
   caf::replies_to<global_atom>::with<std::string>,
   /// Internal: lease TTLs and waits are due (timer generation).
-  caf::reacts_to<tick_atom, std::uint64_t>>;
+  caf::reacts_to<tick_atom, std::uint64_t>,
+  /// From a group: what one of its workers admits now (admission, degraded).
+  caf::reacts_to<admission_atom, admission_report>>;
 
 /// How a commander starts: alone (a node's own, or a cluster's first), or
 /// taking over from a commander that died with its member.

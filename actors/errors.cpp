@@ -26,8 +26,34 @@ const char* to_string(errc code) noexcept {
     case errc::too_many_users: return "too_many_users";
     case errc::bad_state: return "bad_state";
     case errc::stale_owner: return "stale_owner";
+    case errc::admission_refused: return "admission_refused";
+    case errc::group_degraded: return "group_degraded";
+    case errc::user_quarantined: return "user_quarantined";
   }
   return "unknown";
+}
+
+const char* to_string(refusal_reason r) noexcept {
+  switch (r) {
+    case refusal_reason::cpu: return "cpu";
+    case refusal_reason::memory: return "memory";
+    case refusal_reason::degraded: return "degraded";
+    case refusal_reason::quarantined: return "quarantined";
+  }
+  return "unknown";
+}
+
+caf::error make_refusal(errc code, std::string text, std::uint32_t retry_after_seconds) {
+  return {static_cast<std::uint8_t>(code), category, caf::make_message(std::move(text), retry_after_seconds)};
+}
+
+std::optional<refusal> refusal_of(const caf::error& err) {
+  if (err.category() != category)
+    return std::nullopt;
+  auto& ctx = err.context();
+  if (!ctx.match_elements<std::string, std::uint32_t>())
+    return std::nullopt;
+  return refusal{ctx.get_as<std::string>(0), ctx.get_as<std::uint32_t>(1)};
 }
 
 caf::error make_error(errc code) {

@@ -4,7 +4,9 @@
 
 #include <caf/error.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace caf {
@@ -30,7 +32,18 @@ enum class errc : std::uint8_t {
   too_many_users,   ///< limits.max_live_users reached: no newcomer is placed
   bad_state,        ///< a user's parcel does not decode as his state (quarantined; he is refused)
   stale_owner,      ///< a write from an owner the deposit no longer recognises (fencing)
+  /// Admission refused a newcomer (every worker of his group closed by CPU or
+  /// memory, and the group at worker_max_number); a refusal (make_refusal).
+  admission_refused,
+  group_degraded,   ///< the user's group is degraded (restart intensity); a refusal
+  user_quarantined, ///< this user crashed max_user_restarts times in the window; a refusal
 };
+
+/// Why admission refused (troupe_admission_rejections_total{reason}); the
+/// text is the label. Fixed: the metric has one series per reason.
+enum class refusal_reason : std::uint8_t { cpu, memory, degraded, quarantined };
+inline constexpr std::size_t refusal_reasons = 4;
+const char* to_string(refusal_reason r) noexcept;
 
 /// "not_here", "handler_failed", …
 const char* to_string(errc code) noexcept;
@@ -38,6 +51,18 @@ const char* to_string(errc code) noexcept;
 /// A caf::error of category "troupe" (found by ADL: `return errc::busy;` works in handlers).
 caf::error make_error(errc code);
 caf::error make_error(errc code, std::string context);
+
+/// A refusal the client should see as 503 with `text` and, when
+/// `retry_after_seconds` > 0, that Retry-After (computed by whoever refuses
+/// from what it knows; 0: retrying will not help). Crosses nodes intact.
+caf::error make_refusal(errc code, std::string text, std::uint32_t retry_after_seconds);
+
+/// What a refusal carries: its text and Retry-After; nullopt for any other error.
+struct refusal {
+  std::string text;
+  std::uint32_t retry_after = 0;
+};
+std::optional<refusal> refusal_of(const caf::error& err);
 
 /// True when `err` is of troupe's category and has code `code`.
 bool is(const caf::error& err, errc code) noexcept;

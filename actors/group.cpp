@@ -1,6 +1,7 @@
 #include "actors/group.hpp"
 
 #include "actors/commander.hpp"
+#include "actors/errors.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -80,6 +81,15 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
     [=](fence_atom) {
       for (auto& w : self->state.workers)
         self->send(w, fence_atom::value);
+    },
+    [=](admission_atom, admission_report& report) {
+      self->send(caf::actor_cast<commander_handle>(self->state.commander), admission_atom::value, std::move(report));
+    },
+    [=](grow_atom) -> caf::result<worker_handle> {
+      return make_error(errc::refused, "group " + self->state.settings.name + " does not grow yet");  // issue 13: A
+    },
+    [=](retire_atom, const worker_handle&) {
+      // issue 13: A
     },
   };
 }

@@ -16,7 +16,14 @@ using group_handle = caf::typed_actor<
   caf::replies_to<workers_atom>::with<std::vector<worker_handle>>,
   /// Its node fenced itself: every worker freezes its users and forgets them
   /// (worker_handle's fence_atom: the deposit refuses the stale writes).
-  caf::reacts_to<fence_atom>>;
+  caf::reacts_to<fence_atom>,
+  /// From one of its workers: what it admits now (forwarded to the commander).
+  caf::reacts_to<admission_atom, admission_report>,
+  /// From the commander: start one more worker (an arrival no worker admits);
+  /// answers it, or errc::refused at worker_max_number.
+  caf::replies_to<grow_atom>::with<worker_handle>,
+  /// From the commander: this worker has no users and is no longer needed; it stops (not a restart).
+  caf::reacts_to<retire_atom, worker_handle>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";

@@ -31,6 +31,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<http_response>("troupe.http_response");
   cfg.add_message_type<placement>("troupe.placement");
   cfg.add_message_type<attach_order>("troupe.attach_order");
+  cfg.add_message_type<admission_report>("troupe.admission_report");
   cfg.add_message_type<login_request>("troupe.login_request");
   cfg.add_message_type<user_handle>("troupe.user_handle");
   cfg.add_message_type<connection_handle>("troupe.connection_handle");

@@ -51,6 +51,10 @@ using order_atom = caf::atom_constant<caf::atom("order")>;      ///< an operator
 using restart_atom = caf::atom_constant<caf::atom("restart")>;  ///< a failing user leaves his last good state to his worker
 using node_down_atom = caf::atom_constant<caf::atom("nodedown")>; ///< a cluster member was declared down
 using fence_atom = caf::atom_constant<caf::atom("fence")>;      ///< this node lost the majority: stop serving its users
+using admission_atom = caf::atom_constant<caf::atom("admission")>; ///< what a worker admits now (admission_report)
+using grow_atom = caf::atom_constant<caf::atom("grow")>;        ///< a group starts one more worker
+using retire_atom = caf::atom_constant<caf::atom("retire")>;    ///< a group stops a worker it no longer needs
+using degraded_atom = caf::atom_constant<caf::atom("degraded")>; ///< a group is (no longer) degraded: its workers refuse (serve)
 
 /// What a member of the tree (user, worker, group, commander) tells the
 /// census when it starts and whenever its state or its counts change — never

@@ -1,5 +1,6 @@
 #include "actors/metrics.hpp"
 
+#include "actors/errors.hpp"
 #include "store/deposit.hpp"
 
 #include <algorithm>
@@ -16,6 +17,18 @@ const char* to_string(actor_kind kind) noexcept {
     case actor_kind::group: return "group";
     case actor_kind::commander: return "commander";
     case actor_kind::count_: break;
+  }
+  return "unknown";
+}
+
+const char* to_string(worker_state s) noexcept {
+  switch (s) {
+    case worker_state::starting: return "starting";
+    case worker_state::open: return "open";
+    case worker_state::closed: return "closed";
+    case worker_state::draining: return "draining";
+    case worker_state::parked: return "parked";
+    case worker_state::count_: break;
   }
   return "unknown";
 }
@@ -151,6 +164,26 @@ std::string node_metrics::prometheus_text() const {
   out += "# HELP troupe_forwarded_pending Forwarded requests awaiting their remote answer.\n"
          "# TYPE troupe_forwarded_pending gauge\n";
   line("troupe_forwarded_pending", "", forwarded.pending.load(std::memory_order_relaxed));
+  out += "# HELP troupe_admission_rejections_total Requests refused by admission: newcomers (cpu, memory), users of a "
+         "degraded group, quarantined users.\n# TYPE troupe_admission_rejections_total counter\n";
+  for (std::size_t r = 0; r < admission_rejections.size(); ++r)
+    line("troupe_admission_rejections_total",
+         std::string("reason=\"") + to_string(static_cast<refusal_reason>(r)) + "\"",
+         admission_rejections[r].load(std::memory_order_relaxed));
+  out += "# HELP troupe_workers Workers of each group, by state.\n# TYPE troupe_workers gauge\n";
+  for (auto& g : groups)
+    for (std::size_t k = 0; k < g->workers.size(); ++k)
+      line("troupe_workers",
+           "group=\"" + g->name + "\",state=\"" + to_string(static_cast<worker_state>(k)) + "\"",
+           g->workers[k].load(std::memory_order_relaxed));
+  out += "# HELP troupe_worker_restarts_total Workers of each group replaced after they died or were stuck.\n"
+         "# TYPE troupe_worker_restarts_total counter\n";
+  for (auto& g : groups)
+    line("troupe_worker_restarts_total", "group=\"" + g->name + "\"", g->worker_restarts.load(std::memory_order_relaxed));
+  out += "# HELP troupe_group_degraded 1 while the group is degraded (past max_restarts within restart_window_seconds).\n"
+         "# TYPE troupe_group_degraded gauge\n";
+  for (auto& g : groups)
+    line("troupe_group_degraded", "group=\"" + g->name + "\"", g->degraded.load(std::memory_order_relaxed));
   out += "# HELP troupe_user_wake_seconds Time from a user actor's start to his installed parcel.\n"
          "# TYPE troupe_user_wake_seconds histogram\n";
   user_wake_seconds.write(out, "troupe_user_wake_seconds");

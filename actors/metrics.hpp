@@ -5,6 +5,9 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -33,6 +36,27 @@ struct seconds_histogram {
 };
 
 /// Counters and gauges of one node.
+/// A worker's state as troupe_workers{group,state} counts it.
+enum class worker_state : std::uint8_t {
+  starting,  ///< a process worker started and not yet registered
+  open,      ///< admits newcomers
+  closed,    ///< admits none now (CPU or memory admission; its users are served)
+  draining,  ///< an operator's drain: freezing its users, then it stops
+  parked,    ///< a process worker that exited with permanent_failure_exitcode: not restarted
+  count_
+};
+const char* to_string(worker_state s) noexcept;
+
+/// One group's counters (troupe_workers, troupe_worker_restarts_total,
+/// troupe_group_degraded); written by its group actor, read by /metrics.
+struct group_counters {
+  explicit group_counters(std::string group) : name(std::move(group)) {}
+  const std::string name;
+  std::array<std::atomic<std::int64_t>, static_cast<std::size_t>(worker_state::count_)> workers{};
+  std::atomic<std::uint64_t> worker_restarts{0};
+  std::atomic<std::int64_t> degraded{0};  ///< 1 while the group is degraded
+};
+
 struct node_metrics {
   std::array<std::atomic<std::int64_t>, static_cast<std::size_t>(actor_kind::count_)> actors{};
   std::array<std::atomic<std::uint64_t>, 600> http_requests{};  ///< by status code
@@ -75,6 +99,20 @@ struct node_metrics {
   } forwarded;
   /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
   const store::deposit_counters* deposit = nullptr;
+  /// troupe_admission_rejections_total{reason}, by troupe::refusal_reason.
+  std::array<std::atomic<std::uint64_t>, 4> admission_rejections{};
+  /// One entry per recipe group, made before any actor starts (add_group), never removed.
+  std::vector<std::unique_ptr<group_counters>> groups;
+
+  /// Makes the counters of group `name` (at start only: not thread-safe).
+  group_counters& add_group(const std::string& name) { return *groups.emplace_back(std::make_unique<group_counters>(name)); }
+  /// The counters of group `name`, or nullptr.
+  group_counters* group(const std::string& name) const noexcept {
+    for (auto& g : groups)
+      if (g->name == name)
+        return g.get();
+    return nullptr;
+  }
 
   void count_request(unsigned status) noexcept {
     if (status < http_requests.size())

@@ -419,6 +419,9 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](restart_atom, std::string& user, store::bytes& last_good) {
       self->state.restart_from[std::move(user)] = std::move(last_good);
     },
+    [=](degraded_atom, bool, std::uint32_t) {
+      // issue 13: B
+    },
   };
 }
 

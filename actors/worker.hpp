@@ -26,6 +26,21 @@ typename Inspector::result_type inspect(Inspector& f, attach_order& x) {
   return f(caf::meta::type_name("troupe.attach_order"), x.user, x.cid, x.parcel, x.wake, x.owner_epoch);
 }
 
+/// Whether a worker admits newcomers now. A worker tells its group at every
+/// change; the group forwards it to the commander, which places newcomers only
+/// on workers that admit (docs/SUPERVISION.md "Admission").
+struct admission_report {
+  caf::actor_addr worker;       ///< the worker it is about
+  bool admits = true;
+  std::uint8_t reason = 0;      ///< a troupe::refusal_reason, when it does not admit
+  std::uint32_t retry_after = 0; ///< seconds until it may admit again, as the reporter reckons it (0: unknown)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admission_report& x) {
+  return f(caf::meta::type_name("troupe.admission_report"), x.worker, x.admits, x.reason, x.retry_after);
+}
+
 /// The worker's typed interface.
 using worker_handle = caf::typed_actor<
   /// Host the user and give him the connection; answers his placement.
@@ -54,7 +69,10 @@ using worker_handle = caf::typed_actor<
   caf::reacts_to<fence_atom>,
   /// What his users need of him (user_supervisor): their timers, their restart state.
   caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
-  caf::reacts_to<restart_atom, std::string, store::bytes>>;
+  caf::reacts_to<restart_atom, std::string, store::bytes>,
+  /// From its group: the group is degraded (true: refuse every user's request
+  /// with 503 and this Retry-After in seconds, 0: none) or recovered (false).
+  caf::reacts_to<degraded_atom, bool, std::uint32_t>>;
 
 /// How to start one worker.
 struct worker_spec {

@@ -181,6 +181,7 @@ const std::vector<field<commander_settings>>& commander_fields() {
     {"orchestration_log", &C::orchestration_log, {}},
     {"orchestration_log_max_bytes", &C::orchestration_log_max_bytes, at_least(1024)},
     {"orchestration_log_files", &C::orchestration_log_files, at_least(1)},
+    {"default_group", &C::default_group, {}},  // checked against the groups in validate()
   };
   return f;
 }
@@ -207,12 +208,29 @@ const std::vector<field<group_settings>>& group_fields() {
   static const std::vector<field<G>> f{
     {"name", &G::name, {}},  // checked by check_group_name
     {"user_type", &G::user_type, nonempty()},
+    {"isolation", &G::isolation, one_of("thread|process")},
     {"workers", &G::workers, between(1, 1024)},
+    {"worker_max_number", &G::worker_max_number, between(0, 1024)},
+    {"worker_min_life_seconds", &G::worker_min_life_seconds, between(0, max_seconds)},
+    {"cpu_retirement_quiet_seconds", &G::cpu_retirement_quiet_seconds, positive(max_seconds)},
     {"user_idle_freeze_minutes", &G::user_idle_freeze_minutes, positive(max_minutes)},
     {"durability", &G::durability, one_of("freeze|interval|reply")},
     {"checkpoint_seconds", &G::checkpoint_seconds, positive(max_seconds)},
     {"max_restarts", &G::max_restarts, at_least(0)},
     {"restart_window_seconds", &G::restart_window_seconds, positive(max_seconds)},
+    {"recovery_interval_seconds", &G::recovery_interval_seconds, between(0, max_seconds)},
+    {"max_user_restarts", &G::max_user_restarts, at_least(1)},
+    {"stuck_timeout_seconds", &G::stuck_timeout_seconds, between(0.1, max_seconds)},
+    {"permanent_failure_exitcode", &G::permanent_failure_exitcode, between(0, 255)},
+    {"memory_max_percent", &G::memory_max_percent, positive(100)},
+    {"worker_memory_admission_percent", &G::worker_memory_admission_percent, positive(1000)},
+    {"restart_occupancy_max_percent", &G::restart_occupancy_max_percent, between(0, 1000)},
+    {"cpu_admission_close_percent", &G::cpu_admission_close_percent, between(0, 100000)},
+    {"cpu_admission_reopen_percent", &G::cpu_admission_reopen_percent, between(0, 100000)},
+    {"cpu_offload_percent", &G::cpu_offload_percent, between(0, 100000)},
+    {"cpu_heating_seconds", &G::cpu_heating_seconds, positive(max_seconds)},
+    {"cpu_cooling_seconds", &G::cpu_cooling_seconds, positive(max_seconds)},
+    {"worker_admission_interval_seconds", &G::worker_admission_interval_seconds, between(0, max_seconds)},
     {"guest_idle_seconds", &G::guest_idle_seconds, positive(max_seconds)},
   };
   return f;
@@ -716,6 +734,12 @@ void apply_env(recipe& r, const std::string& var, const std::string& value) {
 
 // ---------------------------------------------------------------------------
 
+const group_settings& recipe::default_group() const {
+  if (auto g = commander.default_group.empty() ? nullptr : group(commander.default_group))
+    return *g;
+  return groups.front();
+}
+
 const group_settings* recipe::group(const std::string& name) const {
   for (auto& g : groups)
     if (g.name == name) return &g;
@@ -783,6 +807,25 @@ void check_cluster(const cluster_settings& c) {
                                            + ") needs TLS (cluster.tls_cert, tls_key, tls_ca) or cluster.allow_plaintext = true");
 }
 
+// The keys of one group that bound each other.
+void check_group_policies(const group_settings& g, const std::string& prefix) {
+  if (g.worker_max_number > 0 && g.worker_max_number < g.workers)
+    throw recipe_error(prefix + ".worker_max_number", "must be at least workers (" + std::to_string(g.workers) +
+                                                          "; got " + std::to_string(g.worker_max_number) + ")");
+  if (g.cpu_admission_close_percent > 0) {
+    if (!(g.cpu_admission_reopen_percent > 0 && g.cpu_admission_reopen_percent < g.cpu_admission_close_percent))
+      throw recipe_error(prefix + ".cpu_admission_reopen_percent",
+                         "must be greater than 0 and less than cpu_admission_close_percent (" +
+                           number(g.cpu_admission_close_percent) + "; got " + number(g.cpu_admission_reopen_percent) + ")");
+    if (g.cpu_offload_percent > 0 && !(g.cpu_offload_percent > g.cpu_admission_close_percent))
+      throw recipe_error(prefix + ".cpu_offload_percent", "must be greater than cpu_admission_close_percent (" +
+                                                            number(g.cpu_admission_close_percent) + "; got " +
+                                                            number(g.cpu_offload_percent) + ")");
+  } else if (g.cpu_offload_percent > 0) {
+    throw recipe_error(prefix + ".cpu_offload_percent", "needs cpu_admission_close_percent (CPU admission is off)");
+  }
+}
+
 }  // namespace
 
 void validate(const recipe& r) {
@@ -802,6 +845,12 @@ void validate(const recipe& r) {
     for (std::size_t j = 0; j < i; ++j)
       if (r.groups[j].name == g.name) throw recipe_error(prefix + ".name", "two groups have this name");
     check_fields(g, group_fields(), prefix);
+    check_group_policies(g, prefix);
+  }
+  if (!r.commander.default_group.empty() && !r.group(r.commander.default_group)) {
+    std::string groups;
+    for (auto& g : r.groups) groups += (groups.empty() ? "" : ", ") + g.name;
+    throw recipe_error("commander.default_group", quote(r.commander.default_group) + " is not a group (groups: " + groups + ")");
   }
 }
 

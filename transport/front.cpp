@@ -632,6 +632,8 @@ void http_session::on_resolve_failed(std::uint64_t id, const caf::error& err) {
   if (is(err, errc::bad_request))
     return finish(error_response(400, "bad request"));
   auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
+  if (auto r = refusal_of(err))  // admission, a degraded group, a quarantined user: the refuser computed Retry-After
+    return finish(error_response(503, r->text, r->retry_after));
   if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload
     return finish(error_response(503, "the node is at its limit of live users, retry", hold));
   front_.no_placement_log("front: no placement for a request: {}", to_string(err));

@@ -219,6 +219,8 @@ int run_node(const node_flags& flags, const app_types& types) {
     return usage_error("node.cookie_secret: " + std::string(e.what()));
   }
   ctx->metrics.deposit = &deposit_store->counters();
+  for (auto& g : recipe.groups)
+    ctx->metrics.add_group(g.name);
   ctx->health.deposit_last_success_unix_ms.store(unix_now_ms());  // it was just created and probed
   ctx->apps = types;
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;

@@ -235,3 +235,17 @@ TEST_F(messages, census_messages_round_trip) {
     EXPECT_EQ(back.numbers, e.numbers);
   }
 }
+
+// A refusal keeps its text and Retry-After across a node boundary (the front
+// of one member answers what the commander or a worker on another decided).
+TEST_F(messages, ARefusalKeepsItsTextAndRetryAfterThroughTheSerializer) {
+  auto err = through_message(make_refusal(errc::group_degraded, "group staff is degraded", 17));
+  EXPECT_TRUE(is(err, errc::group_degraded));
+  auto r = refusal_of(err);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->text, "group staff is degraded");
+  EXPECT_EQ(r->retry_after, 17u);
+  EXPECT_FALSE(refusal_of(make_error(errc::unavailable, "plain")));
+  EXPECT_FALSE(refusal_of(caf::make_error(caf::sec::request_timeout)));
+  EXPECT_STREQ(to_string(refusal_reason::quarantined), "quarantined");
+}

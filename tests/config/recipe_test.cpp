@@ -547,6 +547,15 @@ TEST(recipe_errors, out_of_range_values_name_their_key) {
     {"group.default.max_restarts", "-1", "must be at least 0"},
     {"group.default.restart_window_seconds", "0", "must be greater than 0"},
     {"group.extra.workers", "0", "must be at least 1"},
+    {"group.default.isolation", "fork", "must be one of thread|process"},
+    {"group.default.worker_max_number", "1025", "must be at most 1024"},
+    {"group.default.max_user_restarts", "0", "must be at least 1"},
+    {"group.default.stuck_timeout_seconds", "0", "must be at least 0.1"},
+    {"group.default.permanent_failure_exitcode", "256", "must be at most 255"},
+    {"group.default.memory_max_percent", "0", "must be greater than 0"},
+    {"group.default.memory_max_percent", "101", "must be at most 100"},
+    {"group.default.recovery_interval_seconds", "-1", "must be at least 0"},
+    {"group.default.cpu_heating_seconds", "0", "must be greater than 0"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.key) + "=" + c.value);
@@ -737,4 +746,32 @@ TEST(recipe, cluster_addresses_and_timeouts_are_checked) {
               .key(),
             "cluster.failure_timeout_ms");
   EXPECT_EQ(error_of_env({{"TROUPE_CLUSTER_HEARTBEAT_INTERVAL_MS", "5"}}).key(), "cluster.heartbeat_interval_ms");
+}
+
+TEST(Recipe, GroupPoliciesThatBoundEachOtherAreCheckedTogether) {
+  auto e = error_of_sets({"group.default.workers=4", "group.default.worker_max_number=2"});
+  EXPECT_EQ(e.key(), "group.default.worker_max_number");
+  EXPECT_NE(std::string(e.what()).find("must be at least workers (4; got 2)"), std::string::npos) << e.what();
+  e = error_of_sets({"group.default.cpu_admission_close_percent=80"});
+  EXPECT_EQ(e.key(), "group.default.cpu_admission_reopen_percent");
+  e = error_of_sets({"group.default.cpu_admission_close_percent=80", "group.default.cpu_admission_reopen_percent=80"});
+  EXPECT_EQ(e.key(), "group.default.cpu_admission_reopen_percent");
+  e = error_of_sets({"group.default.cpu_admission_close_percent=80", "group.default.cpu_admission_reopen_percent=50",
+                     "group.default.cpu_offload_percent=70"});
+  EXPECT_EQ(e.key(), "group.default.cpu_offload_percent");
+  e = error_of_sets({"group.default.cpu_offload_percent=70"});
+  EXPECT_EQ(e.key(), "group.default.cpu_offload_percent");
+  EXPECT_NE(std::string(e.what()).find("CPU admission is off"), std::string::npos) << e.what();
+  e = error_of_sets({"commander.default_group=nosuch"});
+  EXPECT_EQ(e.key(), "commander.default_group");
+  EXPECT_NE(std::string(e.what()).find("(groups: default)"), std::string::npos) << e.what();
+
+  auto r = load_recipe({"", {}, {"group.default.cpu_admission_close_percent=80", "group.default.cpu_admission_reopen_percent=50",
+                                 "group.default.cpu_offload_percent=95", "group.staff.user_type=notes",
+                                 "commander.default_group=staff", "group.default.workers=12"}});
+  EXPECT_EQ(r.default_group().name, "staff");
+  EXPECT_EQ(r.group("default")->max_workers(), 12);  // 0: max(8, workers)
+  EXPECT_EQ(r.group("staff")->max_workers(), 8);
+  EXPECT_FALSE(r.group("staff")->process_isolation());
+  EXPECT_EQ(load_recipe({}).default_group().name, "default");
 }
