@@ -1,0 +1,36 @@
+#include "registry/proc_stats.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace troupe::registry;
+
+TEST(ProcStats, ParsesKilobyteFields) {
+  const std::string status = "Name:\ttroupe\nVmPeak:\t  200 kB\nVmRSS:\t    1234 kB\nThreads:\t4\n";
+  EXPECT_EQ(proc_kb_field(status, "VmRSS"), 1234u * 1024);
+  EXPECT_EQ(proc_kb_field(status, "VmPeak"), 200u * 1024);
+  EXPECT_FALSE(proc_kb_field(status, "VmSwap")) << "absent";
+  EXPECT_FALSE(proc_kb_field(status, "Threads")) << "not in kB";
+  EXPECT_FALSE(proc_kb_field(status, "Vm")) << "a prefix of a name is not the name";
+  EXPECT_FALSE(proc_kb_field("VmRSS:\t x kB\n", "VmRSS"));
+  EXPECT_EQ(proc_kb_field("MemTotal:       16314264 kB", "MemTotal"), 16314264ull * 1024) << "no final newline";
+}
+
+TEST(ProcStats, ReadsThisProcessAndThisMachine) {
+  auto total = mem_total_bytes();
+  ASSERT_TRUE(total);
+  auto before = rss_bytes();
+  ASSERT_TRUE(before);
+  EXPECT_GT(*before, 0u);
+  EXPECT_LT(*before, *total);
+  // 64 MB touched page by page are resident: the reading follows them.
+  std::vector<char> ballast(64u << 20);
+  for (std::size_t i = 0; i < ballast.size(); i += 4096)
+    ballast[i] = static_cast<char>(i);
+  auto after = rss_bytes();
+  ASSERT_TRUE(after);
+  EXPECT_GE(*after, *before + (48u << 20)) << "before " << *before << " after " << *after;
+  EXPECT_NE(ballast[4096], 1);  // keeps the ballast alive past the reading
+}
