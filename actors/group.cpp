@@ -91,6 +91,10 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
     [=](retire_atom, const worker_handle&) {
       // issue 13: A
     },
+    [=](replace_atom, const caf::actor_addr&, std::uint64_t rss) {
+      // issue 13: C restarts the worker's process; until then the worker stays drained (its users frozen).
+      spdlog::warn("group {}: a worker asks to be replaced ({} MB resident)", self->state.settings.name, rss >> 20);
+    },
   };
 }
 

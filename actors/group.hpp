@@ -23,7 +23,11 @@ using group_handle = caf::typed_actor<
   /// answers it, or errc::refused at worker_max_number.
   caf::replies_to<grow_atom>::with<worker_handle>,
   /// From the commander: this worker has no users and is no longer needed; it stops (not a restart).
-  caf::reacts_to<retire_atom, worker_handle>>;
+  caf::reacts_to<retire_atom, worker_handle>,
+  /// From one of its workers (isolation "process"): its resident memory (the
+  /// bytes given) passed restart_occupancy_max_percent of its share and all
+  /// its users are frozen; replace its process (docs/SUPERVISION.md "Admission").
+  caf::reacts_to<replace_atom, caf::actor_addr, std::uint64_t>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";

@@ -55,6 +55,7 @@ using admission_atom = caf::atom_constant<caf::atom("admission")>; ///< what a w
 using grow_atom = caf::atom_constant<caf::atom("grow")>;        ///< a group starts one more worker
 using retire_atom = caf::atom_constant<caf::atom("retire")>;    ///< a group stops a worker it no longer needs
 using degraded_atom = caf::atom_constant<caf::atom("degraded")>; ///< a group is (no longer) degraded: its workers refuse (serve)
+using replace_atom = caf::atom_constant<caf::atom("replace")>;  ///< a worker past its memory occupancy asks to be replaced
 
 /// What a member of the tree (user, worker, group, commander) tells the
 /// census when it starts and whenever its state or its counts change — never

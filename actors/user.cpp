@@ -63,6 +63,35 @@ constexpr std::uint8_t checkpoint_tick = 1;
 constexpr std::uint8_t resume_tick = 2;
 constexpr auto deposit_timeout = std::chrono::seconds(30);
 
+// Counts one handler in his user_busy: when he was last active and, with CPU
+// admission on, how long the handler ran (one relaxed add each for him and his
+// worker; no lock, no log).
+class busy_scope {
+public:
+  explicit busy_scope(user_busy* b) : busy_(b) {
+    if (busy_ && busy_->worker_busy_ns)
+      t0_ = std::chrono::steady_clock::now();
+  }
+  ~busy_scope() {
+    if (!busy_)
+      return;
+    const auto t1 = std::chrono::steady_clock::now();
+    busy_->last_active_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count(),
+                                std::memory_order_relaxed);
+    if (!busy_->worker_busy_ns)
+      return;
+    const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0_).count());
+    busy_->busy_ns.fetch_add(ns, std::memory_order_relaxed);
+    busy_->worker_busy_ns->fetch_add(ns, std::memory_order_relaxed);
+  }
+  busy_scope(const busy_scope&) = delete;
+  busy_scope& operator=(const busy_scope&) = delete;
+
+private:
+  user_busy* busy_;
+  std::chrono::steady_clock::time_point t0_{};
+};
+
 struct user_state : detail::user_host {
   static const char* name;
 
@@ -127,6 +156,8 @@ struct user_state : detail::user_host {
   // checkpoint of his may be written from now on (it could land after that
   // removal); a failed login lets the checkpoints go on.
   bool leaving_as_guest = false;
+
+  std::shared_ptr<user_busy> cost;  // his cost, read by his worker's admission (null: not counted)
 
   // The request being served, for the identity accessors.
   const std::string* current_cid = &no_name;
@@ -274,6 +305,7 @@ struct user_state : detail::user_host {
   // anything else thrown is a failed handler (502, and this actor restarts).
   template <class F>
   void run(pending_call&& call, F&& fn) {
+    busy_scope timed{cost.get()};
     current_cid = &call.req->cid;
     current_page = &call.req->page;
     response out;
@@ -924,6 +956,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.census = st.ctx->census;
   st.supervisor = std::move(spec.supervisor);
   st.restarts = spec.restarts;
+  st.cost = std::move(spec.busy);
   if (auto* group = st.ctx->recipe.group(spec.group)) {
     st.mode = durability_of(group->durability);
     st.idle_after = millis_of(group->user_idle_freeze_minutes * 60);

@@ -13,6 +13,8 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 namespace caf {
@@ -61,6 +63,18 @@ using user_supervisor = caf::typed_actor<
   /// parcel; empty: he had none) for the restart that follows his exit.
   caf::reacts_to<restart_atom, std::string, store::bytes>>;
 
+/// What a user's handlers cost, for his worker's admission (docs/SUPERVISION.md
+/// "Admission"): written by the user actor after each handler, read by his
+/// worker's beat. Relaxed atomics: the reader needs the sums, not an order.
+struct user_busy {
+  /// His handlers' service time so far, in ns (kept only when `worker_busy_ns` is set).
+  std::atomic<std::uint64_t> busy_ns{0};
+  /// When he last handled a request (steady clock, ns since its epoch): his idle freeze counts from it.
+  std::atomic<std::int64_t> last_active_ns{0};
+  /// His worker's sum of its users' busy_ns; null: CPU admission is off (nothing is timed).
+  std::shared_ptr<std::atomic<std::uint64_t>> worker_busy_ns;
+};
+
 /// How to start one user actor.
 struct user_spec {
   std::string user;
@@ -80,6 +94,7 @@ struct user_spec {
   /// write or claim the deposit refuses as stale ends him without writing
   /// anything more (docs/CLUSTER.md "Fencing").
   std::uint64_t owner_epoch = 0;
+  std::shared_ptr<user_busy> busy;       ///< where he counts his handlers' cost (null: nowhere)
 };
 
 /// Spawns a user actor monitored by `parent` (his worker), which takes him

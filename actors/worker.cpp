@@ -4,7 +4,10 @@
 #include "actors/rate_limited_log.hpp"
 #include "actors/census.hpp"
 #include "actors/deposit.hpp"
+#include "actors/group.hpp"
 #include "registry/ids.hpp"
+#include "registry/proc_stats.hpp"
+#include "registry/worker_admission.hpp"
 #include "store/parcel.hpp"
 
 #include <caf/all.hpp>
@@ -15,6 +18,7 @@
 #include <deque>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace troupe {
 
@@ -24,6 +28,38 @@ namespace {
 constexpr std::size_t freeze_window = 1024;
 
 using steady = std::chrono::steady_clock;
+
+// The admission beat: 100 ms samples feed the CPU filter (the issue's
+// figure); memory alone needs no more than a reading a second.
+constexpr auto cpu_beat = std::chrono::milliseconds(100);
+constexpr auto memory_beat = std::chrono::seconds(1);
+
+// The group's admission keys as one worker applies them.
+registry::worker_admission_settings admission_settings_of(const config::group_settings& g) {
+  registry::worker_admission_settings s;
+  if (g.cpu_admission_close_percent > 0) {
+    registry::cpu_admission_settings c;
+    c.close_percent = g.cpu_admission_close_percent;
+    c.reopen_percent = g.cpu_admission_reopen_percent;
+    if (g.cpu_offload_percent > 0)
+      c.offload_percent = g.cpu_offload_percent;
+    c.heating = registry::cpu_temperature::seconds(g.cpu_heating_seconds);
+    c.cooling = registry::cpu_temperature::seconds(g.cpu_cooling_seconds);
+    c.admission_interval = registry::cpu_temperature::seconds(g.worker_admission_interval_seconds);
+    s.cpu = c;
+  }
+  s.own_process = g.process_isolation();
+  s.memory_max_percent = g.memory_max_percent;
+  s.worker_memory_admission_percent = g.worker_memory_admission_percent;
+  s.restart_occupancy_max_percent = g.restart_occupancy_max_percent;
+  s.max_workers = g.max_workers();
+  return s;
+}
+
+std::uint8_t refusal_reason_of(registry::admission_block b) {
+  return static_cast<std::uint8_t>(b == registry::admission_block::memory ? refusal_reason::memory
+                                                                          : refusal_reason::cpu);
+}
 
 struct worker_state {
   static const char* name;
@@ -51,6 +87,154 @@ struct worker_state {
   std::uint32_t restarts = 0;  // user restarts on this worker
   actor_meter meter;
 
+  // Admission (docs/SUPERVISION.md "Admission"): its users count their
+  // handlers' cost in their user_busy, its beat samples the sums.
+  std::optional<registry::worker_admission> admission;
+  std::shared_ptr<std::atomic<std::uint64_t>> busy_total;        // null: CPU admission off
+  std::unordered_map<caf::actor_id, std::shared_ptr<user_busy>> busy;  // by user actor
+  std::uint64_t busy_at_last_beat = 0;
+  steady::time_point last_beat{}, last_memory_reading{};
+  registry::offload_ledger offload_ledger;
+  std::unordered_set<std::string> offloading;  // offload freezes in flight
+  rate_limited_log offload_log;
+  bool replacing = false;  // its users are frozen (or freezing) for its replacement
+
+  // Starts the beat, and with it admission; a worker without machine figures admits always.
+  void start_admission() {
+    auto total = spec.mem_total_bytes ? spec.mem_total_bytes : registry::mem_total_bytes().value_or(0);
+    try {
+      admission.emplace(admission_settings_of(*settings), total);
+    } catch (const std::invalid_argument& e) {  // the recipe's validation makes this unreachable
+      spdlog::error("worker {}: admission off: {}", spec.name, e.what());
+      return;
+    }
+    if (admission->cpu_on())
+      busy_total = std::make_shared<std::atomic<std::uint64_t>>(0);
+    last_beat = steady::now();
+    last_memory_reading = last_beat - memory_beat;  // read on the first beat
+    schedule_beat();
+  }
+
+  std::chrono::milliseconds beat_interval() const {
+    return admission->cpu_on() ? std::chrono::duration_cast<std::chrono::milliseconds>(cpu_beat)
+                               : std::chrono::duration_cast<std::chrono::milliseconds>(memory_beat);
+  }
+
+  void schedule_beat() { self->delayed_send(caf::actor_cast<worker_handle>(self), beat_interval(), admission_atom::value); }
+
+  void beat() {
+    if (!admission)
+      return;
+    auto now = steady::now();
+    std::optional<double> cpu;
+    if (busy_total) {
+      auto total = busy_total->load(std::memory_order_relaxed);
+      auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_beat).count();
+      if (elapsed > 0)
+        cpu = 100.0 * static_cast<double>(total - busy_at_last_beat) / static_cast<double>(elapsed);
+      busy_at_last_beat = total;
+    }
+    last_beat = now;
+    std::optional<std::uint64_t> rss;
+    if (now - last_memory_reading >= memory_beat) {
+      rss = registry::rss_bytes();
+      last_memory_reading = now;
+    }
+    if (admission->sample(cpu, rss, now))
+      report();
+    if (admission->wants_offload())
+      offload();
+    else
+      offload_ledger.clear();
+    if (admission->wants_replacement() && !replacing)
+      replace();
+    schedule_beat();
+  }
+
+  // Tells the group (which tells the commander) what it admits now.
+  void report() {
+    admission_report r;
+    r.worker = self->address();
+    r.admits = admission->admits();
+    if (!r.admits) {
+      r.reason = refusal_reason_of(admission->reason());
+      r.retry_after = admission->retry_after(until_first_idle_freeze());
+    }
+    spdlog::info("worker {}: {} (cpu {:.0f} %, resident {} MB{})", spec.name,
+                 r.admits ? "admits newcomers again" : "closed to newcomers", admission->cpu_temperature(),
+                 admission->rss_bytes().value_or(0) >> 20,
+                 r.admits ? std::string() : ", retry after " + std::to_string(r.retry_after) + " s");
+    if (spec.parent)
+      self->send(caf::actor_cast<group_handle>(spec.parent), admission_atom::value, std::move(r));
+  }
+
+  // How long until the least recently active hosted user reaches his idle
+  // freeze (the next freeze, so the next memory freed); nullopt: nobody hosted.
+  std::optional<registry::worker_admission::seconds> until_first_idle_freeze() const {
+    std::optional<std::int64_t> oldest;
+    for (auto& [name, h] : *users)
+      if (auto b = busy.find(h.id()); b != busy.end()) {
+        auto at = b->second->last_active_ns.load(std::memory_order_relaxed);
+        if (!oldest || at < *oldest)
+          oldest = at;
+      }
+    if (!oldest)
+      return std::nullopt;
+    auto idle_for = std::chrono::duration<double>(steady::now().time_since_epoch() - std::chrono::nanoseconds(*oldest));
+    return registry::worker_admission::seconds(settings->user_idle_freeze_minutes * 60 - idle_for.count());
+  }
+
+  // Closed and too hot: the least busy active user since the last beat
+  // freezes (the commander hears 'frozen' as usual, and his next request
+  // lands on a worker that admits). Never the last user.
+  void offload() {
+    std::vector<std::pair<std::string_view, std::uint64_t>> figures;
+    figures.reserve(users->size());
+    for (auto& [name, h] : *users)
+      if (auto b = busy.find(h.id()); b != busy.end() && !offloading.count(name))
+        figures.emplace_back(name, b->second->busy_ns.load(std::memory_order_relaxed));
+    auto pick = offload_ledger.beat(figures);
+    if (!pick || draining)
+      return;
+    auto h = users->find(*pick)->second;
+    offloading.insert(*pick);
+    offload_log("worker {}: offload: user {} freezes (cpu {:.0f} %)", spec.name, registry::redact(*pick),
+                admission->cpu_temperature());
+    self->request(h, spec.ctx->hold_timeout(), freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze))
+      .then([this, user = *pick](bool) { offloading.erase(user); },
+            [this, user = *pick](caf::error& err) {
+              offloading.erase(user);
+              offload_log("worker {}: offload: user {} could not be frozen: {}", spec.name, registry::redact(user),
+                          self->system().render(err));
+            });
+  }
+
+  // Past restart_occupancy_max_percent of its share (isolation "process"):
+  // it takes no newcomer, freezes every user (as a drain does), then asks its
+  // group to replace its process. A failed freeze keeps it in service.
+  void replace() {
+    replacing = true;
+    draining = true;
+    note();
+    auto rss = admission->rss_bytes().value_or(0);
+    spdlog::warn("worker {}: {} MB resident, past its occupancy limit ({} MB): its users freeze and it asks to be "
+                 "replaced", spec.name, rss >> 20, admission->replacement_bytes() >> 20);
+    freeze_all(store::parcel_cause::freeze, caf::infinite,
+               [this, rss](std::uint64_t frozen, std::vector<std::string> not_frozen) {
+                 if (!not_frozen.empty()) {
+                   spdlog::error("worker {}: {} user(s) could not be frozen; it stays in service", spec.name,
+                                 not_frozen.size());
+                   replacing = false;
+                   draining = false;
+                   note();
+                   return;
+                 }
+                 spdlog::info("worker {}: {} user(s) frozen; replacement asked", spec.name, frozen);
+                 if (spec.parent)
+                   self->send(caf::actor_cast<group_handle>(spec.parent), replace_atom::value, self->address(), rss);
+               });
+  }
+
   user_handle start(const std::string& user, store::bytes parcel, bool wake, std::uint64_t owner_epoch) {
     if (auto r = restart_from.find(user); r != restart_from.end()) {
       if (!r->second.empty()) {  // his last good state wins over his parcel, which is as old or older
@@ -75,7 +259,18 @@ struct worker_state {
     epochs[user] = owner_epoch;
     if (auto c = crashes.find(user); c != crashes.end())
       us.restarts = static_cast<std::uint32_t>(c->second.size());
+    std::shared_ptr<user_busy> b;
+    if (admission) {
+      b = std::make_shared<user_busy>();
+      b->last_active_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch())
+                                .count(),
+                              std::memory_order_relaxed);
+      b->worker_busy_ns = busy_total;
+      us.busy = b;
+    }
     auto h = spawn_user(*self, std::move(us));
+    if (b)
+      busy[h.id()] = std::move(b);
     names[h.id()] = user;
     (*users)[user] = h;
     return h;
@@ -115,6 +310,7 @@ struct worker_state {
       return;
     auto user = std::move(n->second);
     names.erase(n);
+    busy.erase(dm.source.id());
     if (auto d = dropping.find(dm.source.id()); d != dropping.end()) {
       d->second.deliver(true);
       dropping.erase(d);
@@ -335,8 +531,18 @@ struct worker_state {
 
   actor_probe probe(std::uint64_t query, bool detail) {
     auto p = probe_answer(query, self->mailbox().size(), meter, restarts);
-    if (detail)
-      p.detail = nlohmann::json{{"hosted", users->size()}, {"draining", draining}}.dump();
+    if (detail) {
+      nlohmann::json d{{"hosted", users->size()}, {"draining", draining}};
+      if (admission) {
+        d["admits"] = admission->admits();
+        d["reason"] = admission->admits() ? nlohmann::json() : nlohmann::json(to_string(static_cast<refusal_reason>(
+                                                                 refusal_reason_of(admission->reason()))));
+        d["retry_after"] = admission->admits() ? 0 : admission->retry_after(until_first_idle_freeze());
+        d["cpu_temperature"] = admission->cpu_temperature();
+        d["rss_bytes"] = admission->rss_bytes() ? nlohmann::json(*admission->rss_bytes()) : nlohmann::json();
+      }
+      p.detail = d.dump();
+    }
     return p;
   }
 };
@@ -357,6 +563,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
   }
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
   st.note();
+  st.start_admission();
   // Users die with their worker, whatever stops it.
   self->attach_functor([users = st.users] {
     for (auto& [name, h] : *users)
@@ -422,12 +629,15 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](degraded_atom, bool, std::uint32_t) {
       // issue 13: B
     },
+    [=](admission_atom) { self->state.beat(); },
   };
 }
 
 }  // namespace
 
 worker_handle spawn_worker(caf::local_actor& group, worker_spec spec) {
+  if (!spec.parent)
+    spec.parent = caf::actor_cast<caf::actor>(group.address());
   return group.spawn<caf::linked>(worker_impl, std::move(spec));
 }
 

@@ -72,7 +72,11 @@ using worker_handle = caf::typed_actor<
   caf::reacts_to<restart_atom, std::string, store::bytes>,
   /// From its group: the group is degraded (true: refuse every user's request
   /// with 503 and this Retry-After in seconds, 0: none) or recovered (false).
-  caf::reacts_to<degraded_atom, bool, std::uint32_t>>;
+  caf::reacts_to<degraded_atom, bool, std::uint32_t>,
+  /// Internal: its admission beat (every 100 ms with CPU admission on, else
+  /// every second): it samples its users' CPU and its memory and tells its
+  /// group at every change (docs/SUPERVISION.md "Admission").
+  caf::reacts_to<admission_atom>>;
 
 /// How to start one worker.
 struct worker_spec {
@@ -81,6 +85,11 @@ struct worker_spec {
   caf::actor commander;
   caf::actor deposit;     ///< the deposit actor (a deposit_handle)
   node_context_ptr ctx;
+  /// Its group (a group_handle): admission reports and replacement requests
+  /// go there. spawn_worker sets it to the spawning actor when left empty.
+  caf::actor parent{};
+  /// The machine's memory for memory admission; 0: read /proc/meminfo (tests may inject a figure).
+  std::uint64_t mem_total_bytes = 0;
 };
 
 /// Spawns a worker linked to `group` (it dies with its group).
