@@ -110,8 +110,9 @@ struct worker_state {
     }
     if (admission->cpu_on())
       busy_total = std::make_shared<std::atomic<std::uint64_t>>(0);
-    last_beat = steady::now();
-    last_memory_reading = last_beat - memory_beat;  // read on the first beat
+    last_beat = last_memory_reading = steady::now();
+    if (admission->sample(std::nullopt, registry::rss_bytes(), last_beat))  // born over budget: say so now
+      report();
     schedule_beat();
   }
 

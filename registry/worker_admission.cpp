@@ -92,24 +92,32 @@ bool worker_admission::wants_replacement() const noexcept {
 
 std::optional<std::string> offload_ledger::beat(
   const std::vector<std::pair<std::string_view, std::uint64_t>>& busy_ns) {
-  std::unordered_map<std::string, std::uint64_t> now;
-  now.reserve(busy_ns.size());
+  std::unordered_map<std::string, std::uint64_t> at_start;  // the hosted users' baselines
+  at_start.reserve(busy_ns.size());
   std::optional<std::string_view> pick;
   std::uint64_t least = 0;
+  std::size_t active = 0;
   for (auto& [name, busy] : busy_ns) {
-    now.emplace(std::string(name), busy);
-    auto before = last_.find(std::string(name));
-    if (before == last_.end() || busy <= before->second)
-      continue;  // no figure from the last beat, or idle since
-    const auto spent = busy - before->second;
-    if (!pick || spent < least) {
+    std::string key(name);
+    auto before = since_.find(key);
+    const std::uint64_t base = before == since_.end() ? 0 : before->second;
+    at_start.emplace(std::move(key), open_ ? base : busy);
+    if (!open_ || busy <= base)
+      continue;
+    ++active;
+    if (!pick || busy - base < least) {
       pick = name;
-      least = spent;
+      least = busy - base;
     }
   }
-  last_ = std::move(now);
-  if (busy_ns.size() < 2 || !pick)
-    return std::nullopt;  // never the last user: offload moves load, it does not empty a worker
+  if (!open_ || active < 2) {
+    open_ = true;
+    since_ = std::move(at_start);  // departed users leave the window
+    return std::nullopt;
+  }
+  since_.clear();  // a new window: everyone's counter as it is now
+  for (auto& [name, busy] : busy_ns)
+    since_.emplace(std::string(name), busy);
   return std::string(*pick);
 }
 

@@ -98,21 +98,29 @@ private:
   bool memory_closed_ = false;
 };
 
-/// Offload's choice: the least busy active user since the last beat. Each
-/// beat it is given every hosted user's busy time so far (nanoseconds, an
-/// ever-growing counter); a user with no figure from the previous beat (new,
-/// or the first beat) is not judged this beat. Users busy 0 since the last
-/// beat are idle, not active: freezing them sheds no CPU.
+/// Offload's choice: the least busy of the users active since the last
+/// offload. Each beat it is given every hosted user's busy time so far
+/// (nanoseconds, an ever-growing counter that starts at 0 with his actor). The
+/// window opens at the first beat after clear() (nothing is chosen then) and
+/// again after each choice. Users with no busy time in the window are idle,
+/// not active: freezing them sheds no CPU. At least two users must have been
+/// active in the window: shedding the only busy one would empty the worker's
+/// load instead of lightening it, and a handler's time counts only once it
+/// ended, so a long handler shows in some beats and not others.
 class offload_ledger {
 public:
-  /// The user to freeze this beat, or nullopt (fewer than two hosted users,
-  /// or no active one with a figure from the previous beat).
+  /// The user to freeze this beat, or nullopt (first beat of a window, or
+  /// fewer than two users active in the window).
   std::optional<std::string> beat(const std::vector<std::pair<std::string_view, std::uint64_t>>& busy_ns);
-  /// Forgets the figures (offload stopped: the next beat starts afresh).
-  void clear() noexcept { last_.clear(); }
+  /// Forgets the window (offload stopped: the next beat opens a new one).
+  void clear() noexcept {
+    open_ = false;
+    since_.clear();
+  }
 
 private:
-  std::unordered_map<std::string, std::uint64_t> last_;
+  bool open_ = false;
+  std::unordered_map<std::string, std::uint64_t> since_;  // busy time at the window's start (absent: 0, born since)
 };
 
 }  // namespace troupe::registry

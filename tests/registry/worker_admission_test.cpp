@@ -176,15 +176,18 @@ TEST(WorkerAdmission, RejectsBadSettings) {
   EXPECT_THROW(worker_admission(with_cpu(50, 60), machine), std::invalid_argument);
 }
 
-TEST(OffloadLedger, PicksTheLeastBusyActiveUserSinceTheLastBeat) {
+TEST(OffloadLedger, PicksTheLeastBusyOfTheUsersActiveSinceTheLastOffload) {
   offload_ledger l;
-  EXPECT_FALSE(l.beat({{"a", 100}, {"b", 500}, {"c", 0}})) << "first beat: no figures yet";
-  // Since then: a +300, b +50, c idle: b is the least busy active one.
-  EXPECT_EQ(l.beat({{"a", 400}, {"b", 550}, {"c", 0}}), "b");
-  // b was frozen and is gone; d is new (not judged); a +10.
-  EXPECT_EQ(l.beat({{"a", 410}, {"c", 0}, {"d", 7}}), "a");
+  EXPECT_FALSE(l.beat({{"a", 100}, {"b", 500}, {"c", 0}})) << "the first beat opens the window";
+  EXPECT_FALSE(l.beat({{"a", 400}, {"b", 500}, {"c", 0}})) << "only a was active: never the only busy one";
+  // Since the window opened: a +350, b +50, c idle: b is the least busy active one.
+  EXPECT_EQ(l.beat({{"a", 450}, {"b", 550}, {"c", 0}}), "b");
+  // A new window: b is gone (frozen); d was born since (all his time is in it).
+  EXPECT_FALSE(l.beat({{"a", 450}, {"c", 0}, {"d", 7}})) << "only d active";
+  EXPECT_EQ(l.beat({{"a", 460}, {"c", 0}, {"d", 9}}), "d") << "d +9 against a +10";
   EXPECT_FALSE(l.beat({{"a", 900}})) << "never the last user";
-  EXPECT_FALSE(l.beat({{"a", 900}, {"c", 0}})) << "nobody active since the last beat";
+  EXPECT_FALSE(l.beat({{"a", 900}, {"c", 0}})) << "nobody but a active";
   l.clear();
-  EXPECT_FALSE(l.beat({{"a", 1000}, {"c", 5}}));
+  EXPECT_FALSE(l.beat({{"a", 1000}, {"c", 5}})) << "cleared: a new window opens";
+  EXPECT_EQ(l.beat({{"a", 1002}, {"c", 6}}), "c");
 }
