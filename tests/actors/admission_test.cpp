@@ -1,0 +1,185 @@
+// Worker admission on a real actor system (docs/SUPERVISION.md "Admission"):
+// a worker spawned by the test's own actor (standing in for its group, so the
+// admission reports come to the test) hosts users whose handlers burn CPU.
+// It reports closed with reason cpu and a computed Retry-After, stays closed
+// while it cools between the thresholds, reports open again; offload freezes
+// the least busy of its active users.
+#include "actors/deposit.hpp"
+#include "actors/errors.hpp"
+#include "actors/worker.hpp"
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct tally {
+  std::int64_t n = 0;
+  MSGPACK_DEFINE(n);
+};
+
+// POST /spin/{ms}: busy-loops that long on the handler's thread.
+class spin_app : public user_actor<tally> {
+public:
+  void routes(router& r) override {
+    r.post("/spin/{ms}", [](request& q) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoi(q.param("ms")));
+      std::uint64_t turns = 0;
+      while (std::chrono::steady_clock::now() < until)
+        ++turns;
+      return json({{"turns", turns}});
+    });
+  }
+};
+
+class worker_admission_actors : public ::testing::Test {
+protected:
+  worker_admission_actors() {
+    register_types(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    sys.emplace(cfg);
+    ctx = std::make_shared<node_context>();
+    ctx->node_name = "test-node";
+    auto& g = ctx->recipe.groups.front();
+    g.user_type = "spinner";
+    g.cpu_admission_close_percent = 50;
+    g.cpu_admission_reopen_percent = 20;
+    g.cpu_offload_percent = 80;
+    g.cpu_heating_seconds = 0.5;
+    g.cpu_cooling_seconds = 3;
+    ctx->apps.add<spin_app>("spinner");
+    dir = std::filesystem::temp_directory_path() / ("troupe-admission-" + ctx->cids->mint());
+    deposit = spawn_deposit(*sys, store::make_filesystem_deposit(dir.string()));
+    group.emplace(*sys);
+    driver.emplace(*sys);
+    worker = spawn_worker(**group, worker_spec{"default-w1", "default", caf::actor{},
+                                               caf::actor_cast<caf::actor>(deposit), ctx});
+  }
+
+  ~worker_admission_actors() override {
+    caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    worker = nullptr;
+    deposit = nullptr;
+    group.reset();
+    driver.reset();
+    sys.reset();
+    std::filesystem::remove_all(dir);
+  }
+
+  // Hosts `user` on the worker with connection "c-<user>"; answers his actor.
+  user_handle host(const std::string& user) {
+    user_handle h;
+    (*driver)
+      ->request(worker, 5s, attach_atom::value, attach_order{user, "c-" + user, {}, false, 0})
+      .receive([&](placement& p) { h = caf::actor_cast<user_handle>(p.actor); },
+               [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return h;
+  }
+
+  int spin(const user_handle& h, const std::string& user, int ms) {
+    int status = 0;
+    http_request req{"POST", "/spin/" + std::to_string(ms), "", "", "c-" + user, "", {}};
+    (*driver)
+      ->request(h, 5s, http_atom::value, std::move(req))
+      .receive([&](http_response& r) { status = r.status; }, [&](caf::error&) { status = -1; });
+    return status;
+  }
+
+  // The next admission report the worker sent its group, waiting up to `wait`.
+  std::optional<admission_report> next_report(std::chrono::milliseconds wait) {
+    std::optional<admission_report> out;
+    (*group)->receive([&](admission_atom, admission_report& r) { out = r; },
+                      caf::after(wait) >> [] {});
+    return out;
+  }
+
+  nlohmann::json detail() {
+    nlohmann::json out;
+    (*driver)
+      ->request(worker, 5s, probe_atom::value, std::uint64_t{1}, true)
+      .receive([&](actor_probe& p) { out = nlohmann::json::parse(p.detail); },
+               [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return out;
+  }
+
+  std::vector<std::string> hosted() {
+    std::vector<std::string> out;
+    (*driver)
+      ->request(worker, 5s, scan_atom::value)
+      .receive([&](std::vector<std::string>& names, std::vector<std::uint64_t>&) { out = std::move(names); },
+               [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return out;
+  }
+
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+  node_context_ptr ctx;
+  std::filesystem::path dir;
+  deposit_handle deposit;
+  std::optional<caf::scoped_actor> group, driver;
+  worker_handle worker;
+};
+
+}  // namespace
+
+TEST_F(worker_admission_actors, ClosesWithReasonCpuAndAComputedRetryAfterThenReopensWithHysteresis) {
+  auto hot = host("hot");
+  std::optional<admission_report> closed;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!closed && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_EQ(spin(hot, "hot", 100), 200);
+    closed = next_report(0ms);
+  }
+  ASSERT_TRUE(closed) << "no report while its user burnt a core: " << detail().dump();
+  EXPECT_EQ(closed->worker, caf::actor_cast<caf::actor_addr>(worker));
+  EXPECT_FALSE(closed->admits);
+  EXPECT_EQ(closed->reason, static_cast<std::uint8_t>(refusal_reason::cpu));
+  // Closed just past 50 %: cooling to 20 % at 3 s takes 3 × ln(50 / 20) ≈ 2.7 s at least.
+  EXPECT_GE(closed->retry_after, 2u);
+  EXPECT_LE(closed->retry_after, static_cast<std::uint32_t>(std::ceil(3 * std::log(100.0 * 2 / 20))));
+
+  // Idle now: it cools, closed, through the band between the thresholds.
+  bool closed_below_close = false;
+  std::optional<admission_report> reopened;
+  while (!reopened && std::chrono::steady_clock::now() < deadline + 30s) {
+    auto d = detail();
+    if (d["admits"] == false && d["cpu_temperature"].get<double>() < 50)
+      closed_below_close = true;
+    reopened = next_report(50ms);
+  }
+  ASSERT_TRUE(reopened) << detail().dump();
+  EXPECT_TRUE(reopened->admits);
+  EXPECT_EQ(reopened->retry_after, 0u);
+  EXPECT_TRUE(closed_below_close) << "one cool sample reopened it";
+  EXPECT_LT(detail()["cpu_temperature"].get<double>(), 20);
+}
+
+TEST_F(worker_admission_actors, OffloadFreezesTheLeastBusyActiveUserAndNeverTheLastOne) {
+  auto heavy = host("heavy");
+  auto light = host("light");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  bool light_gone = false;
+  while (!light_gone && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_EQ(spin(heavy, "heavy", 150), 200);
+    spin(light, "light", 1);  // -1 once he is frozen and gone
+    auto names = hosted();
+    light_gone = std::find(names.begin(), names.end(), "light") == names.end();
+  }
+  ASSERT_TRUE(light_gone) << detail().dump();
+  auto names = hosted();
+  EXPECT_EQ(names, std::vector<std::string>{"heavy"}) << "the busiest user stays";
+  // Alone and still hot: he is never offloaded.
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(spin(heavy, "heavy", 150), 200);
+  EXPECT_TRUE(detail()["cpu_temperature"].get<double>() > 80) << detail().dump();
+  EXPECT_EQ(hosted(), std::vector<std::string>{"heavy"});
+}
