@@ -7,6 +7,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/worker.hpp"
+#include "registry/proc_stats.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -26,10 +28,18 @@ struct tally {
   MSGPACK_DEFINE(n);
 };
 
-// POST /spin/{ms}: busy-loops that long on the handler's thread.
+// POST /spin/{ms}: busy-loops that long on the handler's thread;
+// POST /grow/{mb}: keeps that much resident memory (not in his store).
 class spin_app : public user_actor<tally> {
 public:
   void routes(router& r) override {
+    r.post("/grow/{mb}", [this](request& q) {
+      std::string block(static_cast<std::size_t>(std::stoi(q.param("mb"))) << 20, '\0');
+      for (std::size_t i = 0; i < block.size(); i += 4096)  // touched: resident
+        block[i] = static_cast<char>(i);
+      ballast_.push_back(std::move(block));
+      return json({{"blocks", ballast_.size()}});
+    });
     r.post("/spin/{ms}", [](request& q) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoi(q.param("ms")));
       std::uint64_t turns = 0;
@@ -38,6 +48,9 @@ public:
       return json({{"turns", turns}});
     });
   }
+
+private:
+  std::vector<std::string> ballast_;
 };
 
 class worker_admission_actors : public ::testing::Test {
@@ -60,8 +73,13 @@ protected:
     deposit = spawn_deposit(*sys, store::make_filesystem_deposit(dir.string()));
     group.emplace(*sys);
     driver.emplace(*sys);
-    worker = spawn_worker(**group, worker_spec{"default-w1", "default", caf::actor{},
-                                               caf::actor_cast<caf::actor>(deposit), ctx});
+  }
+
+  // `mem_total_bytes`: the machine's memory as the worker sees it (0: /proc/meminfo).
+  void start_worker(std::uint64_t mem_total_bytes = 0) {
+    worker_spec spec{"default-w1", "default", caf::actor{}, caf::actor_cast<caf::actor>(deposit), ctx};
+    spec.mem_total_bytes = mem_total_bytes;
+    worker = spawn_worker(**group, std::move(spec));
   }
 
   ~worker_admission_actors() override {
@@ -85,9 +103,9 @@ protected:
     return h;
   }
 
-  int spin(const user_handle& h, const std::string& user, int ms) {
+  int spin(const user_handle& h, const std::string& user, int ms, const std::string& route = "/spin/") {
     int status = 0;
-    http_request req{"POST", "/spin/" + std::to_string(ms), "", "", "c-" + user, "", {}};
+    http_request req{"POST", route + std::to_string(ms), "", "", "c-" + user, "", {}};
     (*driver)
       ->request(h, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { status = r.status; }, [&](caf::error&) { status = -1; });
@@ -132,6 +150,7 @@ protected:
 }  // namespace
 
 TEST_F(worker_admission_actors, ClosesWithReasonCpuAndAComputedRetryAfterThenReopensWithHysteresis) {
+  start_worker();
   auto hot = host("hot");
   std::optional<admission_report> closed;
   const auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -164,6 +183,7 @@ TEST_F(worker_admission_actors, ClosesWithReasonCpuAndAComputedRetryAfterThenReo
 }
 
 TEST_F(worker_admission_actors, OffloadFreezesTheLeastBusyActiveUserAndNeverTheLastOne) {
+  start_worker();
   auto heavy = host("heavy");
   auto light = host("light");
   const auto deadline = std::chrono::steady_clock::now() + 60s;
@@ -182,4 +202,47 @@ TEST_F(worker_admission_actors, OffloadFreezesTheLeastBusyActiveUserAndNeverTheL
     ASSERT_EQ(spin(heavy, "heavy", 150), 200);
   EXPECT_TRUE(detail()["cpu_temperature"].get<double>() > 80) << detail().dump();
   EXPECT_EQ(hosted(), std::vector<std::string>{"heavy"});
+}
+
+TEST_F(worker_admission_actors, PastItsOccupancyAProcessWorkerFreezesItsUsersThenAsksToBeReplaced) {
+  // isolation "process": this test process stands for the worker's. Its
+  // share is set (through the injected machine size) 200 MB above what it
+  // holds now; a user grows past it.
+  auto& g = ctx->recipe.groups.front();
+  g.isolation = "process";
+  g.cpu_admission_close_percent = 0;  // memory only
+  g.cpu_offload_percent = 0;
+  g.memory_max_percent = 100;
+  g.worker_max_number = 1;
+  g.worker_memory_admission_percent = 90;
+  g.restart_occupancy_max_percent = 100;
+  const auto rss = registry::rss_bytes();
+  ASSERT_TRUE(rss);
+  start_worker(*rss + (200u << 20));
+  auto fat = host("fat");
+  auto slim = host("slim");
+  ASSERT_EQ(spin(fat, "fat", 300, "/grow/"), 200);
+
+  auto closed = next_report(10s);
+  ASSERT_TRUE(closed) << detail().dump();
+  EXPECT_FALSE(closed->admits);
+  EXPECT_EQ(closed->reason, static_cast<std::uint8_t>(refusal_reason::memory));
+  EXPECT_GE(closed->retry_after, 1u);
+  std::optional<std::uint64_t> replace_rss;
+  (*group)->receive([&](replace_atom, caf::actor_addr& who, std::uint64_t bytes) {
+                      EXPECT_EQ(who, caf::actor_cast<caf::actor_addr>(worker));
+                      replace_rss = bytes;
+                    },
+                    caf::after(std::chrono::seconds(20)) >> [] {});
+  ASSERT_TRUE(replace_rss) << detail().dump();
+  EXPECT_GT(*replace_rss, *rss + (200u << 20));
+  // Their freezes are durable when it asks; their exits follow.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!hosted().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(hosted().empty());
+  EXPECT_EQ(detail()["draining"], true) << "it takes no newcomer while it waits to be replaced";
+  auto parcels = std::distance(std::filesystem::recursive_directory_iterator(dir),
+                               std::filesystem::recursive_directory_iterator{});
+  EXPECT_GE(parcels, 2) << "both users' parcels are in the deposit";
 }
