@@ -98,6 +98,8 @@ struct worker_state {
   std::unordered_set<std::string> offloading;  // offload freezes in flight
   rate_limited_log offload_log;
   bool replacing = false;  // its users are frozen (or freezing) for its replacement
+  steady::time_point last_report{};
+  std::uint32_t reported_retry_after = 0;
 
   // Starts the beat, and with it admission; a worker without machine figures admits always.
   void start_admission() {
@@ -143,6 +145,9 @@ struct worker_state {
     }
     if (admission->sample(cpu, rss, now))
       report();
+    else if (!admission->admits() && now - last_report >= memory_beat &&
+             admission->retry_after(until_first_idle_freeze()) != reported_retry_after)
+      report(false);  // still closed: its Retry-After moved (once a second at most)
     if (admission->wants_offload())
       offload();
     else
@@ -152,8 +157,9 @@ struct worker_state {
     schedule_beat();
   }
 
-  // Tells the group (which tells the commander) what it admits now.
-  void report() {
+  // Tells the group (which tells the commander) what it admits now; logged
+  // when it is a change (hysteresis keeps those rare).
+  void report(bool changed = true) {
     admission_report r;
     r.worker = self->address();
     r.admits = admission->admits();
@@ -161,7 +167,10 @@ struct worker_state {
       r.reason = refusal_reason_of(admission->reason());
       r.retry_after = admission->retry_after(until_first_idle_freeze());
     }
-    spdlog::info("worker {}: {} (cpu {:.0f} %, resident {} MB{})", spec.name,
+    last_report = steady::now();
+    reported_retry_after = r.retry_after;
+    if (changed)
+      spdlog::info("worker {}: {} (cpu {:.0f} %, resident {} MB{})", spec.name,
                  r.admits ? "admits newcomers again" : "closed to newcomers", admission->cpu_temperature(),
                  admission->rss_bytes().value_or(0) >> 20,
                  r.admits ? std::string() : ", retry after " + std::to_string(r.retry_after) + " s");

@@ -166,14 +166,24 @@ TEST_F(worker_admission_actors, ClosesWithReasonCpuAndAComputedRetryAfterThenReo
   EXPECT_GE(closed->retry_after, 2u);
   EXPECT_LE(closed->retry_after, static_cast<std::uint32_t>(std::ceil(3 * std::log(100.0 * 2 / 20))));
 
-  // Idle now: it cools, closed, through the band between the thresholds.
+  // Idle now: it cools, closed, through the band between the thresholds;
+  // meanwhile its reports keep the Retry-After current (shorter as it cools).
   bool closed_below_close = false;
   std::optional<admission_report> reopened;
+  std::uint32_t retry_after = closed->retry_after + 1;  // it may still have heated a little
   while (!reopened && std::chrono::steady_clock::now() < deadline + 30s) {
     auto d = detail();
     if (d["admits"] == false && d["cpu_temperature"].get<double>() < 50)
       closed_below_close = true;
-    reopened = next_report(50ms);
+    auto r = next_report(50ms);
+    if (r && r->admits)
+      reopened = r;
+    else if (r) {
+      EXPECT_EQ(r->reason, static_cast<std::uint8_t>(refusal_reason::cpu));
+      EXPECT_LE(r->retry_after, retry_after) << "an idle worker only cools";
+      EXPECT_GE(r->retry_after, 1u);
+      retry_after = r->retry_after;
+    }
   }
   ASSERT_TRUE(reopened) << detail().dump();
   EXPECT_TRUE(reopened->admits);
