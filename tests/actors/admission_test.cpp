@@ -170,7 +170,9 @@ TEST_F(worker_admission_actors, ClosesWithReasonCpuAndAComputedRetryAfterThenReo
   // meanwhile its reports keep the Retry-After current (shorter as it cools).
   bool closed_below_close = false;
   std::optional<admission_report> reopened;
-  std::uint32_t retry_after = closed->retry_after + 1;  // it may still have heated a little
+  // A handler's time counts once it ended, after its answer: the last spins
+  // may still heat it a little after the close was reported.
+  std::uint32_t retry_after = closed->retry_after + 2;
   while (!reopened && std::chrono::steady_clock::now() < deadline + 30s) {
     auto d = detail();
     if (d["admits"] == false && d["cpu_temperature"].get<double>() < 50)

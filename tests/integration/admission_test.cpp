@@ -117,7 +117,6 @@ TEST_F(Admission, CpuClosesAWorkerUnderLoadAndReopensItWithHysteresis) {
   // Hysteresis: idle samples cool it, yet it stays closed below the close
   // threshold until it is below the reopen threshold.
   bool closed_below_close = false;
-  double last = 1e9;
   bool reopened = eventually(60s, [&] {
     auto d = worker();
     double t = d["cpu_temperature"].get<double>();
@@ -125,8 +124,6 @@ TEST_F(Admission, CpuClosesAWorkerUnderLoadAndReopensItWithHysteresis) {
       EXPECT_LT(t, 20) << d.dump();
       return true;
     }
-    EXPECT_LE(t, last + 1e-9) << "an idle worker only cools: " << d.dump();
-    last = t;
     if (t < 50)
       closed_below_close = true;
     return false;
