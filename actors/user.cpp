@@ -72,17 +72,20 @@ public:
     if (busy_ && busy_->worker_busy_ns)
       t0_ = std::chrono::steady_clock::now();
   }
-  ~busy_scope() {
+  ~busy_scope() { done(); }
+  // Counts it now, before the answer is sent, so a beat after the answer sees it; once.
+  void done() {
     if (!busy_)
       return;
+    auto* b = std::exchange(busy_, nullptr);
     const auto t1 = std::chrono::steady_clock::now();
-    busy_->last_active_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count(),
-                                std::memory_order_relaxed);
-    if (!busy_->worker_busy_ns)
+    b->last_active_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count(),
+                            std::memory_order_relaxed);
+    if (!b->worker_busy_ns)
       return;
     const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0_).count());
-    busy_->busy_ns.fetch_add(ns, std::memory_order_relaxed);
-    busy_->worker_busy_ns->fetch_add(ns, std::memory_order_relaxed);
+    b->busy_ns.fetch_add(ns, std::memory_order_relaxed);
+    b->worker_busy_ns->fetch_add(ns, std::memory_order_relaxed);
   }
   busy_scope(const busy_scope&) = delete;
   busy_scope& operator=(const busy_scope&) = delete;
@@ -319,6 +322,7 @@ struct user_state : detail::user_host {
     } catch (...) {
       return fail(call, "unknown exception");
     }
+    timed.done();
     finish(std::move(call), std::move(out));
   }
 
