@@ -3,7 +3,6 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "registry/epoch_source.hpp"
-#include "actors/rate_limited_log.hpp"
 #include "registry/ids.hpp"
 #include "registry/placement_index.hpp"
 
@@ -12,7 +11,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <unordered_set>
