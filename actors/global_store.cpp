@@ -251,7 +251,7 @@ struct global_store_state {
     staged_flushes.clear();
     store::parcel p;
     p.writer_node = ctx->node_name;
-    p.writer_worker = "commander";
+    p.writer_worker = "global_store";
     p.cause = store::parcel_cause::checkpoint;
     p.payload = store::pack(global->begin_batch());
     self->request(deposit, std::chrono::seconds(30), put_atom::value, parcel_kind::user, global_snapshot_key,
