@@ -111,6 +111,8 @@ protected:
     // Whatever still waits on the deposit gets its answer, so that everybody can stop.
     caf::anon_send(deposit, let_go_atom::value, std::uint64_t{1});
     caf::anon_send(deposit, let_go_atom::value, global_snapshot{});
+    for (auto& h : holders)
+      caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
     if (commander)
       caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
@@ -154,6 +156,7 @@ protected:
   caf::actor deposit;
   global_store_handle store;
   commander_handle commander;
+  std::vector<caf::actor> holders;  // helper actors that live until the end
 };
 
 }  // namespace
@@ -255,4 +258,45 @@ TEST_F(global_store_actor, a_takeover_serves_nothing_before_its_snapshot_is_read
   EXPECT_EQ(early_get->reply.value, "old-a");
   EXPECT_EQ(early_set->reply.refusal, "");
   EXPECT_EQ(call(op_of(kind::get, "b")).value, "new") << "the write asked during the read was overwritten by it";
+}
+
+// A cluster member declared down (the agent tells the commander): the commander
+// tells its global store, which gives back the leases that member's actors held
+// at once, nothing applied — the next requester is granted the key well before
+// the TTL. Here the "member" is this process (its actors' node).
+TEST_F(global_store_actor, a_member_declared_down_to_the_commander_loses_its_leases) {
+  using kind = detail::global_op::kind;
+  store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit),
+                             global_store_start{global_snapshot{{"k", "1"}}, false});
+  commander = spawn_commander(*sys, ctx, deposit, store);
+  ASSERT_TRUE(eventually([&] { return seen->generation_asked.load(); }));
+  caf::anon_send(deposit, let_go_atom::value, std::uint64_t{2});
+  // The first holder stays alive (a holder that stops gives its lease back by itself).
+  auto first = std::make_shared<answer>();
+  auto holder = sys->spawn([first, store = store](caf::event_based_actor* h) -> caf::behavior {
+    auto o = op_of(kind::lease, "k");
+    o.ttl_ms = 60000;
+    h->request(store, 30s, global_atom::value, o)
+      .then(
+        [first](detail::global_reply& r) {
+          first->reply = std::move(r);
+          first->arrived = true;
+        },
+        [first](caf::error&) { first->arrived = true; });
+    return {[](tick_atom) {}};
+  });
+  holders.push_back(holder);
+  ASSERT_TRUE(eventually([&] { return first->arrived.load(); }));
+  ASSERT_EQ(first->reply.refusal, "");
+  caf::anon_send(commander, node_down_atom::value, sys->node());
+  ASSERT_TRUE(eventually([&] { return ctx->metrics.global_reclaimed_holder_down.load() == 1; }))
+    << "the lease of the member's holder was not released";
+  // Granted now, though the first holder lives and its lease's TTL is a minute.
+  auto second_op = op_of(kind::lease, "k");
+  second_op.wait_ms = 20000;
+  auto second = ask(second_op);
+  ASSERT_TRUE(eventually([&] { return second->arrived.load(); }, 25s));
+  EXPECT_EQ(second->reply.refusal, "");
+  EXPECT_EQ(second->reply.value, "1") << "the first holder's lease applied nothing";
+  EXPECT_GT(second->reply.token, first->reply.token);
 }
