@@ -6,13 +6,16 @@
 # Two troupe binaries (e.g. one built from an older commit), both nodes up for the whole
 # run, alternating ABAB; prints each round (increments/s, the storm's requests/s, and the
 # exactness check: final value − 2xx answers, 0 to 64) and the median ratio new/old.
+# NODE_FLAGS (env): more flags for both nodes, e.g. "--set node.actor_threads=2".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old_bin=$1; new_bin=$2; rounds=${3:-5}; secs=${4:-10}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/troupe-ab-s8-storm.XXXXXX")
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-"$old_bin" node --listen 127.0.0.1:0 --deposit "$tmp/d1" > "$tmp/old.out" 2>/dev/null &
-"$new_bin" node --listen 127.0.0.1:0 --deposit "$tmp/d2" > "$tmp/new.out" 2>/dev/null &
+# shellcheck disable=SC2086 # NODE_FLAGS is a list of flags
+"$old_bin" node --listen 127.0.0.1:0 --deposit "$tmp/d1" ${NODE_FLAGS:-} > "$tmp/old.out" 2>/dev/null &
+# shellcheck disable=SC2086
+"$new_bin" node --listen 127.0.0.1:0 --deposit "$tmp/d2" ${NODE_FLAGS:-} > "$tmp/new.out" 2>/dev/null &
 for f in old new; do for _ in $(seq 100); do grep -q listening "$tmp/$f.out" 2>/dev/null && break; sleep 0.1; done; done
 old=$(grep -o 'http://[0-9.:]*' "$tmp/old.out"); new=$(grep -o 'http://[0-9.:]*' "$tmp/new.out")
 bench/cookies.sh "$old" 1000 "$tmp/co"; bench/cookies.sh "$new" 1000 "$tmp/cn"
