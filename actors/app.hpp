@@ -107,7 +107,7 @@ struct response {
 
 namespace detail {
 
-/// One operation on the global store (sent to the commander).
+/// One operation on the global store (sent to the global store actor).
 struct global_op {
   enum class kind : std::uint8_t { get, set, erase, lease, commit, abort } what = kind::get;
   std::string key;
@@ -118,7 +118,7 @@ struct global_op {
   std::uint64_t token = 0;           ///< commit, abort
 };
 
-/// The commander's answer to a global_op.
+/// The global store's answer to a global_op.
 struct global_reply {
   std::string refusal;               ///< empty: done; else why not (invalid_key, lease_expired, …)
   bool found = false;                ///< get, lease: the key has a value

@@ -3,19 +3,14 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "registry/epoch_source.hpp"
-#include "actors/rate_limited_log.hpp"
 #include "registry/ids.hpp"
-#include "registry/lease_table.hpp"
 #include "registry/placement_index.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <unordered_set>
@@ -31,17 +26,6 @@ struct held_resolve {
   std::string cid;
   placement_promise promise;
 };
-
-using global_promise = caf::typed_response_promise<detail::global_reply>;
-using steady = std::chrono::steady_clock;
-
-// A requester waiting for a lease: how to answer him, and since when he waits.
-struct lease_waiter {
-  global_promise promise;
-  steady::time_point asked;
-};
-
-using global_table = registry::lease_table<lease_waiter>;
 
 // One worker the commander places users on: a slot of the placement index.
 struct worker_slot {
@@ -69,10 +53,9 @@ struct commander_state {
   std::map<std::string, std::vector<std::size_t>> node_slots;  // member → its slots
   std::optional<registry::placement_index> index;
   // A takeover: members whose workers have not registered yet, scans of
-  // workers' users still out, whether the global store is loaded, and what waits for all that.
+  // workers' users still out, and what waits for them.
   std::set<std::string> expected_nodes;
   std::size_t scans_pending = 0;
-  bool global_loaded = true;
   std::vector<deferred_request> until_ready;
   // Users writing their parcels: their resolves wait here until frozen or thaw.
   std::unordered_map<std::string, std::vector<held_resolve>> departing;
@@ -81,25 +64,8 @@ struct commander_state {
   // Of those, the ids a login or logout retired meanwhile: whatever their parcel
   // said when it was read, they are strangers now (bounded by `lookups`).
   std::unordered_set<std::string> retired_in_lookup;
-  // The global store, its watched lease holders and its timer.
-  std::optional<global_table> global;
-  std::unordered_map<caf::actor_addr, std::string> holders;  // monitored holder → its name in the table
-  std::uint64_t timer_generation = 0;
-  std::optional<steady::time_point> timer_due;
-  // The store's writes, one at a time (each a whole snapshot: a later one must
-  // not land before an earlier one is settled). With durability "reply" the
-  // requesters of staged changes wait for the batch that writes them (bounded:
-  // a user has one request at a time); a flush (the soft quit) waits too.
-  using flushed = std::function<void(const caf::error&)>;
-  struct staged_waiter {
-    global_promise promise;
-    std::string key;
-    bool depends;  // read a value of the batch being written: refused with it
-  };
-  std::vector<staged_waiter> staged_waiters, writing_waiters;
-  std::vector<flushed> staged_flushes;
-  bool writing_global = false;
-  rate_limited_log refused_log{spdlog::level::err, std::chrono::seconds(10)};
+  // The global store next to this commander (linked: they stop together).
+  global_store_handle global_store;
 
   // Fencing (docs/CLUSTER.md "Fencing"): each placement's owner epoch, under
   // a commander generation the deposit gave this commander when it started.
@@ -120,7 +86,7 @@ struct commander_state {
           if (epochs.start(generation)) {
             spdlog::info("commander: generation {} (owner epochs from {})", generation, epochs.make(generation, 1));
             // Fencing tokens share the scheme: a later commander's are above every earlier one's.
-            global->tokens_above(epochs.make(generation, 0));
+            self->send(global_store, generation_atom::value, generation);
           }
           else
             spdlog::error("commander: the deposit gave generation {}, not above {}; kept", generation,
@@ -143,7 +109,7 @@ struct commander_state {
 
   // -- readiness (a takeover) ------------------------------------------------------------
 
-  bool ready() const { return index && expected_nodes.empty() && scans_pending == 0 && global_loaded; }
+  bool ready() const { return index && expected_nodes.empty() && scans_pending == 0; }
 
   // Runs `go` now, or once ready (refused after the hold budget).
   void when_ready(std::function<void()> go, std::function<void(caf::error)> refuse) {
@@ -175,32 +141,6 @@ struct commander_state {
     until_ready.clear();
     for (auto& w : waiting)
       w.refuse(make_error(errc::unavailable, "the commander is still taking over; retry"));
-  }
-
-  void load_global() {
-    global_loaded = false;
-    self->request(deposit, ctx->hold_timeout(), get_atom::value, parcel_kind::user, global_snapshot_key)
-      .then(
-        [this](std::vector<store::parcel>& found) {
-          try {
-            if (!found.empty()) {
-              global_snapshot values;
-              store::unpack(found.front().payload, values);
-              for (auto& [key, value] : values)
-                global->set(key, std::move(value));
-            }
-            global_loaded = true;
-            count_global();
-            check_ready();
-          } catch (const std::exception& e) {
-            spdlog::critical("commander: takeover: the global store's snapshot does not decode: {}", e.what());
-          }
-        },
-        [this](caf::error& err) {
-          spdlog::error("commander: takeover: the global store's snapshot cannot be read: {}; retrying",
-                        self->system().render(err));
-          load_global();
-        });
   }
 
   // -- workers across members ----------------------------------------------------------
@@ -270,282 +210,9 @@ struct commander_state {
       ctx->metrics.node_failovers.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("commander: member {} is down: its {} user(s) wake elsewhere on their next request", name, users);
     }
-    std::vector<caf::actor_addr> gone;
-    for (auto& [addr, holder] : holders)
-      if (addr.node() == node)
-        gone.push_back(addr);
-    for (auto& addr : gone) {
-      caf::down_msg dm{addr, caf::make_error(caf::exit_reason::remote_link_unreachable)};
-      on_down(dm);
-    }
+    self->send(global_store, node_down_atom::value, node);
     if (!name.empty() && expected_nodes.erase(name))
       check_ready();
-  }
-
-  // -- the global store ----------------------------------------------------------------
-
-  void count_global() {
-    ctx->metrics.global_keys.store(static_cast<std::int64_t>(global->keys()), std::memory_order_relaxed);
-    ctx->metrics.global_leases_active.store(static_cast<std::int64_t>(global->leases()), std::memory_order_relaxed);
-  }
-
-  // Answers the waiters an event decided (granted or refused).
-  void deliver(std::vector<global_table::outcome>& outcomes, steady::time_point now) {
-    for (auto& o : outcomes) {
-      detail::global_reply r;
-      if (o.granted) {
-        r.found = o.granted->value.has_value();
-        r.value = o.granted->value.value_or(std::string{});
-        r.token = o.granted->token;
-        ctx->metrics.global_leases_granted.fetch_add(1, std::memory_order_relaxed);
-        ctx->metrics.global_lease_wait_seconds.observe(std::chrono::duration<double>(now - o.waiter.asked).count());
-      } else {
-        r.refusal = to_string(o.refused);
-      }
-      o.waiter.promise.deliver(std::move(r));
-    }
-    outcomes.clear();
-    count_global();
-    schedule_lease_timer(now);
-  }
-
-  void schedule_lease_timer(steady::time_point now) {
-    auto due = global->next_deadline();
-    if (!due || (timer_due && *timer_due <= *due))
-      return;
-    timer_due = *due;
-    auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(*due - now) + std::chrono::milliseconds(1);
-    self->delayed_send(self, std::max(delay, std::chrono::milliseconds(1)), tick_atom::value, ++timer_generation);
-  }
-
-  void on_lease_timer(std::uint64_t generation) {
-    if (generation != timer_generation)
-      return;
-    timer_due.reset();
-    auto now = steady::now();
-    std::vector<global_table::outcome> next;
-    auto reclaimed = global->expire(now, next);
-    if (reclaimed) {
-      ctx->metrics.global_reclaimed_ttl.fetch_add(reclaimed, std::memory_order_relaxed);
-      spdlog::warn("global store: {} lease(s) past their TTL reclaimed", reclaimed);
-    }
-    deliver(next, now);
-  }
-
-  void on_down(caf::down_msg& dm) {
-    auto h = holders.find(dm.source);
-    if (h == holders.end())
-      return;
-    auto name = std::move(h->second);
-    holders.erase(h);
-    auto now = steady::now();
-    std::vector<global_table::outcome> next;
-    if (auto reclaimed = global->holder_down(name, now, next)) {
-      ctx->metrics.global_reclaimed_holder_down.fetch_add(reclaimed, std::memory_order_relaxed);
-      spdlog::warn("global store: holder {} went down; {} lease(s) reclaimed, nothing applied", name, reclaimed);
-    }
-    deliver(next, now);
-  }
-
-  bool reply_durability() const { return ctx->recipe.commander.durability == "reply"; }
-
-  // Writes the store once no earlier write is in flight: what was staged, for
-  // the requesters and flushes waiting for it.
-  void write_global() {
-    if (writing_global || (staged_waiters.empty() && staged_flushes.empty()))
-      return;
-    writing_global = true;
-    writing_waiters = std::move(staged_waiters);
-    staged_waiters.clear();
-    auto flushes = std::make_shared<std::vector<flushed>>(std::move(staged_flushes));
-    staged_flushes.clear();
-    store::parcel p;
-    p.writer_node = ctx->node_name;
-    p.writer_worker = "commander";
-    p.cause = store::parcel_cause::checkpoint;
-    p.payload = store::pack(global->begin_batch());
-    self->request(deposit, std::chrono::seconds(30), put_atom::value, parcel_kind::user, global_snapshot_key,
-                  std::move(p))
-      .then([this, flushes](std::uint64_t) { global_written(caf::error{}, *flushes); },
-            [this, flushes](caf::error& err) { global_written(err, *flushes); });
-  }
-
-  // A write of the store ended. Refused by the deposit (its previous parcel
-  // stands): the batch's changes are dropped and their requesters told to
-  // retry. Not answered: it may have landed, so the changes are kept (the next
-  // write carries them) and their requesters told the outcome is unknown.
-  // A refused batch takes with it the changes staged since that read its
-  // values (a lease granted on a value it carried, and what was derived from it).
-  void global_written(const caf::error& err, std::vector<flushed>& flushes) {
-    bool refused = err && is(err, errc::deposit_failed);
-    auto refused_keys = global->settle(!refused);
-    writing_global = false;
-    auto waiters = std::move(writing_waiters);
-    writing_waiters.clear();
-    if (refused && !refused_keys.empty()) {
-      std::sort(refused_keys.begin(), refused_keys.end());
-      auto keep = std::partition(staged_waiters.begin(), staged_waiters.end(), [&](const staged_waiter& w) {
-        return !w.depends || !std::binary_search(refused_keys.begin(), refused_keys.end(), w.key);
-      });
-      std::move(keep, staged_waiters.end(), std::back_inserter(waiters));
-      staged_waiters.erase(keep, staged_waiters.end());
-    }
-    if (err) {
-      if (refused)
-        ctx->metrics.changes_rolled_back.fetch_add(waiters.size(), std::memory_order_relaxed);
-      if (!waiters.empty())
-        refused_log("global store: {} change(s) {}: {}", waiters.size(),
-                    refused ? "refused by the deposit, not applied" : "of unknown outcome (the deposit did not answer), kept",
-                    self->system().render(err));
-    }
-    for (auto& w : waiters) {
-      detail::global_reply r;
-      if (err)
-        r.refusal = to_string(refused ? registry::lease_refusal::not_durable
-                                      : registry::lease_refusal::durability_unknown);
-      w.promise.deliver(std::move(r));
-    }
-    for (auto& f : flushes)
-      f(err);
-    count_global();
-    write_global();
-  }
-
-  // Writes the whole store after every change staged so far; `done(error)`.
-  void flush_global(flushed done) {
-    staged_flushes.push_back(std::move(done));
-    write_global();
-  }
-
-  // A change applied now (durability "freeze"): acknowledged at once.
-  caf::result<detail::global_reply> applied(detail::global_reply r) {
-    count_global();
-    return r;
-  }
-
-  // A change staged (durability "reply"): acknowledged once its batch is durable.
-  caf::result<detail::global_reply> staged(registry::lease_refusal r, const std::string& key, bool depends) {
-    detail::global_reply out;
-    if (r != registry::lease_refusal::none) {
-      if (r == registry::lease_refusal::not_durable)  // a doomed lease's commit
-        ctx->metrics.changes_rolled_back.fetch_add(1, std::memory_order_relaxed);
-      out.refusal = to_string(r);
-      return out;
-    }
-    auto promise = self->make_response_promise<detail::global_reply>();
-    staged_waiters.push_back({promise, key, depends});
-    write_global();
-    return promise;
-  }
-
-  caf::result<detail::global_reply> global_op(detail::global_op& op) {
-    using kind = detail::global_op::kind;
-    detail::global_reply out;
-    auto now = steady::now();
-    auto refusal = [&](registry::lease_refusal r) {
-      out.refusal = r == registry::lease_refusal::none ? "" : to_string(r);
-      return r == registry::lease_refusal::none;
-    };
-    std::vector<global_table::outcome> next;
-    switch (op.what) {
-      case kind::get:
-        if (refusal(global->check_key(op.key)))
-          if (auto v = global->get(op.key)) {
-            out.found = true;
-            out.value = std::move(*v);
-          }
-        return out;
-      case kind::set:
-        if (reply_durability()) {
-          bool depends = false;
-          auto r = global->stage_set(op.key, std::move(op.value), depends);
-          return staged(r, op.key, depends);
-        }
-        if (!refusal(global->set(op.key, std::move(op.value))))
-          return out;
-        return applied(out);
-      case kind::erase:
-        if (reply_durability()) {
-          bool depends = false;
-          auto r = global->stage_erase(op.key, depends);
-          return staged(r, op.key, depends);
-        }
-        if (!refusal(global->erase(op.key)))
-          return out;
-        return applied(out);
-      case kind::lease: {
-        auto sender = self->current_sender();
-        if (!sender) {
-          out.refusal = "anonymous requesters cannot hold leases";
-          return out;
-        }
-        auto addr = sender->address();
-        auto name = to_string(addr);
-        auto promise = self->make_response_promise<detail::global_reply>();
-        registry::lease_refusal refused;
-        auto granted = global->for_update(op.key, name, std::chrono::milliseconds(op.ttl_ms),
-                                          now + std::chrono::milliseconds(std::max<std::int64_t>(0, op.wait_ms)),
-                                          lease_waiter{promise, now}, now, refused);
-        if (refused != registry::lease_refusal::none) {
-          out.refusal = to_string(refused);
-          promise.deliver(std::move(out));
-          return promise;
-        }
-        if (holders.emplace(addr, name).second)
-          self->monitor(addr);  // a holder that goes down gives its leases back
-        if (granted) {
-          out.found = granted->value.has_value();
-          out.value = granted->value.value_or(std::string{});
-          out.token = granted->token;
-          ctx->metrics.global_leases_granted.fetch_add(1, std::memory_order_relaxed);
-          ctx->metrics.global_lease_wait_seconds.observe(0);
-          promise.deliver(std::move(out));
-        }
-        count_global();
-        schedule_lease_timer(now);
-        return promise;
-      }
-      case kind::commit: {
-        auto value = op.has_value ? std::optional<std::string>(std::move(op.value)) : std::nullopt;
-        if (reply_durability()) {  // the lease ends now; the answer waits for the write
-          bool depends = false;
-          auto r = global->stage_commit(op.key, op.token, std::move(value), now, next, depends);
-          deliver(next, now);
-          return staged(r, op.key, depends);
-        }
-        auto r = global->commit(op.key, op.token, std::move(value), now, next);
-        deliver(next, now);
-        if (!refusal(r))
-          return out;
-        return applied(out);
-      }
-      case kind::abort:
-        refusal(global->abort(op.key, op.token, now, next));
-        deliver(next, now);
-        return out;
-    }
-    return out;
-  }
-
-  // The store as JSON for /_troupe/global: keys, sizes, leases (times in unix seconds).
-  std::string describe_global() const {
-    auto steady_now = steady::now();
-    auto wall_now = std::chrono::system_clock::now();
-    auto unix = [&](steady::time_point t) {
-      return std::chrono::duration<double>((wall_now + (t - steady_now)).time_since_epoch()).count();
-    };
-    nlohmann::json keys = nlohmann::json::array();
-    global->for_each([&](const std::string& key, const std::string* value, const global_table::lease* held,
-                         std::size_t waiting) {
-      nlohmann::json k{{"key", key}, {"bytes", value ? value->size() : 0}, {"present", value != nullptr},
-                       {"waiting", waiting}};
-      if (held)
-        k["lease"] = {{"holder", held->holder}, {"token", held->token}, {"since", unix(held->since)},
-                      {"until", unix(held->until)}};
-      keys.push_back(std::move(k));
-    });
-    return nlohmann::json{{"keys", std::move(keys)}, {"count", global->keys()}, {"leases", global->leases()}}
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
   // Places `user` (unless he is placed) and has his worker give him `cid`;
@@ -718,13 +385,13 @@ struct commander_state {
         promise.deliver(*total, std::move(*not_saved));
         return;
       }
-      flush_global([this, promise, total, not_saved](const caf::error& err) mutable {
-        if (err) {
-          spdlog::error("soft quit: the global store could not be written: {}", self->system().render(err));
-          not_saved->push_back("the global store");
-        }
+      auto failed = [this, promise, total, not_saved](const caf::error& err) mutable {
+        spdlog::error("soft quit: the global store could not be written: {}", self->system().render(err));
+        not_saved->push_back("the global store");
         promise.deliver(*total, std::move(*not_saved));
-      });
+      };
+      self->request(global_store, node_context::to_duration(ctx->recipe.node.shutdown_freeze_seconds), flush_atom::value)
+        .then([promise, total, not_saved](bool) mutable { promise.deliver(*total, std::move(*not_saved)); }, failed);
     };
     if (mine.empty()) {
       finish();
@@ -893,31 +560,25 @@ struct commander_state {
 const char* commander_state::name = "troupe.commander";
 
 commander_handle::behavior_type commander_impl(commander_handle::stateful_pointer<commander_state> self,
-                                               node_context_ptr ctx, caf::actor deposit, commander_start start) {
+                                               node_context_ptr ctx, caf::actor deposit,
+                                               global_store_handle global_store, commander_start start) {
   auto& st = self->state;
   st.self = self;
   st.gauge.emplace(ctx->metrics, actor_kind::commander);
   st.ctx = std::move(ctx);
   st.deposit = caf::actor_cast<deposit_handle>(deposit);
   st.group = st.ctx->recipe.groups.front().name;
-  auto& cc = st.ctx->recipe.commander;
-  st.global.emplace(global_table::limits{256, cc.global_max_value_bytes, cc.global_max_waiters,
-                                         std::chrono::milliseconds(
-                                           static_cast<std::int64_t>(cc.global_max_lease_seconds * 1000))});
-  for (auto& [key, value] : start.global)
-    st.global->set(key, std::move(value));
-  st.count_global();
+  st.global_store = std::move(global_store);
+  self->link_to(st.global_store);
   if (!start.expected_nodes.empty()) {
-    // A takeover: the members' workers, their users and the global store
-    // first; placements wait for them (for at most the hold budget).
+    // A takeover: the members' workers and their users first; placements
+    // wait for them (for at most the hold budget).
     st.expected_nodes.insert(start.expected_nodes.begin(), start.expected_nodes.end());
-    st.load_global();
     self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(st.ctx->recipe.limits.hold_seconds * 1000)),
                        tick_atom::value, std::uint64_t{0});
     spdlog::warn("commander: taking over on {}: waiting for {} member(s) to tell their users", st.ctx->node_name,
                  st.expected_nodes.size());
   }
-  self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
   st.obtain_generation();
   st.schedule_sweep();
   if (st.ctx->census) {
@@ -1021,15 +682,9 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },
     [=](drain_atom, const std::string& worker) { return self->state.drain(worker); },
     [=](tick_atom) { self->state.sweep(); },
-    [=](global_atom, detail::global_op& op) { return self->state.global_op(op); },
-    [=](global_atom) { return self->state.describe_global(); },
+    [=](tick_atom, std::uint64_t) { self->state.end_takeover_wait(); },
     [=](admission_atom, admission_report&) {
       // issue 13: A
-    },
-    [=](tick_atom, std::uint64_t generation) {
-      if (generation == 0)  // the takeover's hold budget (lease timers count from 1)
-        return self->state.end_takeover_wait();
-      self->state.on_lease_timer(generation);
     },
   };
 }
@@ -1037,8 +692,8 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
 }  // namespace
 
 commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
-                                 commander_start start) {
-  return sys.spawn(commander_impl, std::move(ctx), std::move(deposit), std::move(start));
+                                 global_store_handle global_store, commander_start start) {
+  return sys.spawn(commander_impl, std::move(ctx), std::move(deposit), std::move(global_store), std::move(start));
 }
 
 }  // namespace troupe

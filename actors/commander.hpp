@@ -4,6 +4,7 @@
 /// worker). It answers where a connection's user lives — creating the guest
 /// `guest_<cid>` for a stranger — and carries out login and logout.
 
+#include "actors/global_store.hpp"
 #include "actors/group.hpp"
 
 #include <map>
@@ -23,31 +24,6 @@ typename Inspector::result_type inspect(Inspector& f, login_request& x) {
   return f(caf::meta::type_name("troupe.login_request"), x.cid, x.from_user, x.to_user, x.parcel);
 }
 
-}  // namespace troupe
-
-namespace troupe::detail {
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, global_op& x) {
-  return f(caf::meta::type_name("troupe.global_op"), x.what, x.key, x.has_value, x.value, x.ttl_ms, x.wait_ms,
-           x.token);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, global_reply& x) {
-  return f(caf::meta::type_name("troupe.global_reply"), x.refusal, x.found, x.value, x.token);
-}
-
-}  // namespace troupe::detail
-
-namespace troupe {
-
-/// The global store's values, as persisted in the deposit (one parcel).
-using global_snapshot = std::map<std::string, std::string>;
-
-/// The deposit key of the global store's snapshot (not a valid user name).
-inline const std::string global_snapshot_key = "%global";
-
 /// The commander's typed interface.
 using commander_handle = caf::typed_actor<
   /// Where does connection `cid` go? (A stranger becomes guest_<cid>.) `minted`:
@@ -61,8 +37,8 @@ using commander_handle = caf::typed_actor<
   /// after a worker restart, and to a new commander after a takeover.
   caf::reacts_to<workers_atom, std::string, std::string, std::vector<worker_handle>>,
   /// A cluster member was declared down: its workers' users are forgotten
-  /// (woken elsewhere on their next request) and the leases its actors held
-  /// are released, nothing applied.
+  /// (woken elsewhere on their next request) and its global store releases
+  /// the leases the member's actors held, nothing applied.
   caf::reacts_to<node_down_atom, caf::node_id>,
   /// Freeze user `name` now (an operator's order): answers once he is durable; no_such_user if not hosted.
   caf::replies_to<freeze_atom, std::string>::with<bool>,
@@ -84,18 +60,13 @@ using commander_handle = caf::typed_actor<
   /// when unknown, refused when it is the group's last worker in service.
   caf::replies_to<drain_atom, std::string>::with<std::uint64_t, std::uint64_t>,
   /// Soft quit of node `node`: freeze every user of its workers, then (when
-  /// the commander runs there) write the global store; answers how many users
+  /// the commander runs there) have its global store written; answers how many users
   /// froze and what was not saved (user names, "the global store", "the users
   /// of worker W" when a worker did not answer). Its workers get no new user.
   caf::replies_to<quit_atom, std::string>::with<std::uint64_t, std::vector<std::string>>,
   /// Internal: the periodic expiry sweep.
   caf::reacts_to<tick_atom>,
-  /// The global store: get, set, erase, lease, commit, abort (the sender of a
-  /// lease is its holder, monitored: a holder that goes down loses its leases).
-  caf::replies_to<global_atom, detail::global_op>::with<detail::global_reply>,
-  /// The global store as JSON: keys, sizes, leases (for /_troupe/global).
-  caf::replies_to<global_atom>::with<std::string>,
-  /// Internal: lease TTLs and waits are due (timer generation).
+  /// Internal: the hold budget of a takeover is over (always 0).
   caf::reacts_to<tick_atom, std::uint64_t>,
   /// From a group: what one of its workers admits now (admission, degraded).
   caf::reacts_to<admission_atom, admission_report>>;
@@ -103,7 +74,6 @@ using commander_handle = caf::typed_actor<
 /// How a commander starts: alone (a node's own, or a cluster's first), or
 /// taking over from a commander that died with its member.
 struct commander_start {
-  global_snapshot global;                ///< the global store's values (read from the deposit)
   /// A takeover: the members whose workers must have registered (and told
   /// their users) before placements go on; they wait meanwhile, for at most
   /// the hold budget. Empty: nobody is expected (a first start).
@@ -111,8 +81,12 @@ struct commander_start {
 };
 
 /// Spawns the commander (a top-level actor: the node stops it on shutdown).
-/// `deposit` is the deposit actor (a deposit_handle).
+/// `deposit` is the deposit actor (a deposit_handle). `global_store` is the
+/// global store spawned next to it (a takeover spawns a new one, reading the
+/// deposit's snapshot): the commander links to it, so they stop together, and
+/// tells it its generation, the members declared down and the soft quit.
+/// Users and the bridge talk to the global store directly, never through the commander.
 commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
-                                 commander_start start = {});
+                                 global_store_handle global_store, commander_start start = {});
 
 }  // namespace troupe

@@ -18,6 +18,7 @@ struct group_state {
   node_context_ptr ctx;
   config::group_settings settings;
   caf::actor commander;
+  caf::actor global_store;
   caf::actor deposit;
   std::vector<worker_handle> workers;
   std::uint32_t replaced = 0;  // workers replaced after a crash
@@ -36,7 +37,7 @@ struct group_state {
 
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
     return spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
-                                          commander, deposit, ctx});
+                                          commander, global_store, deposit, ctx});
   }
 };
 
@@ -44,12 +45,13 @@ const char* group_state::name = "troupe.group";
 
 group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_state> self, node_context_ptr ctx,
                                       config::group_settings settings, caf::actor commander,
-                                      caf::actor deposit) {
+                                      caf::actor global_store, caf::actor deposit) {
   auto& st = self->state;
   st.gauge.emplace(ctx->metrics, actor_kind::group);
   st.ctx = std::move(ctx);
   st.settings = std::move(settings);
   st.commander = std::move(commander);
+  st.global_store = std::move(global_store);
   st.deposit = std::move(deposit);
   st.note(self);
   for (int i = 0; i < st.settings.workers; ++i)
@@ -101,8 +103,9 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
 }  // namespace
 
 group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
-                        caf::actor commander, caf::actor deposit) {
-  return sys.spawn(group_impl, std::move(ctx), std::move(settings), std::move(commander), std::move(deposit));
+                        caf::actor commander, caf::actor global_store, caf::actor deposit) {
+  return sys.spawn(group_impl, std::move(ctx), std::move(settings), std::move(commander), std::move(global_store),
+                   std::move(deposit));
 }
 
 }  // namespace troupe

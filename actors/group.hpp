@@ -31,8 +31,9 @@ using group_handle = caf::typed_actor<
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";
-/// `deposit` is the deposit actor its users freeze to and wake from.
+/// `deposit` is the deposit actor its users freeze to and wake from,
+/// `global_store` the global store they use (a global_store_handle).
 group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
-                        caf::actor commander, caf::actor deposit);
+                        caf::actor commander, caf::actor global_store, caf::actor deposit);
 
 }  // namespace troupe

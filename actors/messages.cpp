@@ -40,6 +40,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<worker_handle>>("troupe.worker_actors");
   cfg.add_message_type<group_handle>("troupe.group_handle");
   cfg.add_message_type<commander_handle>("troupe.commander_handle");
+  cfg.add_message_type<global_store_handle>("troupe.global_store_handle");
   cfg.add_message_type<detail::global_op>("troupe.global_op");
   cfg.add_message_type<detail::global_reply>("troupe.global_reply");
   cfg.add_message_type<store::parcel>("troupe.parcel");

@@ -104,6 +104,7 @@ struct user_state : detail::user_host {
   std::string user_name;
   std::string worker_name;
   commander_handle commander;
+  global_store_handle global_store;
   deposit_handle deposit;
   durability mode = durability::freeze;
   std::chrono::milliseconds idle_after{0};
@@ -369,7 +370,7 @@ struct user_state : detail::user_host {
     }
   }
 
-  // A global-store operation: the commander answers, then the handler's next
+  // A global-store operation: the global store answers, then the handler's next
   // step runs here (and may defer again: a lease's commit).
   void await_global(pending_call&& call, detail::continuation&& step) {
     auto waiting = std::make_shared<pending_call>(std::move(call));
@@ -377,7 +378,7 @@ struct user_state : detail::user_host {
     auto timeout = ctx->request_timeout();
     using kind = detail::global_op::kind;
     bool changes = step.op.what == kind::set || step.op.what == kind::erase || step.op.what == kind::commit;
-    self->request(commander, timeout, global_atom::value, std::move(step.op))
+    self->request(global_store, timeout, global_atom::value, std::move(step.op))
       .then(
         [this, waiting, on_reply](detail::global_reply& r) {
           busy = false;
@@ -955,6 +956,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.user_name = std::move(spec.user);
   st.worker_name = std::move(spec.worker);
   st.commander = caf::actor_cast<commander_handle>(spec.commander);
+  st.global_store = caf::actor_cast<global_store_handle>(spec.global_store);
   st.deposit = caf::actor_cast<deposit_handle>(spec.deposit);
   st.started = registry::wall_clock::now();
   st.census = st.ctx->census;

@@ -83,6 +83,7 @@ struct user_spec {
   bool wake = true;                      ///< read his parcel from the deposit before serving
   std::string group;                     ///< his group's name (its policies: idleness, durability)
   caf::actor commander;                  ///< for login/logout and freezing
+  caf::actor global_store;               ///< the global store (a global_store_handle), asked directly
   user_supervisor supervisor;            ///< his worker
   caf::actor deposit;                    ///< the deposit actor
   const app_types::factory* factory = nullptr;

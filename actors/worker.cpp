@@ -260,6 +260,7 @@ struct worker_state {
     us.wake = wake;
     us.group = spec.group;
     us.commander = spec.commander;
+    us.global_store = spec.global_store;
     us.supervisor = caf::actor_cast<user_supervisor>(self);
     us.deposit = spec.deposit;
     us.factory = factory;

@@ -83,6 +83,7 @@ struct worker_spec {
   std::string name;       ///< e.g. "default-w1"
   std::string group;      ///< the group's name
   caf::actor commander;
+  caf::actor global_store;  ///< the global store (a global_store_handle), for its users
   caf::actor deposit;     ///< the deposit actor (a deposit_handle)
   node_context_ptr ctx;
   /// Its group (a group_handle): admission reports and replacement requests

@@ -132,9 +132,10 @@ struct agent_state {
       for (auto& m : mem->members())
         if (m.up)
           up.push_back(m.record.name);
-      own_commander = cfg.start_commander(std::move(up));
+      auto actors = cfg.start_commander(std::move(up));
+      own_commander = actors.commander;
       *started = own_commander;
-      leader = leader_notice{mem->self().name, mem->self().incarnation, own_commander};
+      leader = leader_notice{mem->self().name, mem->self().incarnation, own_commander, actors.global_store};
       tell_leader();
       for_each_peer([&](auto&, auto& a) { self->send(a, leader_atom::value, leader); });
       return;
@@ -142,7 +143,7 @@ struct agent_state {
     auto* l = mem->leader();
     if (l && (l->name != leader.name || l->incarnation != leader.incarnation) && leader.commander) {
       // The leader we knew is gone; the next one will tell us its commander.
-      leader = leader_notice{l->name, l->incarnation, {}};
+      leader = leader_notice{l->name, l->incarnation, {}, {}};
       tell_leader();
     }
   }

@@ -46,16 +46,23 @@ typename Inspector::result_type inspect(Inspector& f, member_hello& x) {
   return f(caf::meta::type_name("troupe.member_hello"), x.name, x.incarnation, x.address, x.seq, x.agent, x.census);
 }
 
-/// Who leads: its name and incarnation, and its commander.
+/// The actors a leader runs for the whole cluster.
+struct leader_actors {
+  caf::actor commander;     ///< a commander_handle
+  caf::actor global_store;  ///< a global_store_handle, spawned with the commander
+};
+
+/// Who leads: its name and incarnation, its commander and its global store.
 struct leader_notice {
   std::string name;
   std::uint64_t incarnation = 0;
   caf::actor commander;
+  caf::actor global_store;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, leader_notice& x) {
-  return f(caf::meta::type_name("troupe.leader_notice"), x.name, x.incarnation, x.commander);
+  return f(caf::meta::type_name("troupe.leader_notice"), x.name, x.incarnation, x.commander, x.global_store);
 }
 
 /// The answer to a join: the members (the newcomer among them, with its age) and the leader.
@@ -123,11 +130,12 @@ struct agent_config {
   node_metrics* metrics = nullptr;
   /// Opens node-to-node connections: the middleman's actor (or the openssl manager's, for TLS).
   caf::io::middleman_actor connector;
-  /// Starts the commander on this node (called when it becomes the leader),
-  /// given the members up (this one included) whose workers it must learn.
-  std::function<caf::actor(std::vector<std::string>)> start_commander;
+  /// Starts the commander and its global store on this node (called when it
+  /// becomes the leader), given the members up (this one included) whose
+  /// workers it must learn. Stopping the commander stops its global store.
+  std::function<leader_actors(std::vector<std::string>)> start_commander;
   /// Told `(leader_atom, leader_notice)` when the leader changes (an invalid
-  /// commander: none right now): the node's commander link.
+  /// commander: none right now): the node's commander link and global store link.
   std::vector<caf::actor> leader_listeners;
   /// Told `(node_down_atom, caf::node_id)` when a member is declared down: the
   /// node's forwarder (and the commander, when it runs here).

@@ -19,4 +19,11 @@ namespace troupe::cluster {
 caf::actor spawn_commander_link(caf::actor_system& sys, std::string node_name, std::chrono::milliseconds hold,
                                 std::size_t max_held);
 
+/// Spawns the global store link of a member: the same forwarding and
+/// holding, to the global store that runs with the commander (the
+/// leader_notice's), so that global-store requests never pass through the
+/// commander's mailbox. The node's users and bridge use it as their global_store_handle.
+caf::actor spawn_global_store_link(caf::actor_system& sys, std::string node_name, std::chrono::milliseconds hold,
+                                   std::size_t max_held);
+
 }  // namespace troupe::cluster

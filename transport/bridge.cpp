@@ -88,7 +88,8 @@ struct order_run {
 };
 
 bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_handle commander,
-                                         census_handle census, caf::duration hold_timeout,
+                                         global_store_handle global_store, census_handle census,
+                                         caf::duration hold_timeout,
                                          caf::duration request_timeout) {
   return {
     [=](resolve_atom, std::string& cid, bool minted, local_resolve& slot) {
@@ -131,14 +132,14 @@ bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_
       }
     },
     [=](global_atom, local_admin& slot) {
-      self->request(commander, request_timeout, global_atom::value)
+      self->request(global_store, request_timeout, global_atom::value)
         .then(
           [slot](std::string& json) {
             http_response r;
             r.body = std::move(json);
             slot->done(std::move(r));
           },
-          [slot](caf::error&) { slot->done(error_response(503, "the commander did not answer", 1)); });
+          [slot](caf::error&) { slot->done(error_response(503, "the global store did not answer", 1)); });
     },
     [=](census_atom, census_query& q, local_admin& slot) {
       auto [ok, fail] = census_reply(self, slot);
@@ -157,9 +158,10 @@ bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_
 
 }  // namespace
 
-bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, census_handle census,
-                           caf::duration hold_timeout, caf::duration request_timeout) {
-  return sys.spawn(bridge_impl, std::move(commander), std::move(census), hold_timeout, request_timeout);
+bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, global_store_handle global_store,
+                           census_handle census, caf::duration hold_timeout, caf::duration request_timeout) {
+  return sys.spawn(bridge_impl, std::move(commander), std::move(global_store), std::move(census), hold_timeout,
+                   request_timeout);
 }
 
 }  // namespace troupe

@@ -66,8 +66,8 @@ using bridge_handle = caf::typed_actor<
   /// GET /_troupe/orchestration/log?tail=N.
   caf::reacts_to<log_atom, std::uint32_t, local_admin>>;
 
-/// Spawns the bridge in front of `commander` and `census` (a top-level actor: the node stops it).
-bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, census_handle census,
-                           caf::duration hold_timeout, caf::duration request_timeout);
+/// Spawns the bridge in front of `commander`, `global_store` and `census` (a top-level actor: the node stops it).
+bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, global_store_handle global_store,
+                           census_handle census, caf::duration hold_timeout, caf::duration request_timeout);
 
 }  // namespace troupe

@@ -305,20 +305,24 @@ int run_node(const node_flags& flags, const app_types& types) {
     ctx->metrics.users_frozen.fetch_add(found);
     caf::anon_send(census, scan_atom::value, std::move(batch), true);
   });
-  // A lone node runs its own commander. A cluster member talks to the
-  // cluster's (on the oldest member) through its commander link, and runs
-  // it itself when it becomes the oldest (its agent starts it).
+  // A lone node runs its own commander and global store. A cluster member
+  // talks to the cluster's (on the oldest member) through its commander link
+  // and its global store link, and runs them itself when it becomes the
+  // oldest (its agent starts them).
   commander_handle commander;
+  global_store_handle global_store;
   caf::actor cluster_agent;
   std::vector<group_handle> groups;
   std::shared_ptr<serving_signal> serving;
   if (!recipe.cluster.enabled()) {
-    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), commander_start{std::move(global), {}});
+    global_store = spawn_global_store(*sys, ctx, deposit, global_store_start{std::move(global), false});
+    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
   } else {
-    auto link = cluster::spawn_commander_link(
-      *sys, ctx->node_name, std::chrono::milliseconds(static_cast<std::int64_t>(recipe.limits.hold_seconds * 1000)),
-      recipe.limits.max_inflight);
+    auto hold = std::chrono::milliseconds(static_cast<std::int64_t>(recipe.limits.hold_seconds * 1000));
+    auto link = cluster::spawn_commander_link(*sys, ctx->node_name, hold, recipe.limits.max_inflight);
     commander = caf::actor_cast<commander_handle>(link);
+    global_store = caf::actor_cast<global_store_handle>(
+      cluster::spawn_global_store_link(*sys, ctx->node_name, hold, recipe.limits.max_inflight));
     serving = std::make_shared<serving_signal>();
     ctx->serving = serving;
   }
@@ -329,6 +333,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(forwarder, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
@@ -341,7 +346,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     caf::scoped_actor self{*sys};  // start-up only: never on an asio thread
     for (auto& g : recipe.groups) {
       auto group = spawn_group(*sys, ctx, g, caf::actor_cast<caf::actor>(commander),
-                               caf::actor_cast<caf::actor>(deposit));
+                               caf::actor_cast<caf::actor>(global_store), caf::actor_cast<caf::actor>(deposit));
       groups.push_back(group);
       bool ok = false;
       self->request(group, std::chrono::seconds(10), workers_atom::value)
@@ -370,16 +375,19 @@ int run_node(const node_flags& flags, const app_types& types) {
     ac.failure_timeout = std::chrono::milliseconds(cc.failure_timeout_ms);
     ac.join_timeout = std::chrono::milliseconds(cc.join_timeout_ms);
     ac.connector = cluster_tls ? sys->openssl_manager().actor_handle() : sys->middleman().actor_handle();
-    ac.leader_listeners = {caf::actor_cast<caf::actor>(commander)};
+    ac.leader_listeners = {caf::actor_cast<caf::actor>(commander), caf::actor_cast<caf::actor>(global_store)};
     ac.down_listeners = {caf::actor_cast<caf::actor>(forwarder)};
     for (auto& g : groups)
       ac.fence_listeners.push_back(caf::actor_cast<caf::actor>(g));
     ac.serving = serving;
     ac.census = caf::actor_cast<caf::actor>(census);
     ac.metrics = &ctx->metrics;
-    ac.start_commander = [sys = sys.get(), ctx, deposit_actor = caf::actor_cast<caf::actor>(deposit)](
-                           std::vector<std::string> members) {
-      return caf::actor_cast<caf::actor>(spawn_commander(*sys, ctx, deposit_actor, commander_start{{}, std::move(members)}));
+    ac.start_commander = [sys = sys.get(), ctx, deposit](std::vector<std::string> members) {
+      // A takeover: the new global store reads the snapshot the last one wrote.
+      auto store = spawn_global_store(*sys, ctx, deposit, global_store_start{{}, true});
+      auto commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), store,
+                                       commander_start{std::move(members)});
+      return cluster::leader_actors{caf::actor_cast<caf::actor>(commander), caf::actor_cast<caf::actor>(store)};
     };
     ac.self = cluster::member_record{ctx->node_name, cluster::new_incarnation(), "", 0};
     auto agent = cluster::spawn_agent(*sys, std::move(ac));
@@ -410,7 +418,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     spdlog::info("cluster: member {} of {} at {} ({})", ctx->node_name, cc.name, address,
                  cluster_tls ? "TLS" : "plaintext");
   }
-  auto bridge = spawn_bridge(*sys, commander, census, ctx->hold_timeout(), ctx->request_timeout());
+  auto bridge = spawn_bridge(*sys, commander, global_store, census, ctx->hold_timeout(), ctx->request_timeout());
   auto log_node = [&](const char* what, const std::string& outcome, nlohmann::json numbers) {
     caf::anon_send(census, log_atom::value,
                    orchestration_entry{"node", "", what, "node", outcome, numbers.dump(), ""});
@@ -425,6 +433,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
     deposit = nullptr;  // a detached actor's thread waits for its last handle to go
     if (census_of_deposit.joinable())

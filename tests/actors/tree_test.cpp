@@ -61,9 +61,10 @@ protected:
     dir = std::filesystem::temp_directory_path() / ("troupe-tree-" + ctx->cids->mint());
     backend = store::make_filesystem_deposit(dir.string());
     deposit = spawn_deposit(*sys, backend);
-    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
+    global_store = spawn_global_store(*sys, ctx, deposit);
+    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
     group = spawn_group(*sys, ctx, ctx->recipe.groups.front(), caf::actor_cast<caf::actor>(commander),
-                        caf::actor_cast<caf::actor>(deposit));
+                        caf::actor_cast<caf::actor>(global_store), caf::actor_cast<caf::actor>(deposit));
     (*self)->request(group, 5s, workers_atom::value).receive(
       [&](std::vector<worker_handle>& ws) {
         (*self)->send(commander, workers_atom::value, std::string("default"), ctx->node_name, std::move(ws));
@@ -74,6 +75,7 @@ protected:
   ~tree() override {
     caf::anon_send_exit(group, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
     deposit = nullptr;  // a detached actor's thread waits for its last handle to go
     self.reset();
@@ -126,6 +128,7 @@ protected:
   std::filesystem::path dir;
   std::shared_ptr<store::deposit> backend;
   deposit_handle deposit;
+  global_store_handle global_store;
   commander_handle commander;
   group_handle group;
 };
@@ -506,11 +509,11 @@ TEST_F(tree, a_stale_write_is_refused_at_once_even_during_the_soft_quit) {
   EXPECT_EQ(backend->get_user("sam")->owner_epoch, 50u);
 }
 
-// commander.durability = "reply": the commander answers a change by the outcome
+// commander.durability = "reply": the global store answers a change by the outcome
 // of the write that carries it — refused by the deposit (deposit_failed):
 // not applied, not_durable; any other failure (no answer: a timeout): kept,
 // durability_unknown. Against a deposit that answers puts as told.
-TEST(commander_global, a_refused_write_applies_nothing_and_an_unanswered_one_is_kept_as_unknown) {
+TEST(global_store, a_refused_write_applies_nothing_and_an_unanswered_one_is_kept_as_unknown) {
   caf::actor_system_config cfg;
   register_types(cfg);
   cfg.set("scheduler.max-threads", 2);
@@ -533,7 +536,8 @@ TEST(commander_global, a_refused_write_applies_nothing_and_an_unanswered_one_is_
       },
     };
   });
-  auto commander = spawn_commander(sys, ctx, deposit, commander_start{global_snapshot{{"k", "1"}}, {}});
+  auto store = spawn_global_store(sys, ctx, caf::actor_cast<deposit_handle>(deposit),
+                                  global_store_start{global_snapshot{{"k", "1"}}, false});
   caf::scoped_actor self{sys};
   auto op = [&](detail::global_op::kind what, const std::string& value = {}) {
     detail::global_op o;
@@ -543,7 +547,7 @@ TEST(commander_global, a_refused_write_applies_nothing_and_an_unanswered_one_is_
     o.value = value;
     detail::global_reply out;
     out.refusal = "<no answer>";
-    self->request(commander, 5s, global_atom::value, std::move(o))
+    self->request(store, 5s, global_atom::value, std::move(o))
       .receive([&](detail::global_reply& r) { out = std::move(r); },
                [&](caf::error& e) { out.refusal = sys.render(e); });
     return out;
@@ -560,6 +564,6 @@ TEST(commander_global, a_refused_write_applies_nothing_and_an_unanswered_one_is_
   EXPECT_FALSE(op(kind::get).found);
   EXPECT_EQ(puts->load(), 3) << "one write per change here (none in flight together)";
   EXPECT_EQ(ctx->metrics.changes_rolled_back.load(), 1u);
-  caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
 }
