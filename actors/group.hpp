@@ -2,7 +2,8 @@
 /// \file
 /// The group: the workers built from one [[group]] entry of the recipe, with
 /// one policy set. It supervises its workers (a crashed worker is replaced and
-/// the commander told) and takes them down with it.
+/// the commander told, within the group's restart intensity: past it the
+/// group is degraded until its recovery) and takes them down with it.
 
 #include "actors/worker.hpp"
 
@@ -23,7 +24,9 @@ using group_handle = caf::typed_actor<
   /// answers it, or errc::refused at worker_max_number.
   caf::replies_to<grow_atom>::with<worker_handle>,
   /// From the commander: this worker has no users and is no longer needed; it stops (not a restart).
-  caf::reacts_to<retire_atom, worker_handle>>;
+  caf::reacts_to<retire_atom, worker_handle>,
+  /// Internal: degradation number N's recovery is due (recovery_interval_seconds).
+  caf::reacts_to<tick_atom, std::uint64_t>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";
