@@ -580,6 +580,7 @@ TEST_F(tree, a_user_crashing_max_user_restarts_times_is_quarantined_alone_then_s
   while (!refused && std::chrono::steady_clock::now() < deadline)
     (*self)->request(commander, 5s, resolve_atom::value, a, false).receive(
       [&](placement&) {}, [&](caf::error& e) { refused = e; });  // his down may still be on its way
+  ASSERT_TRUE(refused) << "he was never refused";  // (CAF 0.17: an empty error has no category to ask)
   ASSERT_TRUE(is(refused, errc::user_quarantined)) << sys->render(refused);
   auto r = refusal_of(refused);
   ASSERT_TRUE(r);
