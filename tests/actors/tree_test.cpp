@@ -1,8 +1,10 @@
 // The actor tree on a real actor system, driven through the serializable
 // request/response interface (no front, no mocks): placement, stickiness,
 // login/logout, crash and restart, the per-user queue bound.
+#include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
+#include "actors/orchestration_log.hpp"
 #include "actors/errors.hpp"
 #include "registry/ids.hpp"
 
@@ -668,6 +670,9 @@ protected:
     dir = std::filesystem::temp_directory_path() / ("troupe-supervised-" + ctx->cids->mint());
     backend = store::make_filesystem_deposit(dir.string());
     deposit = spawn_deposit(*sys, backend);
+    operations = std::make_shared<orchestration_log>((dir / "orchestration.log").string(), 1 << 20, 2);
+    census = spawn_census(*sys, ctx, operations);
+    ctx->census = census;
     commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit));
     proxy = sys->spawn(recording_commander, caf::actor_cast<caf::actor>(commander), reports);
     group = spawn_group(*sys, ctx, g, proxy, caf::actor_cast<caf::actor>(deposit));
@@ -677,6 +682,7 @@ protected:
   ~supervised_group() override {
     caf::anon_send_exit(group, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(proxy, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
     deposit = nullptr;
@@ -714,6 +720,37 @@ protected:
 
   std::int64_t workers_in(worker_state s) { return counters->workers[static_cast<std::size_t>(s)].load(); }
 
+  // The census's group row of this group ("" when none).
+  std::string group_state() {
+    census_query q;
+    q.kind = "group";
+    q.probe = false;
+    std::string state;
+    (*self)->request(census, 5s, census_atom::value, q).receive(
+      [&](std::string& doc) {
+        auto j = nlohmann::json::parse(doc);
+        for (auto& g : j.at("groups"))
+          if (g.at("name") == "default")
+            state = g.at("state").get<std::string>() + "/" + (g.at("reason").is_null() ? "" : g.at("reason").get<std::string>());
+      },
+      [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return state;
+  }
+
+  // The orchestration log's lines with `what` about group:default.
+  std::size_t logged(const std::string& what) {
+    std::size_t n = 0;
+    (*self)->request(census, 5s, log_atom::value, std::uint32_t{100}).receive(
+      [&](std::string& doc) {
+        auto j = nlohmann::json::parse(doc);
+        for (auto& l : j.at("lines"))
+          if (l.value("what", "") == what && l.value("on", "") == "group:default" && l.value("who", "") == "node")
+            ++n;
+      },
+      [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return n;
+  }
+
   caf::actor_system_config cfg;
   std::optional<caf::actor_system> sys;
   std::optional<caf::scoped_actor> self;
@@ -724,6 +761,8 @@ protected:
   deposit_handle deposit;
   commander_handle commander;
   std::shared_ptr<report_log> reports = std::make_shared<report_log>();
+  std::shared_ptr<orchestration_log> operations;
+  census_handle census;
   caf::actor proxy;
   group_handle group;
 };
@@ -782,6 +821,9 @@ TEST_F(supervised_group, workers_killed_past_max_restarts_degrade_the_group_unti
   EXPECT_EQ(body["degraded_groups"][0]["group"], "default");
   EXPECT_EQ(body["degraded_groups"][0]["reason"], "restart_intensity");
   EXPECT_GE(body["degraded_groups"][0]["retry_after"].get<int>(), 1);
+  // The census shows it, the orchestration log records it.
+  EXPECT_TRUE(eventually([&] { return group_state() == "degraded/restart_intensity"; })) << group_state();
+  EXPECT_TRUE(eventually([&] { return logged("degraded") == 1; }));
 
   // After recovery_interval_seconds: the missing worker is started, everybody is served again.
   ASSERT_TRUE(eventually([&] { return counters->degraded.load() == 0; }));
@@ -791,6 +833,8 @@ TEST_F(supervised_group, workers_killed_past_max_restarts_degrade_the_group_unti
   EXPECT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(nlohmann::json::parse(again.body).at("n"), 1);
   EXPECT_EQ(assess_health(ctx->health, 1e9, &ctx->metrics).status, 200);
+  EXPECT_TRUE(eventually([&] { return group_state() == "serving/"; })) << group_state();
+  EXPECT_TRUE(eventually([&] { return logged("recovered") == 1; }));
   // A newcomer is placed again (on either worker: the restarted one is registered with the commander).
   auto fresh = resolve(ctx->cids->mint());
   EXPECT_TRUE(fresh) << sys->render(fresh.error());
