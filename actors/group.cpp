@@ -108,6 +108,21 @@ struct group_state {
     }
   }
 
+  // Starts a worker in a new slot (the group's start; a group that grows):
+  // every per-slot record grows with it. Answers the slot.
+  template <class Self>
+  std::size_t add_worker_slot(Self self) {
+    auto slot = workers.size();
+    workers.push_back(start_worker(*self, slot));
+    slot_states.emplace_back(worker_state::open);
+    awaiting_restart.push_back(false);
+    closed_reports.emplace_back();
+    if (slot >= intensity->slots())
+      intensity->add_slot();
+    publish_states();
+    return slot;
+  }
+
   template <class Self>
   void replace(Self self, std::size_t slot) {
     workers[slot] = start_worker(*self, slot);
@@ -255,13 +270,8 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
   st.intensity.emplace(st.settings.max_restarts, st.settings.restart_window_seconds,
                        st.settings.recovery_interval_seconds, static_cast<std::size_t>(st.settings.workers));
   st.note(self);
-  for (int i = 0; i < st.settings.workers; ++i) {
-    st.workers.push_back(st.start_worker(*self, static_cast<std::size_t>(i)));
-    st.slot_states.emplace_back(worker_state::open);
-    st.awaiting_restart.push_back(false);
-    st.closed_reports.emplace_back();
-  }
-  st.publish_states();
+  for (int i = 0; i < st.settings.workers; ++i)
+    st.add_worker_slot(self);
   // A worker that went down abnormally is replaced in its slot (its users went
   // with it and are spawned again on their next request) within the group's
   // restart intensity (on_worker_gone); one that stopped normally (drained)
