@@ -5,6 +5,7 @@
 #include "cluster/agent.hpp"
 #include "registry/census_model.hpp"
 #include "registry/ids.hpp"
+#include "registry/restart_intensity.hpp"
 #include "store/deposit.hpp"
 
 #include <caf/all.hpp>
@@ -62,6 +63,7 @@ struct group_info {
   std::string user_type;
   std::uint64_t actor = 0;
   std::uint32_t restarts = 0;
+  std::uint8_t state = 0;  // 0 serving, else a registry::degradation
 };
 
 using done_fn = std::function<void(json&&)>;
@@ -156,7 +158,7 @@ struct census_state {
         workers[note.name] = worker_info{note.parent, id, note.state, note.restarts};
         break;
       case actor_kind::group:
-        groups[note.name] = group_info{note.info, id, note.restarts};
+        groups[note.name] = group_info{note.info, id, note.restarts, note.state};
         break;
       case actor_kind::commander:
         commander_actor = id;
@@ -252,7 +254,9 @@ struct census_state {
     return {{"id", "group:" + name}, {"kind", "group"},          {"name", name},
             {"parent", "node"},      {"user_type", g.user_type}, {"actor", g.actor},
             {"workers", names},      {"users", counts_json(users)}, {"connections", connections},
-            {"pages", pages},        {"restarts", g.restarts}};
+            {"pages", pages},        {"restarts", g.restarts},
+            {"state", g.state ? "degraded" : "serving"},
+            {"reason", g.state ? json(registry::to_string(static_cast<registry::degradation>(g.state))) : json(nullptr)}};
   }
 
   json user_row(const std::string& name, const registry::user_entry& e) const {
@@ -277,7 +281,8 @@ struct census_state {
       quarantined = m.deposit->quarantined.load(std::memory_order_relaxed);
     }
     // The same verdict as /_troupe/health (actors/health.hpp).
-    auto verdict = json::parse(assess_health(ctx->health, ctx->recipe.node.health_max_restart_rate).body);
+    auto verdict =
+      json::parse(assess_health(ctx->health, ctx->recipe.node.health_max_restart_rate, &ctx->metrics).body);
     json out{{"status", verdict.value("status", "ok")},
             {"inflight", m.inflight.load(std::memory_order_relaxed)},
             {"deposit_failures", failures},
@@ -286,6 +291,8 @@ struct census_state {
             {"global_leases", m.global_leases_active.load(std::memory_order_relaxed)}};
     if (verdict.contains("reasons"))
       out["reasons"] = std::move(verdict["reasons"]);
+    if (verdict.contains("degraded_groups"))
+      out["degraded_groups"] = std::move(verdict["degraded_groups"]);
     return out;
   }
 

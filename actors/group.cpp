@@ -1,16 +1,22 @@
 #include "actors/group.hpp"
 
+#include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
+#include "registry/restart_intensity.hpp"
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <optional>
 
 namespace troupe {
 
 namespace {
+
+using steady = std::chrono::steady_clock;
 
 struct group_state {
   static const char* name;
@@ -20,10 +26,20 @@ struct group_state {
   caf::actor commander;
   caf::actor global_store;
   caf::actor deposit;
-  std::vector<worker_handle> workers;
+  std::vector<worker_handle> workers;  // by slot; a slot not restarted keeps its last (dead) worker's handle
   std::uint32_t replaced = 0;  // workers replaced after a crash
+  // Each slot's worker state for troupe_workers (nullopt: no worker: it
+  // stopped, or went down while the group is degraded).
+  std::vector<std::optional<worker_state>> slot_states;
+  std::vector<bool> awaiting_restart;  // went down while degraded: started again at the recovery
+  std::vector<std::optional<admission_report>> closed_reports;  // a worker's last "not admitting", if it is so
+  std::optional<registry::restart_intensity> intensity;
+  group_counters* counters = nullptr;  // nullptr in tests that made none
+  std::uint64_t degradations = 0;      // numbers the recovery timers: a stale one is ignored
+  steady::time_point degraded_at{};
 
-  void note(group_handle::stateful_pointer<group_state> self) {
+  template <class Self>
+  void note(Self self) {
     if (!ctx->census)
       return;
     census_note n;
@@ -31,8 +47,207 @@ struct group_state {
     n.name = settings.name;
     n.parent = "node";
     n.info = settings.user_type;
+    n.state = static_cast<std::uint8_t>(intensity->why());  // 0 serving, else a registry::degradation
     n.restarts = replaced;
     self->send(ctx->census, note_atom::value, std::move(n));
+  }
+
+  // troupe_workers{group,state}: the slots counted by state.
+  void publish_states() {
+    if (!counters)
+      return;
+    std::array<std::int64_t, static_cast<std::size_t>(worker_state::count_)> n{};
+    for (auto& s : slot_states)
+      if (s)
+        ++n[static_cast<std::size_t>(*s)];
+    for (std::size_t k = 0; k < n.size(); ++k)
+      counters->workers[k].store(n[k], std::memory_order_relaxed);
+  }
+
+  void set_slot_state(std::size_t slot, std::optional<worker_state> s) {
+    if (slot >= slot_states.size())
+      return;
+    slot_states[slot] = s;
+    publish_states();
+  }
+
+  bool live(std::size_t slot) const {
+    return slot_states[slot] && *slot_states[slot] != worker_state::parked;
+  }
+
+  template <class Self>
+  void log(Self self, const std::string& what, nlohmann::json numbers, const std::string& detail) {
+    if (!ctx->census)
+      return;
+    self->send(caf::actor_cast<census_handle>(ctx->census), log_atom::value,
+               orchestration_entry{"node", "", what, "group:" + settings.name, "ok", numbers.dump(), detail});
+  }
+
+  template <class Self>
+  void tell_commander_workers(Self self) {
+    self->send(caf::actor_cast<commander_handle>(commander), workers_atom::value, settings.name, ctx->node_name,
+               workers);
+  }
+
+  // The commander's view of each slot's worker: none admits while degraded
+  // (dead ones included: nobody is placed on them); after the recovery each
+  // admits again unless it said it does not (CPU, memory) meanwhile.
+  template <class Self>
+  void report_admission(Self self, bool admits, std::uint32_t retry_after) {
+    auto to = caf::actor_cast<commander_handle>(commander);
+    for (std::size_t slot = 0; slot < workers.size(); ++slot) {
+      if (!workers[slot])
+        continue;
+      if (!admits)
+        self->send(to, admission_atom::value,
+                   admission_report{workers[slot].address(), false,
+                                    static_cast<std::uint8_t>(refusal_reason::degraded), retry_after});
+      else if (closed_reports[slot] && live(slot))
+        self->send(to, admission_atom::value, *closed_reports[slot]);
+      else
+        self->send(to, admission_atom::value, admission_report{workers[slot].address(), true, 0, 0});
+    }
+  }
+
+  // Starts a worker in a new slot (the group's start; a group that grows):
+  // every per-slot record grows with it. Answers the slot.
+  template <class Self>
+  std::size_t add_worker_slot(Self self) {
+    auto slot = workers.size();
+    workers.push_back(start_worker(*self, slot));
+    slot_states.emplace_back(worker_state::open);
+    awaiting_restart.push_back(false);
+    closed_reports.emplace_back();
+    if (slot >= intensity->slots())
+      intensity->add_slot();
+    publish_states();
+    return slot;
+  }
+
+  template <class Self>
+  void replace(Self self, std::size_t slot) {
+    workers[slot] = start_worker(*self, slot);
+    slot_states[slot] = worker_state::open;
+    awaiting_restart[slot] = false;
+    closed_reports[slot].reset();
+    ++replaced;
+    if (counters)
+      counters->worker_restarts.fetch_add(1, std::memory_order_relaxed);
+    publish_states();
+  }
+
+  /// The one entry point for a worker that is gone: `slot`'s worker died (an
+  /// abnormal exit; a worker process that died or was found stuck) or, with
+  /// `parked`, exited with permanent_failure_exitcode. It counts the group's
+  /// restart intensity and replaces the worker, or parks its slot, or makes
+  /// the group degraded (no restart until the recovery). `why` is for the log.
+  template <class Self>
+  void on_worker_gone(Self self, std::size_t slot, const std::string& why, bool parked) {
+    if (slot >= workers.size())
+      return;
+    auto now = steady::now();
+    slot_states[slot].reset();
+    auto before = intensity->why();
+    if (parked) {
+      spdlog::error("group {}: worker {} failed for good ({}); its slot is parked", settings.name, slot + 1, why);
+      slot_states[slot] = worker_state::parked;
+      awaiting_restart[slot] = false;
+      intensity->park(slot, now);
+    } else if (intensity->record(now)) {
+      spdlog::error("group {}: worker {} went down ({}); replacing it", settings.name, slot + 1, why);
+      replace(self, slot);
+      note(self);
+      tell_commander_workers(self);
+      return;
+    } else {
+      awaiting_restart[slot] = true;
+      if (before != registry::degradation::none)
+        spdlog::warn("group {}: worker {} went down ({}) while the group is degraded; not restarted", settings.name,
+                     slot + 1, why);
+    }
+    publish_states();
+    if (intensity->why() != before)
+      degrade(self, now);
+    else
+      note(self);
+  }
+
+  // The group is degraded now (or for a new reason): its workers refuse
+  // every request, the commander places nobody on them, health says so, and
+  // the recovery is due after recovery_interval_seconds.
+  template <class Self>
+  void degrade(Self self, steady::time_point now) {
+    auto why = intensity->why();
+    auto retry = intensity->retry_after(now);
+    if (degraded_at == steady::time_point{})
+      degraded_at = now;
+    auto restarts = intensity->restarts_in_window(now);
+    if (counters) {
+      auto wall_now = unix_now_ms();
+      counters->degraded_reason.store(static_cast<std::uint8_t>(why), std::memory_order_relaxed);
+      counters->degraded_since_unix_ms.store(
+        wall_now - std::chrono::duration_cast<std::chrono::milliseconds>(now - degraded_at).count(),
+        std::memory_order_relaxed);
+      auto at = intensity->recovery_at();
+      counters->recovery_unix_ms.store(
+        at ? wall_now + std::chrono::duration_cast<std::chrono::milliseconds>(*at - now).count() : 0,
+        std::memory_order_relaxed);
+      counters->degraded.store(1, std::memory_order_release);
+    }
+    if (why == registry::degradation::all_parked)
+      spdlog::error("group {}: degraded: every worker slot is parked (permanent failure); it does not recover",
+                    settings.name);
+    else
+      spdlog::error("group {}: degraded: {} worker restarts within {} s (max_restarts {}); {}", settings.name,
+                    restarts, settings.restart_window_seconds, settings.max_restarts,
+                    retry ? "it tries again in " + std::to_string(retry) + " s" : std::string("no recovery"));
+    for (std::size_t slot = 0; slot < workers.size(); ++slot)
+      if (live(slot))
+        self->send(workers[slot], degraded_atom::value, true, retry);
+    report_admission(self, false, retry);
+    note(self);
+    log(self, "degraded",
+        {{"restarts", restarts},
+         {"window_seconds", settings.restart_window_seconds},
+         {"max_restarts", settings.max_restarts},
+         {"parked", intensity->parked_count()},
+         {"retry_after", retry}},
+        registry::to_string(why));
+    if (auto at = intensity->recovery_at())
+      self->delayed_send(self, std::max<steady::duration>(*at - now, std::chrono::milliseconds(1)), tick_atom::value,
+                         ++degradations);
+  }
+
+  // recovery_interval_seconds after it was degraded: it forgets its restarts,
+  // starts the workers missing from its slots and serves again.
+  template <class Self>
+  void recover(Self self, std::uint64_t degradation) {
+    auto now = steady::now();
+    if (degradation != degradations || !intensity->recover(now))
+      return;
+    auto lasted = std::chrono::duration<double>(now - degraded_at).count();
+    degraded_at = {};
+    if (counters) {
+      counters->degraded.store(0, std::memory_order_release);
+      counters->degraded_reason.store(0, std::memory_order_relaxed);
+      counters->degraded_since_unix_ms.store(0, std::memory_order_relaxed);
+      counters->recovery_unix_ms.store(0, std::memory_order_relaxed);
+    }
+    std::size_t started = 0;
+    for (std::size_t slot = 0; slot < workers.size(); ++slot) {
+      if (awaiting_restart[slot] && !intensity->parked(slot)) {
+        replace(self, slot);
+        ++started;
+      } else if (live(slot)) {
+        self->send(workers[slot], degraded_atom::value, false, std::uint32_t{0});
+      }
+    }
+    spdlog::warn("group {}: recovered after {:.1f} s ({} worker(s) started again)", settings.name, lasted, started);
+    if (started)
+      tell_commander_workers(self);
+    report_admission(self, true, 0);
+    note(self);
+    log(self, "recovered", {{"degraded_seconds", lasted}, {"started", started}}, "");
   }
 
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
@@ -53,27 +268,25 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
   st.commander = std::move(commander);
   st.global_store = std::move(global_store);
   st.deposit = std::move(deposit);
+  st.counters = st.ctx->metrics.group(st.settings.name);
+  st.intensity.emplace(st.settings.max_restarts, st.settings.restart_window_seconds,
+                       st.settings.recovery_interval_seconds, static_cast<std::size_t>(st.settings.workers));
   st.note(self);
   for (int i = 0; i < st.settings.workers; ++i)
-    st.workers.push_back(st.start_worker(*self, static_cast<std::size_t>(i)));
+    st.add_worker_slot(self);
   // A worker that went down abnormally is replaced in its slot (its users went
-  // with it and are spawned again on their next request); any other exit
-  // (shutdown) takes the group and, through the links, everything below it.
+  // with it and are spawned again on their next request) within the group's
+  // restart intensity (on_worker_gone); one that stopped normally (drained)
+  // leaves its slot empty; any other exit (shutdown) takes the group and,
+  // through the links, everything below it.
   self->set_exit_handler([=](caf::exit_msg& em) {
     auto& st = self->state;
     for (std::size_t slot = 0; slot < st.workers.size(); ++slot) {
       if (st.workers[slot].address() != em.source)
         continue;
       if (!em.reason)
-        return;
-      spdlog::error("group {}: worker {} went down ({}); replacing it", st.settings.name, slot + 1,
-                    self->system().render(em.reason));
-      st.workers[slot] = st.start_worker(*self, slot);
-      ++st.replaced;
-      st.note(self);
-      self->send(caf::actor_cast<commander_handle>(st.commander), workers_atom::value, st.settings.name,
-                 st.ctx->node_name, st.workers);
-      return;
+        return st.set_slot_state(slot, std::nullopt);
+      return st.on_worker_gone(self, slot, self->system().render(em.reason), false);
     }
     if (em.reason)
       self->quit(em.reason);
@@ -85,8 +298,17 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
         self->send(w, fence_atom::value);
     },
     [=](admission_atom, admission_report& report) {
-      self->send(caf::actor_cast<commander_handle>(self->state.commander), admission_atom::value, std::move(report));
+      auto& st = self->state;
+      for (std::size_t slot = 0; slot < st.workers.size(); ++slot)
+        if (st.workers[slot].address() == report.worker && st.live(slot)) {
+          st.set_slot_state(slot, report.admits ? worker_state::open : worker_state::closed);
+          st.closed_reports[slot] = report.admits ? std::nullopt : std::optional<admission_report>{report};
+        }
+      if (st.intensity->degraded())
+        return;  // the commander places nobody here until the recovery reports them admitting again
+      self->send(caf::actor_cast<commander_handle>(st.commander), admission_atom::value, std::move(report));
     },
+    [=](tick_atom, std::uint64_t degradation) { self->state.recover(self, degradation); },
     [=](grow_atom) -> caf::result<worker_handle> {
       return make_error(errc::refused, "group " + self->state.settings.name + " does not grow yet");  // issue 13: A
     },

@@ -2,7 +2,8 @@
 /// \file
 /// The group: the workers built from one [[group]] entry of the recipe, with
 /// one policy set. It supervises its workers (a crashed worker is replaced and
-/// the commander told) and takes them down with it.
+/// the commander told, within the group's restart intensity: past it the
+/// group is degraded until its recovery) and takes them down with it.
 
 #include "actors/worker.hpp"
 
@@ -27,7 +28,9 @@ using group_handle = caf::typed_actor<
   /// From one of its workers (isolation "process"): its resident memory (the
   /// bytes given) passed restart_occupancy_max_percent of its share and all
   /// its users are frozen; replace its process (docs/SUPERVISION.md "Admission").
-  caf::reacts_to<replace_atom, caf::actor_addr, std::uint64_t>>;
+  caf::reacts_to<replace_atom, caf::actor_addr, std::uint64_t>,
+  /// Internal: degradation number N's recovery is due (recovery_interval_seconds).
+  caf::reacts_to<tick_atom, std::uint64_t>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";

@@ -2,6 +2,7 @@
 
 #include "actors/deposit.hpp"
 #include "actors/node_context.hpp"
+#include "registry/restart_intensity.hpp"
 #include "store/deposit.hpp"
 
 #include <caf/all.hpp>
@@ -17,9 +18,30 @@ std::int64_t unix_now_ms() {
     .count();
 }
 
-health_answer assess_health(const health_signals& s, double restart_rate_limit) {
+health_answer assess_health(const health_signals& s, double restart_rate_limit, const node_metrics* metrics) {
   nlohmann::json reasons = nlohmann::json::array();
   bool cannot_persist = false;
+  nlohmann::json degraded_groups = nlohmann::json::array();
+  if (metrics) {
+    auto now_ms = unix_now_ms();
+    for (auto& g : metrics->groups) {
+      if (g->degraded.load(std::memory_order_acquire) == 0)
+        continue;
+      auto why = registry::to_string(
+        static_cast<registry::degradation>(g->degraded_reason.load(std::memory_order_relaxed)));
+      auto recovery_ms = g->recovery_unix_ms.load(std::memory_order_relaxed);
+      std::uint32_t retry = 0;  // none: no recovery is coming
+      if (recovery_ms > 0)
+        retry = static_cast<std::uint32_t>(std::max<std::int64_t>(1, (recovery_ms - now_ms + 999) / 1000));
+      degraded_groups.push_back({{"group", g->name},
+                                 {"reason", why},
+                                 {"since", g->degraded_since_unix_ms.load(std::memory_order_relaxed) / 1000.0},
+                                 {"retry_after", retry}});
+      reasons.push_back({{"reason", "group_degraded"},
+                         {"text", "group " + g->name + " is degraded (" + why + "): its requests are refused"},
+                         {"group", g->name}});
+    }
+  }
   if (auto failures = s.deposit_consecutive_failures.load(std::memory_order_relaxed)) {
     cannot_persist = true;
     reasons.push_back({{"reason", "deposit_failing"},
@@ -42,8 +64,11 @@ health_answer assess_health(const health_signals& s, double restart_rate_limit) 
                        {"restarts_per_second", rate}});
   if (reasons.empty())
     return {200, R"({"status":"ok"})"};
-  return {static_cast<std::uint16_t>(cannot_persist ? 503 : 200),
-          nlohmann::json{{"status", "degraded"}, {"reasons", std::move(reasons)}}.dump()};
+  nlohmann::json body{{"status", "degraded"}, {"reasons", std::move(reasons)}};
+  bool group_down = !degraded_groups.empty();
+  if (group_down)
+    body["degraded_groups"] = std::move(degraded_groups);
+  return {static_cast<std::uint16_t>(cannot_persist || group_down ? 503 : 200), body.dump()};
 }
 
 namespace {

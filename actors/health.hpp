@@ -20,6 +20,7 @@ class actor_system;
 namespace troupe {
 
 struct node_context;
+struct node_metrics;
 
 /// The signals health is judged on (written by the deposit and health actors).
 struct health_signals {
@@ -36,16 +37,20 @@ struct health_signals {
 };
 
 /// One answer of /_troupe/health: 200 {"status":"ok"}; 200 degraded (the node
-/// still makes state durable) or 503 degraded (deposit writes failing now),
-/// with {"status":"degraded","reasons":[...]}.
+/// still makes state durable) or 503 degraded (deposit writes failing now, or
+/// a group degraded), with {"status":"degraded","reasons":[...]} and, while a
+/// group is degraded, "degraded_groups": [{"group", "reason", "since",
+/// "retry_after"}] (docs/SUPERVISION.md).
 struct health_answer {
   std::uint16_t status = 200;
   std::string body;
 };
 
 /// Judges the signals; `restart_rate_limit`: user restarts per second (over
-/// the window) above which the node is degraded.
-health_answer assess_health(const health_signals& s, double restart_rate_limit);
+/// the window) above which the node is degraded; `metrics` (if given): its
+/// groups' degradation (group_counters, atomics only).
+health_answer assess_health(const health_signals& s, double restart_rate_limit,
+                            const node_metrics* metrics = nullptr);
 
 /// Spawns the health actor: every second it samples the node's counters into
 /// its windows (ctx->health), and every node.health_probe_seconds it has

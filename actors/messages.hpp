@@ -65,7 +65,7 @@ struct census_note {
   std::string name;          ///< user name, worker name, group name
   std::string parent;        ///< a user's worker, a worker's group
   std::string info;          ///< a group's user type
-  std::uint8_t state = 0;    ///< users: registry::user_state; workers: 0 in service, 1 draining
+  std::uint8_t state = 0;    ///< users: registry::user_state; workers: 0 in service, 1 draining; groups: 0 serving, else a registry::degradation
   std::uint32_t connections = 0;
   std::uint32_t pages = 0;
   std::uint32_t restarts = 0;

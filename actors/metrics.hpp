@@ -55,6 +55,11 @@ struct group_counters {
   std::array<std::atomic<std::int64_t>, static_cast<std::size_t>(worker_state::count_)> workers{};
   std::atomic<std::uint64_t> worker_restarts{0};
   std::atomic<std::int64_t> degraded{0};  ///< 1 while the group is degraded
+  /// While degraded (for /_troupe/health; written before `degraded` is set):
+  /// why (a registry::degradation), since when and until when (unix ms; 0: no recovery coming).
+  std::atomic<std::uint8_t> degraded_reason{0};
+  std::atomic<std::int64_t> degraded_since_unix_ms{0};
+  std::atomic<std::int64_t> recovery_unix_ms{0};
 };
 
 struct node_metrics {

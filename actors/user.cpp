@@ -121,6 +121,7 @@ struct user_state : detail::user_host {
   // state): he answers 503 to everything and writes nothing until an operator
   // drops him or puts back a parcel that loads (docs/deposit.md).
   std::optional<std::string> refused;
+  std::shared_ptr<const group_gate> gate;  // his group degraded: he refuses every request
   // His placement's owner epoch, and whether the deposit refused it as stale
   // (a newer placement holds him elsewhere): then he leaves, writing nothing.
   std::uint64_t owner_epoch = 0;
@@ -261,6 +262,13 @@ struct user_state : detail::user_host {
   }
 
   void accept(pending_call&& call) {
+    if (gate)
+      if (auto retry = gate->retry_after()) {  // his group is degraded: nobody of it is served
+        ctx->metrics.admission_rejections[static_cast<std::size_t>(refusal_reason::degraded)].fetch_add(
+          1, std::memory_order_relaxed);
+        respond(call.to, error_response(503, gate->text(*retry), *retry));
+        return;
+      }
     if (refused) {
       respond(call.to, error_response(503, "this user's stored state cannot be read; an operator has been told", 30));
       return;
@@ -963,6 +971,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.supervisor = std::move(spec.supervisor);
   st.restarts = spec.restarts;
   st.cost = std::move(spec.busy);
+  st.gate = std::move(spec.gate);
   if (auto* group = st.ctx->recipe.group(spec.group)) {
     st.mode = durability_of(group->durability);
     st.idle_after = millis_of(group->user_idle_freeze_minutes * 60);

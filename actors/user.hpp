@@ -5,6 +5,7 @@
 /// deferred answer is pending, in its bounded queue), keeps his connections
 /// and pages, and carries out login/logout with the commander.
 
+#include "actors/group_gate.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "store/codec.hpp"
@@ -96,6 +97,9 @@ struct user_spec {
   /// anything more (docs/CLUSTER.md "Fencing").
   std::uint64_t owner_epoch = 0;
   std::shared_ptr<user_busy> busy;       ///< where he counts his handlers' cost (null: nowhere)
+  /// His worker's view of its group: while degraded he refuses every request
+  /// (503, errc::group_degraded's text and Retry-After). Null: never degraded.
+  std::shared_ptr<const group_gate> gate;
 };
 
 /// Spawns a user actor monitored by `parent` (his worker), which takes him

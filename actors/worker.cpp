@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <optional>
 #include <unordered_map>
@@ -83,6 +85,8 @@ struct worker_state {
   // restarted under the same placement, so with the same epoch.
   std::unordered_map<std::string, std::uint64_t> epochs;
   bool draining = false;
+  // Its group's degradation, shared with its users (each checks it per request).
+  std::shared_ptr<group_gate> gate;
   rate_limited_log restart_log;  // a crash storm restarts thousands a second: one line a second
   std::uint32_t restarts = 0;  // user restarts on this worker
   actor_meter meter;
@@ -267,6 +271,7 @@ struct worker_state {
     us.route_shapes = route_shapes;
     us.ctx = spec.ctx;
     us.owner_epoch = owner_epoch;
+    us.gate = gate;
     epochs[user] = owner_epoch;
     if (auto c = crashes.find(user); c != crashes.end())
       us.restarts = static_cast<std::uint32_t>(c->second.size());
@@ -291,11 +296,26 @@ struct worker_state {
   // placement. A user found dead here (he crashed and his down message has not
   // arrived yet) is started afresh once.
   void attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
+    if (auto retry = gate->retry_after()) {  // its group is degraded: nobody is served (his actor refuses too)
+      count_refusal(refusal_reason::degraded);
+      promise.deliver(make_refusal(errc::group_degraded, gate->text(*retry), *retry));
+      return;
+    }
     auto i = users->find(order.user);
     if (i == users->end() && draining) {  // the commander places him elsewhere on his next request
       promise.deliver(make_error(errc::unavailable, "worker " + spec.name + " is being drained"));
       return;
     }
+    if (i == users->end())
+      if (auto retry = quarantined(order.user, steady::now())) {
+        count_refusal(refusal_reason::quarantined);
+        promise.deliver(make_refusal(errc::user_quarantined,
+                                     "user " + order.user + " is quarantined: his actor crashed " +
+                                       std::to_string(settings->max_user_restarts) + " times within " +
+                                       fmt::format("{}", settings->restart_window_seconds) + " s",
+                                     *retry));
+        return;
+      }
     user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake, order.owner_epoch);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
       .then([promise, cid = order.cid](placement& p) mutable {
@@ -312,9 +332,40 @@ struct worker_state {
             });
   }
 
-  // A crashed user is restarted at once (with a fresh store: parcels come with
-  // the deposit), unless he crashed more than max_restarts times within
-  // restart_window_seconds: then he is restarted by his next request only.
+  void count_refusal(refusal_reason why) {
+    spec.ctx->metrics.admission_rejections[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Drops `history`'s crashes older than restart_window_seconds.
+  void forget_old_crashes(std::deque<steady::time_point>& history, steady::time_point now) const {
+    auto window = std::chrono::duration<double>(settings->restart_window_seconds);
+    while (!history.empty() && now - history.front() > window)
+      history.pop_front();
+  }
+
+  // A user whose actor crashed max_user_restarts times within the window is
+  // quarantined: the seconds until his oldest crash leaves it (at least 1);
+  // nullopt when he may be started (his crashes past the window are forgotten).
+  std::optional<std::uint32_t> quarantined(const std::string& user, steady::time_point now) {
+    auto c = crashes.find(user);
+    if (c == crashes.end())
+      return std::nullopt;
+    forget_old_crashes(c->second, now);
+    if (c->second.empty()) {
+      crashes.erase(c);
+      return std::nullopt;
+    }
+    if (static_cast<int>(c->second.size()) < settings->max_user_restarts)
+      return std::nullopt;
+    double left = settings->restart_window_seconds - std::chrono::duration<double>(now - c->second.front()).count();
+    return static_cast<std::uint32_t>(std::clamp(std::ceil(left), 1.0, 4e9));
+  }
+
+  // A crashed user is restarted at once (from the last good state he left,
+  // else his last durable parcel), unless his actor crashed
+  // max_user_restarts times within restart_window_seconds: then he is
+  // quarantined alone (not restarted; attach refuses him until his oldest
+  // crash leaves the window, then he starts from that last good state).
   void on_down(caf::down_msg& dm) {
     auto n = names.find(dm.source.id());
     if (n == names.end())
@@ -341,19 +392,17 @@ struct worker_state {
     }
     auto now = steady::now();
     auto& history = crashes[user];
-    auto window = std::chrono::duration<double>(settings->restart_window_seconds);
-    while (!history.empty() && now - history.front() > window)
-      history.pop_front();
+    forget_old_crashes(history, now);
     history.push_back(now);
     ++restarts;
     note();
     spec.ctx->metrics.user_restarts.fetch_add(1, std::memory_order_relaxed);
     if (!current)
       return;  // a request found him dead first and started him again
-    if (static_cast<int>(history.size()) > settings->max_restarts) {
-      spdlog::error("worker {}: user {} crashed {} times within {} s ({}); not restarted until his next request",
+    if (static_cast<int>(history.size()) >= settings->max_user_restarts) {
+      spdlog::error("worker {}: user {} crashed {} times within {} s ({}); quarantined for {} s, not restarted",
                     spec.name, registry::redact(user), history.size(), settings->restart_window_seconds,
-                    self->system().render(dm.reason));
+                    self->system().render(dm.reason), quarantined(user, now).value_or(0));
       return;
     }
     restart_log("worker {}: user {} went down ({}); restarting him", spec.name, registry::redact(user),
@@ -455,7 +504,7 @@ struct worker_state {
     return promise;
   }
 
-  // A user left down (over his restart limit) still has his last good state
+  // A user left down (quarantined) still has his last good state
   // here, and only here: the soft quit writes it, as his freeze would have.
   template <class Done>
   void save_restart_states(std::shared_ptr<std::uint64_t> saved, std::shared_ptr<std::vector<std::string>> not_saved,
@@ -573,6 +622,15 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     return worker_handle::behavior_type::make_empty_behavior();
   }
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
+  {
+    auto& g = *st.settings;
+    auto restarts = "its workers went down more than " + std::to_string(g.max_restarts) + " times within " +
+                    fmt::format("{}", g.restart_window_seconds) + " s";
+    st.gate = std::make_shared<group_gate>(
+      st.spec.group, restarts,
+      g.recovery_interval_seconds > 0 ? std::string("every worker failed for good (permanent failure)")
+                                      : restarts + "; it stays so until the node restarts");
+  }
   st.note();
   st.start_admission();
   // Users die with their worker, whatever stops it.
@@ -637,8 +695,13 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](restart_atom, std::string& user, store::bytes& last_good) {
       self->state.restart_from[std::move(user)] = std::move(last_good);
     },
-    [=](degraded_atom, bool, std::uint32_t) {
-      // issue 13: B
+    [=](degraded_atom, bool degraded, std::uint32_t retry_after) {
+      // Its users check the gate per request; attach checks it for newcomers.
+      auto& st = self->state;
+      if (degraded)
+        st.gate->degrade(retry_after);
+      else
+        st.gate->recover();
     },
     [=](admission_atom) { self->state.beat(); },
   };

@@ -2,8 +2,12 @@
 /// \file
 /// The worker: supervisor of the users placed on it. It spawns them on
 /// demand, hands them their connections, and restarts one that crashed
-/// (other users are untouched), up to group.<name>.max_restarts within
-/// restart_window_seconds.
+/// (other users are untouched). A user whose actor crashed
+/// group.<name>.max_user_restarts times within restart_window_seconds is
+/// quarantined alone: not restarted, his requests refused (errc::user_quarantined,
+/// Retry-After: until his oldest crash leaves the window), then started again
+/// from the last good state he left. While its group is degraded it refuses
+/// every request of its users (errc::group_degraded).
 
 #include "actors/user.hpp"
 

@@ -443,7 +443,7 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
   if (path == "/_troupe/health") {  // from atomics only: nothing is asked of an actor here
     if (!reads)
       return refuse_method("GET, HEAD");
-    auto h = assess_health(ctx.health, ctx.recipe.node.health_max_restart_rate);
+    auto h = assess_health(ctx.health, ctx.recipe.node.health_max_restart_rate, &ctx.metrics);
     return do_write(h.status, std::move(h.body), "application/json");
   }
   if (ctx.recipe.node.admin_token.empty())  // the admin surface is off

@@ -1,8 +1,10 @@
 // The actor tree on a real actor system, driven through the serializable
 // request/response interface (no front, no mocks): placement, stickiness,
 // login/logout, crash and restart, the per-user queue bound.
+#include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
+#include "actors/orchestration_log.hpp"
 #include "actors/errors.hpp"
 #include "registry/ids.hpp"
 
@@ -16,6 +18,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -566,4 +569,281 @@ TEST(global_store, a_refused_write_applies_nothing_and_an_unanswered_one_is_kept
   EXPECT_EQ(ctx->metrics.changes_rolled_back.load(), 1u);
   caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(tree, a_user_crashing_max_user_restarts_times_is_quarantined_alone_then_served_from_his_last_good_state) {
+  auto& g = ctx->recipe.groups.front();  // the workers read their group's settings live
+  g.max_user_restarts = 2;
+  g.restart_window_seconds = 2;
+  auto a = ctx->cids->mint(), b = ctx->cids->mint();
+  ASSERT_EQ(n_of(serve(a, "POST", "/n")), 1);
+  ASSERT_EQ(n_of(serve(b, "POST", "/n")), 1);
+  EXPECT_EQ(serve(a, "POST", "/boom").status, 502);  // the first crash: restarted
+  EXPECT_EQ(n_of(serve(a, "GET", "/n")), 1);
+  EXPECT_EQ(serve(a, "POST", "/boom").status, 502);  // the second within 2 s: quarantined
+  caf::error refused;
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!refused && std::chrono::steady_clock::now() < deadline)
+    (*self)->request(commander, 5s, resolve_atom::value, a, false).receive(
+      [&](placement&) {}, [&](caf::error& e) { refused = e; });  // his down may still be on its way
+  ASSERT_TRUE(refused) << "he was never refused";  // (CAF 0.17: an empty error has no category to ask)
+  ASSERT_TRUE(is(refused, errc::user_quarantined)) << sys->render(refused);
+  auto r = refusal_of(refused);
+  ASSERT_TRUE(r);
+  EXPECT_GE(r->retry_after, 1u);
+  EXPECT_LE(r->retry_after, 2u);
+  EXPECT_NE(r->text.find(registry::guest_name(a)), std::string::npos) << r->text;
+  EXPECT_EQ(n_of(serve(b, "POST", "/n")), 2);  // everyone else is served
+  EXPECT_GE(ctx->metrics.admission_rejections[static_cast<std::size_t>(refusal_reason::quarantined)].load(), 1u);
+  // Once his oldest crash left the window he is served again, from his last good state.
+  http_response back;
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool placed = false;
+    (*self)->request(commander, 5s, resolve_atom::value, a, false).receive(
+      [&](placement& p) {
+        placed = true;
+        back = call(p.actor, a, "GET", "/n");
+      },
+      [&](caf::error&) {});
+    if (placed)
+      break;
+    std::this_thread::sleep_for(50ms);  // polling for the window to pass
+  }
+  ASSERT_EQ(back.status, 200) << back.body;
+  EXPECT_EQ(n_of(back), 1);
+}
+
+namespace {
+
+// Stands in for the commander towards a group: records the admission reports
+// and passes the workers on to the real commander.
+struct report_log {
+  std::mutex mutex;
+  std::vector<admission_report> reports;
+  std::size_t count(bool admits) {
+    std::lock_guard<std::mutex> guard{mutex};
+    return static_cast<std::size_t>(std::count_if(reports.begin(), reports.end(), [&](const admission_report& r) {
+      return r.admits == admits &&
+             (admits || r.reason == static_cast<std::uint8_t>(refusal_reason::degraded));
+    }));
+  }
+};
+
+caf::behavior recording_commander(caf::event_based_actor* self, caf::actor real, std::shared_ptr<report_log> log) {
+  return {
+    [=](admission_atom, admission_report& r) {
+      std::lock_guard<std::mutex> guard{log->mutex};
+      log->reports.push_back(r);
+    },
+    [=](workers_atom, std::string& group, std::string& node, std::vector<worker_handle>& ws) {
+      self->send(caf::actor_cast<commander_handle>(real), workers_atom::value, std::move(group), std::move(node),
+                 std::move(ws));
+    },
+  };
+}
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds within = 10000ms) {
+  auto deadline = std::chrono::steady_clock::now() + within;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(10ms);  // polling a condition, with a deadline
+  }
+  return true;
+}
+
+class supervised_group : public ::testing::Test {
+protected:
+  supervised_group() {
+    register_types(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    sys.emplace(cfg);
+    self.emplace(*sys);
+    ctx = std::make_shared<node_context>();
+    ctx->node_name = "test-node";
+    auto& g = ctx->recipe.groups.front();
+    g.user_type = "counter";
+    g.workers = 2;
+    g.max_restarts = 2;
+    g.restart_window_seconds = 60;
+    g.recovery_interval_seconds = 3;
+    counters = &ctx->metrics.add_group(g.name);
+    ctx->apps.add<counter_app>("counter");
+    dir = std::filesystem::temp_directory_path() / ("troupe-supervised-" + ctx->cids->mint());
+    backend = store::make_filesystem_deposit(dir.string());
+    deposit = spawn_deposit(*sys, backend);
+    operations = std::make_shared<orchestration_log>((dir / "orchestration.log").string(), 1 << 20, 2);
+    census = spawn_census(*sys, ctx, operations);
+    ctx->census = census;
+    global_store = spawn_global_store(*sys, ctx, deposit);
+    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
+    proxy = sys->spawn(recording_commander, caf::actor_cast<caf::actor>(commander), reports);
+    group = spawn_group(*sys, ctx, g, proxy, caf::actor_cast<caf::actor>(global_store),
+                        caf::actor_cast<caf::actor>(deposit));
+    (*self)->send(commander, workers_atom::value, std::string("default"), ctx->node_name, workers());
+  }
+
+  ~supervised_group() override {
+    caf::anon_send_exit(group, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(proxy, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    deposit = nullptr;
+    self.reset();
+    sys.reset();
+    std::filesystem::remove_all(dir);
+  }
+
+  std::vector<worker_handle> workers() {
+    std::vector<worker_handle> out;
+    (*self)->request(group, 5s, workers_atom::value).receive(
+      [&](std::vector<worker_handle>& ws) { out = std::move(ws); },
+      [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return out;
+  }
+
+  // The placement of `cid`, or the error the commander (or his worker) answered.
+  caf::expected<placement> resolve(const std::string& cid) {
+    caf::expected<placement> out{make_error(errc::unavailable)};
+    (*self)->request(commander, 5s, resolve_atom::value, cid, false).receive(
+      [&](placement& p) { out = std::move(p); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  http_response call(const caf::actor& target, const std::string& cid, const std::string& method,
+                     const std::string& path) {
+    http_response out;
+    out.status = 0;
+    http_request req{method, path, "", "", cid, "", {}};
+    (*self)
+      ->request(caf::actor_cast<user_handle>(target), 5s, http_atom::value, std::move(req))
+      .receive([&](http_response& r) { out = std::move(r); }, [&](caf::error& e) { out.body = sys->render(e); });
+    return out;
+  }
+
+  std::int64_t workers_in(worker_state s) { return counters->workers[static_cast<std::size_t>(s)].load(); }
+
+  // The census's group row of this group ("" when none).
+  std::string group_state() {
+    census_query q;
+    q.kind = "group";
+    q.probe = false;
+    std::string state;
+    (*self)->request(census, 5s, census_atom::value, q).receive(
+      [&](std::string& doc) {
+        auto j = nlohmann::json::parse(doc);
+        for (auto& g : j.at("groups"))
+          if (g.at("name") == "default")
+            state = g.at("state").get<std::string>() + "/" + (g.at("reason").is_null() ? "" : g.at("reason").get<std::string>());
+      },
+      [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return state;
+  }
+
+  // The orchestration log's lines with `what` about group:default.
+  std::size_t logged(const std::string& what) {
+    std::size_t n = 0;
+    (*self)->request(census, 5s, log_atom::value, std::uint32_t{100}).receive(
+      [&](std::string& doc) {
+        auto j = nlohmann::json::parse(doc);
+        for (auto& l : j.at("lines"))
+          if (l.value("what", "") == what && l.value("on", "") == "group:default" && l.value("who", "") == "node")
+            ++n;
+      },
+      [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return n;
+  }
+
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+  std::optional<caf::scoped_actor> self;
+  node_context_ptr ctx;
+  group_counters* counters = nullptr;
+  std::filesystem::path dir;
+  std::shared_ptr<store::deposit> backend;
+  deposit_handle deposit;
+  commander_handle commander;
+  global_store_handle global_store;
+  std::shared_ptr<report_log> reports = std::make_shared<report_log>();
+  std::shared_ptr<orchestration_log> operations;
+  census_handle census;
+  caf::actor proxy;
+  group_handle group;
+};
+
+}  // namespace
+
+TEST_F(supervised_group, workers_killed_past_max_restarts_degrade_the_group_until_its_recovery) {
+  EXPECT_EQ(workers_in(worker_state::open), 2);
+  // A user on the second worker: he outlives the first worker's deaths.
+  std::string cid;
+  caf::actor his_actor;
+  for (int i = 0; i < 16 && cid.empty(); ++i) {
+    auto c = ctx->cids->mint();
+    auto p = resolve(c);
+    ASSERT_TRUE(p) << sys->render(p.error());
+    if (p->worker == "default-w2") {
+      cid = c;
+      his_actor = p->actor;
+    }
+  }
+  ASSERT_FALSE(cid.empty()) << "nobody was placed on default-w2";
+  ASSERT_EQ(call(his_actor, cid, "POST", "/n").status, 200);
+
+  // max_restarts = 2: the first two deaths of worker 1 are replaced, the third degrades the group.
+  for (int death = 1; death <= 3; ++death) {
+    auto before = workers().at(0);
+    (*self)->send_exit(before, make_error(errc::handler_failed));
+    if (death < 3)
+      ASSERT_TRUE(eventually([&] { return workers().at(0) != before; })) << "death " << death;
+  }
+  ASSERT_TRUE(eventually([&] { return counters->degraded.load() == 1; }));
+  EXPECT_EQ(counters->worker_restarts.load(), 2u);
+  EXPECT_EQ(workers_in(worker_state::open), 1);  // the dead one is not restarted while degraded
+
+  // His requests are refused, through his actor (the front's route cache) and through placement.
+  auto r = call(his_actor, cid, "GET", "/n");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_GE(r.retry_after, 1u);
+  EXPECT_LE(r.retry_after, 3u);  // the seconds left until the recovery
+  EXPECT_NE(r.body.find("group default is degraded"), std::string::npos) << r.body;
+  auto refused = resolve(cid);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(is(refused.error(), errc::group_degraded)) << sys->render(refused.error());
+  auto refusal = refusal_of(refused.error());
+  ASSERT_TRUE(refusal);
+  EXPECT_GE(refusal->retry_after, 1u);
+  EXPECT_LE(refusal->retry_after, 3u);
+  EXPECT_GE(ctx->metrics.admission_rejections[static_cast<std::size_t>(refusal_reason::degraded)].load(), 2u);
+  // The commander was told that neither worker admits anybody.
+  EXPECT_TRUE(eventually([&] { return reports->count(false) >= 2; }));
+  // The health verdict names the group.
+  auto h = assess_health(ctx->health, 1e9, &ctx->metrics);
+  EXPECT_EQ(h.status, 503);
+  auto body = nlohmann::json::parse(h.body);
+  ASSERT_TRUE(body.contains("degraded_groups")) << h.body;
+  EXPECT_EQ(body["degraded_groups"][0]["group"], "default");
+  EXPECT_EQ(body["degraded_groups"][0]["reason"], "restart_intensity");
+  EXPECT_GE(body["degraded_groups"][0]["retry_after"].get<int>(), 1);
+  // The census shows it, the orchestration log records it.
+  EXPECT_TRUE(eventually([&] { return group_state() == "degraded/restart_intensity"; })) << group_state();
+  EXPECT_TRUE(eventually([&] { return logged("degraded") == 1; }));
+
+  // After recovery_interval_seconds: the missing worker is started, everybody is served again.
+  ASSERT_TRUE(eventually([&] { return counters->degraded.load() == 0; }));
+  EXPECT_TRUE(eventually([&] { return workers_in(worker_state::open) == 2; }));
+  EXPECT_TRUE(eventually([&] { return reports->count(true) >= 2; }));
+  auto again = call(his_actor, cid, "GET", "/n");
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(nlohmann::json::parse(again.body).at("n"), 1);
+  EXPECT_EQ(assess_health(ctx->health, 1e9, &ctx->metrics).status, 200);
+  EXPECT_TRUE(eventually([&] { return group_state() == "serving/"; })) << group_state();
+  EXPECT_TRUE(eventually([&] { return logged("recovered") == 1; }));
+  // A newcomer is placed again (on either worker: the restarted one is registered with the commander).
+  auto fresh = resolve(ctx->cids->mint());
+  EXPECT_TRUE(fresh) << sys->render(fresh.error());
 }

@@ -249,7 +249,7 @@ bool degraded_for(const response& r, const std::string& reason) {
 }
 
 TEST_F(Shutdown, HealthIsDegradedDuringARestartStorm) {
-  start({"--set", "node.health_max_restart_rate=1"});
+  start({"--set", "node.health_max_restart_rate=1", "--set", "group.default.max_user_restarts=1000"});
   auto r = health_until(port(), [](const response& r) { return r.status == 200; });
   ASSERT_EQ(r.body, R"({"status":"ok"})") << r.describe();
   http_client c(port());
