@@ -2,6 +2,7 @@
 
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
+#include "actors/worker_process.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -35,8 +36,10 @@ struct group_state {
   }
 
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
-    return spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
-                                          commander, deposit, ctx});
+    worker_spec spec{settings.name + "-w" + std::to_string(slot + 1), settings.name, commander, deposit, ctx};
+    if (settings.process_isolation())
+      return spawn_worker_process(self, std::move(spec), settings);
+    return spawn_worker(self, std::move(spec));
   }
 };
 
@@ -90,6 +93,15 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
     },
     [=](retire_atom, const worker_handle&) {
       // issue 13: A
+    },
+    [=](restart_atom, const std::string& worker, std::int32_t exit_code) {
+      // A worker process's exit: the permanent failure code parks its slot.
+      auto& st = self->state;
+      bool permanent = st.settings.permanent_failure_exitcode != 0 && exit_code == st.settings.permanent_failure_exitcode;
+      if (permanent)
+        spdlog::error("group {}: worker {} exited with the permanent failure code {}; its slot is parked",
+                      st.settings.name, worker, exit_code);
+      return !permanent;
     },
   };
 }

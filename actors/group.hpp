@@ -23,7 +23,11 @@ using group_handle = caf::typed_actor<
   /// answers it, or errc::refused at worker_max_number.
   caf::replies_to<grow_atom>::with<worker_handle>,
   /// From the commander: this worker has no users and is no longer needed; it stops (not a restart).
-  caf::reacts_to<retire_atom, worker_handle>>;
+  caf::reacts_to<retire_atom, worker_handle>,
+  /// From a worker process's slot, before it starts its worker again: worker
+  /// `name`'s process ended with this exit code (-1: killed, stuck or by a
+  /// signal); answers whether to start it again (false: the slot is parked).
+  caf::replies_to<restart_atom, std::string, std::int32_t>::with<bool>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";
