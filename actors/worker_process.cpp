@@ -299,9 +299,9 @@ struct slot_state {
     if (!child || dm.source != child.address())
       return;
     lose_child(!dm.reason);
-    if (!dm.reason || stopping)
-      return;
-    spdlog::error("worker {}: process {} lost ({})", spec.name, pid, self->system().render(dm.reason));
+    if (dm.reason && !stopping)
+      spdlog::error("worker {}: process {} lost ({})", spec.name, pid, self->system().render(dm.reason));
+    on_tick();  // a killed process is usually reapable already: no need to wait for the next tick
   }
 
   void lose_child(bool stopped_normally) {

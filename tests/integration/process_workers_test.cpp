@@ -326,6 +326,28 @@ TEST_F(ProcessWorkers, SigtermFreezesTheUsersOfWorkerProcessesAndLeavesNoProcess
   EXPECT_EQ(count_of(b.get("/api/counter")), 1);
 }
 
+// The gate answers only a process that shows the token its slot gave it.
+TEST_F(ProcessWorkers, AProcessThatCannotShowItsTokenIsRefused) {
+  auto& n = start_process();
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 1; }));
+  auto child = worker_processes(n.pid()).front();
+  auto cmd = cmdline_of(child);
+  auto at = cmd.find("--parent ");
+  ASSERT_NE(at, std::string::npos) << cmd;
+  auto gate = cmd.substr(at + 9, cmd.find(' ', at + 9) - (at + 9));
+  EXPECT_EQ(gate.rfind("127.0.0.1:", 0), 0u) << "the gate is not on loopback: " << gate;
+  ::setenv("TROUPE_WORKER_TOKEN", "0123456789abcdef0123456789abcdef", 1);
+  auto r = run_binary({"worker", "--parent", gate, "--parent-pid", std::to_string(::getpid()), "--worker", "intruder",
+                       "--set", "deposit.path=" + n.deposit_dir()},
+                      milliseconds(15000));
+  ::unsetenv("TROUPE_WORKER_TOKEN");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+  EXPECT_EQ(worker_processes(n.pid()).size(), 1u);
+  http_client c(n.port());
+  EXPECT_EQ(incr(c), 1);
+}
+
 // kill -9 of the node itself: its worker processes do not survive it.
 TEST_F(ProcessWorkers, NoWorkerProcessSurvivesAKilledNode) {
   auto& n = start_process({"--set", "group.default.workers=2"});
