@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -124,6 +125,7 @@ struct slot_state {
   worker_handle child;
   std::uint64_t generation = 0;  // of the child: stale answers are recognised
   steady::time_point started_at, lost_at;
+  steady::duration last_start = std::chrono::seconds(1);  // how long its last process took to hand its worker over
   bool child_lost = false;    // its worker is down; the process is being reaped
   bool child_stopped = false; // its worker stopped normally (drained): the slot stops too
   bool killed = false;        // we sent SIGKILL (stuck, lingering, or a failed start)
@@ -225,6 +227,7 @@ struct slot_state {
       return;
     }
     child = std::move(w);
+    last_start = steady::now() - started_at;
     self->monitor(child);  // a closed connection (kill -9, abort) comes as its down message at once
     phase = slot_phase::open;
     show(worker_state::open);
@@ -254,14 +257,22 @@ struct slot_state {
       return;
     }
     if (held.size() >= spec.ctx->recipe.limits.max_inflight)
-      return r->fail(make_error(errc::unavailable, "worker " + spec.name + " is being replaced and holds enough"));
+      return r->fail(not_back_error());
     r->held_until = steady::now() + std::chrono::duration_cast<steady::duration>(
                                       std::chrono::duration<double>(spec.ctx->recipe.limits.hold_seconds));
     held.push_back(r);
   }
 
+  // 503 without Retry-After: retrying will not help until the node restarts.
   caf::error parked_error() const {
-    return make_error(errc::unavailable, "worker " + spec.name + " failed permanently; its slot is parked");
+    return make_refusal(errc::unavailable, "worker " + spec.name + " failed permanently; its slot is parked", 0);
+  }
+
+  // 503 with a Retry-After of the time its last process took to start (at least 1 s).
+  caf::error not_back_error() const {
+    auto seconds = std::chrono::duration<double>(last_start).count();
+    return make_refusal(errc::unavailable, "worker " + spec.name + " is being replaced, retry",
+                        static_cast<std::uint32_t>(std::max(1.0, std::ceil(seconds))));
   }
 
   // Relays one request to the child (now or once it is up); `retry`: sent
@@ -383,7 +394,7 @@ struct slot_state {
     while (!held.empty() && held.front()->held_until <= now) {
       auto r = std::move(held.front());
       held.pop_front();
-      r->fail(make_error(errc::unavailable, "worker " + spec.name + " is not back yet"));
+      r->fail(not_back_error());
     }
     if (phase == slot_phase::open && child && !heartbeat_pending && now >= next_heartbeat && !stopping)
       heartbeat();
@@ -578,6 +589,12 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
     },
     [=](heartbeat_atom) { return self->state.vitals; },
     [=](ready_atom, const std::string& token, worker_handle& w) { self->state.on_ready(token, std::move(w)); },
+    [=](admission_atom a, admission_report& report) {
+      if (!self->state.child || report.worker != self->state.child.address())
+        return;  // from a child given up on
+      report.worker = self->address();
+      self->send(self->state.group, a, std::move(report));
+    },
   };
 }
 

@@ -44,7 +44,10 @@ typename Inspector::result_type inspect(Inspector& f, worker_hello& x) {
 /// A slot as its child sees it: a worker, and the child's worker arriving.
 using worker_process_handle = worker_handle::extend<
   /// From the child process that showed this token: its worker is up.
-  caf::reacts_to<ready_atom, std::string, worker_handle>>;
+  caf::reacts_to<ready_atom, std::string, worker_handle>,
+  /// From the child's worker: what it admits; forwarded to the group as this slot's
+  /// (the commander knows the slot, not the worker inside the child).
+  caf::reacts_to<admission_atom, admission_report>>;
 
 /// The gate: one per node that has a process-isolated group, published on loopback only.
 using worker_gate_handle = caf::typed_actor<

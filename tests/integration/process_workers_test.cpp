@@ -287,6 +287,7 @@ TEST_F(ProcessWorkers, APermanentFailureExitCodeParksTheSlot) {
     r = c.get("/api/counter", {}, milliseconds(15000));
   }
   EXPECT_EQ(r.status, 503) << r.describe();
+  EXPECT_FALSE(r.has("Retry-After")) << "retrying a parked slot does not help: " << r.describe();
   EXPECT_TRUE(n.running());
 }
 
