@@ -38,8 +38,8 @@ using steady = std::chrono::steady_clock;
 constexpr const char* token_variable = "TROUPE_WORKER_TOKEN";
 
 // A child that has not handed over its worker this long after its start is
-// killed (and counts as a failed start).
-constexpr auto start_timeout = std::chrono::seconds(20);
+// killed (and counts as a failed start): twice stuck_timeout_seconds, at least this.
+constexpr auto min_start_timeout = std::chrono::seconds(10);
 // A child whose worker is gone (down) but whose process lingers is killed after this.
 constexpr auto linger_timeout = std::chrono::seconds(2);
 // At node shutdown, a child that does not leave this long after its worker
@@ -135,6 +135,7 @@ struct slot_state {
   std::uint64_t next_id = 0;
 
   caf::timespan heartbeat_every{};
+  steady::duration start_timeout{};
   steady::time_point next_heartbeat;
   bool heartbeat_pending = false;
   worker_vitals vitals;  // the child's last answer (counted into the node's metrics)
@@ -510,6 +511,9 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
   st.settings = std::move(settings);
   st.group = std::move(group);
   st.heartbeat_every = heartbeat_interval(st.settings);
+  st.start_timeout = std::max<steady::duration>(
+    min_start_timeout,
+    std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(2 * st.settings.stuck_timeout_seconds)));
   auto tick_every = std::min<caf::timespan>(st.heartbeat_every, std::chrono::milliseconds(100));
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
   self->set_exit_handler([=](caf::exit_msg& em) {

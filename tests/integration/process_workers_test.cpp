@@ -214,6 +214,44 @@ TEST_F(ProcessWorkers, AStuckWorkerProcessIsKilledAndReplaced) {
   })) << "not served after the replacement";
 }
 
+// A stopped process (SIGSTOP) keeps its connection open: only the heartbeat sees it.
+TEST_F(ProcessWorkers, AFrozenWorkerProcessIsSeenByItsHeartbeatAndReplaced) {
+  auto& n = start_process({"--set", "group.default.stuck_timeout_seconds=1"});
+  http_client c(n.port());
+  auto worker = login(c, "sleeper");
+  ASSERT_EQ(incr(c), 1);
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto replacement = wait_for_worker(n.pid(), worker, pid, milliseconds(15000));
+  ASSERT_GT(replacement, 0) << "the stopped worker process was not replaced";
+  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return process_gone(pid); }));
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return c.get("/api/counter").status == 200; }));
+}
+
+// An operator's drain of a process worker: its users freeze, the process
+// stops and is not started again; its users wake on another worker.
+TEST_F(ProcessWorkers, ADrainedWorkerProcessStopsAndIsNotReplaced) {
+  auto& n = start_process({"--set", "group.default.workers=2"});
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  http_client c(n.port());
+  auto worker = login(c, "drained");
+  ASSERT_EQ(incr(c), 1);
+  ASSERT_EQ(incr(c), 2);
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0);
+  http_client admin(n.port());
+  auto r = admin.post("/_troupe/workers/" + worker + "/drain", {}, bearer(), milliseconds(20000));
+  ASSERT_EQ(r.status, 200) << r.describe();
+  EXPECT_EQ(r.json().value("frozen", -1), 1) << r.describe();
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return process_gone(pid); }));
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return worker_processes(n.pid()).size() == 1; }));
+  EXPECT_EQ(worker_pid(n.pid(), worker), -1) << "a drained worker was started again";
+  EXPECT_EQ(troupe::test::metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 0);
+  EXPECT_EQ(count_of(c.get("/api/counter")), 2);
+  EXPECT_NE(c.get("/api/whoami").json().value("worker", ""), worker);
+}
+
 // std::abort() in a worker process ends that process only: the node serves on.
 TEST_F(ProcessWorkers, AnAbortInAWorkerProcessLeavesTheNodeServing) {
   auto& n = start_process({"--set", "group.default.durability=reply"});
