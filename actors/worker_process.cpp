@@ -18,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <spawn.h>
 #include <sys/prctl.h>
@@ -111,6 +112,7 @@ struct slot_state {
   static const char* name;
 
   worker_process_handle::stateful_pointer<slot_state> self = nullptr;
+  std::optional<actor_gauge> gauge;  // troupe_actors{kind="worker"}: the slot stands for its worker in the node
   worker_spec spec;
   config::group_settings settings;
   group_handle group;
@@ -506,6 +508,7 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
                                                worker_spec spec, config::group_settings settings, group_handle group) {
   auto& st = self->state;
   st.self = self;
+  st.gauge.emplace(spec.ctx->metrics, actor_kind::worker);
   st.counters = spec.ctx->metrics.group(spec.group);
   st.spec = std::move(spec);
   st.settings = std::move(settings);

@@ -124,6 +124,7 @@ TEST_F(ProcessWorkers, AProcessWorkerServesItsUsersAndKeepsTheirState) {
   EXPECT_TRUE(eventually(milliseconds(10000), [&] {
     return troupe::test::metric(n.port(), bearer(), "troupe_workers", "group=\"default\",state=\"open\"") == 2;
   }));
+  EXPECT_EQ(troupe::test::metric(n.port(), bearer(), "troupe_actors", "kind=\"worker\""), 2);
 }
 
 // kill -9 of one worker process under load: the users of the other worker see
