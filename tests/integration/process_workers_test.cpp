@@ -253,6 +253,22 @@ TEST_F(ProcessWorkers, ADrainedWorkerProcessStopsAndIsNotReplaced) {
   EXPECT_NE(c.get("/api/whoami").json().value("worker", ""), worker);
 }
 
+// An operator's freeze and drop reach the user in his worker process through its slot.
+TEST_F(ProcessWorkers, FreezeAndDropReachTheUserInAWorkerProcess) {
+  auto& n = start_process({"--set", "group.default.workers=2"});
+  http_client c(n.port());
+  login(c, "ordered");
+  ASSERT_EQ(incr(c), 1);
+  http_client admin(n.port());
+  auto f = admin.post("/_troupe/users/ordered/freeze", {}, bearer(), milliseconds(15000));
+  ASSERT_EQ(f.status, 200) << f.describe();
+  EXPECT_EQ(f.json().value("frozen", ""), "ordered");
+  EXPECT_EQ(count_of(c.get("/api/counter")), 1) << "woken from his frozen parcel";
+  auto d = admin.post("/_troupe/users/ordered/drop", {}, bearer(), milliseconds(15000));
+  ASSERT_EQ(d.status, 200) << d.describe();
+  EXPECT_EQ(d.json().value("dropped", ""), "ordered");
+}
+
 // std::abort() in a worker process ends that process only: the node serves on.
 TEST_F(ProcessWorkers, AnAbortInAWorkerProcessLeavesTheNodeServing) {
   auto& n = start_process({"--set", "group.default.durability=reply"});
