@@ -3,6 +3,7 @@
 #include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
+#include "actors/worker_process.hpp"
 #include "registry/restart_intensity.hpp"
 
 #include <caf/all.hpp>
@@ -10,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <set>
 #include <optional>
 
 namespace troupe {
@@ -33,6 +35,7 @@ struct group_state {
   std::vector<std::optional<worker_state>> slot_states;
   std::vector<bool> awaiting_restart;  // went down while degraded: started again at the recovery
   std::vector<std::optional<admission_report>> closed_reports;  // a worker's last "not admitting", if it is so
+  std::set<caf::actor_addr> replaced_slots;  // process slots stopped to be replaced: their exits are expected
   std::optional<registry::restart_intensity> intensity;
   group_counters* counters = nullptr;  // nullptr in tests that made none
   std::uint64_t degradations = 0;      // numbers the recovery timers: a stale one is ignored
@@ -54,7 +57,7 @@ struct group_state {
 
   // troupe_workers{group,state}: the slots counted by state.
   void publish_states() {
-    if (!counters)
+    if (!counters || settings.process_isolation())  // a worker process's slot counts itself (it knows starting/parked)
       return;
     std::array<std::int64_t, static_cast<std::size_t>(worker_state::count_)> n{};
     for (auto& s : slot_states)
@@ -126,6 +129,10 @@ struct group_state {
 
   template <class Self>
   void replace(Self self, std::size_t slot) {
+    if (settings.process_isolation() && workers[slot]) {  // its slot actor waits parked: it goes, and its exit is no failure
+      replaced_slots.insert(workers[slot].address());
+      self->send_exit(workers[slot], caf::exit_reason::user_shutdown);
+    }
     workers[slot] = start_worker(*self, slot);
     slot_states[slot] = worker_state::open;
     awaiting_restart[slot] = false;
@@ -141,10 +148,13 @@ struct group_state {
   /// `parked`, exited with permanent_failure_exitcode. It counts the group's
   /// restart intensity and replaces the worker, or parks its slot, or makes
   /// the group degraded (no restart until the recovery). `why` is for the log.
+  /// `in_place`: a worker process's slot restarts its child itself when
+  /// this answers true (it stays the slot's worker); false: the slot parks
+  /// (for good, or until the recovery replaces it).
   template <class Self>
-  void on_worker_gone(Self self, std::size_t slot, const std::string& why, bool parked) {
+  bool on_worker_gone(Self self, std::size_t slot, const std::string& why, bool parked, bool in_place = false) {
     if (slot >= workers.size())
-      return;
+      return false;
     auto now = steady::now();
     slot_states[slot].reset();
     auto before = intensity->why();
@@ -155,10 +165,18 @@ struct group_state {
       intensity->park(slot, now);
     } else if (intensity->record(now)) {
       spdlog::error("group {}: worker {} went down ({}); replacing it", settings.name, slot + 1, why);
+      if (in_place) {
+        slot_states[slot] = worker_state::starting;
+        ++replaced;
+        if (counters)
+          counters->worker_restarts.fetch_add(1, std::memory_order_relaxed);
+        note(self);
+        return true;
+      }
       replace(self, slot);
       note(self);
       tell_commander_workers(self);
-      return;
+      return true;
     } else {
       awaiting_restart[slot] = true;
       if (before != registry::degradation::none)
@@ -170,6 +188,17 @@ struct group_state {
       degrade(self, now);
     else
       note(self);
+    if (in_place && !parked && intensity->degraded())  // its slot waits parked: refusing as degraded, replaced at the recovery
+      self->send(workers[slot], degraded_atom::value, true, intensity->retry_after(now));
+    return false;
+  }
+
+  // The slot of the worker at `addr`.
+  std::optional<std::size_t> slot_of(const caf::strong_actor_ptr& addr) const {
+    for (std::size_t slot = 0; slot < workers.size(); ++slot)
+      if (addr && workers[slot].address() == addr->address())
+        return slot;
+    return std::nullopt;
   }
 
   // The group is degraded now (or for a new reason): its workers refuse
@@ -251,8 +280,11 @@ struct group_state {
   }
 
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
-    return spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
-                                          commander, global_store, deposit, ctx});
+    worker_spec spec{settings.name + "-w" + std::to_string(slot + 1), settings.name, commander, global_store, deposit,
+                     ctx};
+    if (settings.process_isolation())
+      return spawn_worker_process(self, std::move(spec), settings);
+    return spawn_worker(self, std::move(spec));
   }
 };
 
@@ -281,12 +313,15 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
   // through the links, everything below it.
   self->set_exit_handler([=](caf::exit_msg& em) {
     auto& st = self->state;
+    if (st.replaced_slots.erase(em.source))
+      return;
     for (std::size_t slot = 0; slot < st.workers.size(); ++slot) {
       if (st.workers[slot].address() != em.source)
         continue;
       if (!em.reason)
         return st.set_slot_state(slot, std::nullopt);
-      return st.on_worker_gone(self, slot, self->system().render(em.reason), false);
+      st.on_worker_gone(self, slot, self->system().render(em.reason), false);
+      return;
     }
     if (em.reason)
       self->quit(em.reason);
@@ -316,8 +351,18 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
       // issue 13: A
     },
     [=](replace_atom, const caf::actor_addr&, std::uint64_t rss) {
-      // issue 13: C restarts the worker's process; until then the worker stays drained (its users frozen).
+      // A thread worker past its occupancy: nothing to replace (its memory is the node's); it stays drained.
       spdlog::warn("group {}: a worker asks to be replaced ({} MB resident)", self->state.settings.name, rss >> 20);
+    },
+    [=](restart_atom, const std::string& worker, std::int32_t exit_code) -> bool {
+      // A worker process ended: its slot restarts it only if the group's restart intensity allows.
+      auto& st = self->state;
+      auto slot = st.slot_of(self->current_sender());
+      if (!slot)
+        return false;
+      bool permanent = st.settings.permanent_failure_exitcode != 0 && exit_code == st.settings.permanent_failure_exitcode;
+      auto why = worker + "'s process ended with exit code " + std::to_string(exit_code);
+      return st.on_worker_gone(self, *slot, why, permanent, true);
     },
   };
 }

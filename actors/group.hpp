@@ -30,7 +30,11 @@ using group_handle = caf::typed_actor<
   /// its users are frozen; replace its process (docs/SUPERVISION.md "Admission").
   caf::reacts_to<replace_atom, caf::actor_addr, std::uint64_t>,
   /// Internal: degradation number N's recovery is due (recovery_interval_seconds).
-  caf::reacts_to<tick_atom, std::uint64_t>>;
+  caf::reacts_to<tick_atom, std::uint64_t>,
+  /// From a worker process's slot, before it starts its worker again: worker
+  /// `name`'s process ended with this exit code (-1: killed, stuck or by a
+  /// signal); answers whether to start it again (false: the slot is parked).
+  caf::replies_to<restart_atom, std::string, std::int32_t>::with<bool>>;
 
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";

@@ -5,6 +5,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/page.hpp"
+#include "actors/worker_process.hpp"
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,10 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<placement>("troupe.placement");
   cfg.add_message_type<attach_order>("troupe.attach_order");
   cfg.add_message_type<admission_report>("troupe.admission_report");
+  cfg.add_message_type<worker_vitals>("troupe.worker_vitals");
+  cfg.add_message_type<worker_hello>("troupe.worker_hello");
+  cfg.add_message_type<worker_process_handle>("troupe.worker_process_handle");
+  cfg.add_message_type<worker_gate_handle>("troupe.worker_gate_handle");
   cfg.add_message_type<login_request>("troupe.login_request");
   cfg.add_message_type<user_handle>("troupe.user_handle");
   cfg.add_message_type<connection_handle>("troupe.connection_handle");

@@ -56,6 +56,9 @@ using grow_atom = caf::atom_constant<caf::atom("grow")>;        ///< a group sta
 using retire_atom = caf::atom_constant<caf::atom("retire")>;    ///< a group stops a worker it no longer needs
 using degraded_atom = caf::atom_constant<caf::atom("degraded")>; ///< a group is (no longer) degraded: its workers refuse (serve)
 using replace_atom = caf::atom_constant<caf::atom("replace")>;  ///< a worker past its memory occupancy asks to be replaced
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>; ///< a worker process's slot asks it for its vitals
+using hello_atom = caf::atom_constant<caf::atom("hello")>;      ///< a worker process greets its node (with its token)
+using ready_atom = caf::atom_constant<caf::atom("ready")>;      ///< a worker process's worker is up: here it is
 
 /// What a member of the tree (user, worker, group, commander) tells the
 /// census when it starts and whenever its state or its counts change — never

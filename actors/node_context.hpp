@@ -19,6 +19,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace troupe {
 
@@ -55,6 +56,13 @@ struct node_context {
 
   /// Set on a cluster member (null on a lone node): the front serves users only while it says so.
   std::shared_ptr<const serving_signal> serving;
+
+  /// Set when a group has isolation = "process": the gate its worker
+  /// processes greet (a worker_gate_handle, published on 127.0.0.1 at this
+  /// port), and the recipe arguments they get (--config FILE, --set K=V ...).
+  caf::actor worker_gate;
+  std::uint16_t worker_gate_port = 0;
+  std::vector<std::string> worker_recipe_args;
 
   /// limits.hold_seconds as a CAF timeout.
   caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }

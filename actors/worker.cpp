@@ -704,6 +704,16 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
         st.gate->recover();
     },
     [=](admission_atom) { self->state.beat(); },
+    [=](heartbeat_atom) {
+      auto& m = self->state.spec.ctx->metrics;
+      worker_vitals v;
+      v.users = self->state.users->size();
+      v.user_restarts = m.user_restarts.load(std::memory_order_relaxed);
+      v.user_freezes = m.user_freezes.load(std::memory_order_relaxed);
+      v.user_wakes = m.user_wakes.load(std::memory_order_relaxed);
+      v.handler_failures = m.handler_failures.load(std::memory_order_relaxed);
+      return v;
+    },
   };
 }
 
@@ -713,6 +723,10 @@ worker_handle spawn_worker(caf::local_actor& group, worker_spec spec) {
   if (!spec.parent)
     spec.parent = caf::actor_cast<caf::actor>(group.address());
   return group.spawn<caf::linked>(worker_impl, std::move(spec));
+}
+
+worker_handle spawn_worker(caf::actor_system& sys, worker_spec spec) {
+  return sys.spawn(worker_impl, std::move(spec));
 }
 
 }  // namespace troupe

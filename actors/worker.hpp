@@ -45,6 +45,24 @@ typename Inspector::result_type inspect(Inspector& f, admission_report& x) {
   return f(caf::meta::type_name("troupe.admission_report"), x.worker, x.admits, x.reason, x.retry_after);
 }
 
+/// A worker's figures, answered to a heartbeat: the users it hosts and its
+/// process's counters (cumulative since the process started). A worker
+/// process's slot adds their growth to its node's counters, so /metrics
+/// counts the users of worker processes too (docs/SUPERVISION.md "Workers as processes").
+struct worker_vitals {
+  std::uint64_t users = 0;  ///< users hosted now
+  std::uint64_t user_restarts = 0;
+  std::uint64_t user_freezes = 0;
+  std::uint64_t user_wakes = 0;
+  std::uint64_t handler_failures = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_vitals& x) {
+  return f(caf::meta::type_name("troupe.worker_vitals"), x.users, x.user_restarts, x.user_freezes, x.user_wakes,
+           x.handler_failures);
+}
+
 /// The worker's typed interface.
 using worker_handle = caf::typed_actor<
   /// Host the user and give him the connection; answers his placement.
@@ -80,7 +98,10 @@ using worker_handle = caf::typed_actor<
   /// Internal: its admission beat (every 100 ms with CPU admission on, else
   /// every second): it samples its users' CPU and its memory and tells its
   /// group at every change (docs/SUPERVISION.md "Admission").
-  caf::reacts_to<admission_atom>>;
+  caf::reacts_to<admission_atom>,
+  /// Are you alive: its vitals (a worker process's slot asks every
+  /// min(1 s, stuck_timeout_seconds / 4); no answer within stuck_timeout_seconds: killed).
+  caf::replies_to<heartbeat_atom>::with<worker_vitals>>;
 
 /// How to start one worker.
 struct worker_spec {
@@ -99,5 +120,9 @@ struct worker_spec {
 
 /// Spawns a worker linked to `group` (it dies with its group).
 worker_handle spawn_worker(caf::local_actor& group, worker_spec spec);
+
+/// Spawns a worker at the top of `sys` (a worker process's own worker: its
+/// group lives in the node, and the process ends with the worker).
+worker_handle spawn_worker(caf::actor_system& sys, worker_spec spec);
 
 }  // namespace troupe

@@ -6,6 +6,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/health.hpp"
+#include "actors/worker_process.hpp"
 #include "cluster/agent.hpp"
 #include "cluster/commander_link.hpp"
 #include "store/postgres_deposit.hpp"
@@ -137,6 +138,15 @@ int run_node(const node_flags& flags, const app_types& types) {
       src.sets.insert(src.sets.begin() + (src.sets.size() - flags.sets.size()),
                       "group.default.user_type=" + flags.app);
     ctx->recipe = config::load_recipe(src);
+    // A worker process composes the same recipe (the environment is inherited).
+    if (!src.file.empty()) {
+      ctx->worker_recipe_args.push_back("--config");
+      ctx->worker_recipe_args.push_back(src.file);
+    }
+    for (auto& s : src.sets) {
+      ctx->worker_recipe_args.push_back("--set");
+      ctx->worker_recipe_args.push_back(s);
+    }
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
   }
@@ -326,8 +336,29 @@ int run_node(const node_flags& flags, const app_types& types) {
     serving = std::make_shared<serving_signal>();
     ctx->serving = serving;
   }
+  // Worker processes (isolation = "process") greet the node at its gate, on
+  // loopback only, before any group starts them.
+  worker_gate_handle worker_gate;
+  if (std::any_of(recipe.groups.begin(), recipe.groups.end(), [](auto& g) { return g.process_isolation(); })) {
+    worker_gate = spawn_worker_gate(*sys);
+    auto port = sys->middleman().publish(worker_gate, 0, "127.0.0.1", true);
+    if (!port) {
+      spdlog::critical("the worker gate cannot listen on 127.0.0.1: {}", sys->render(port.error()));
+      for (auto a : {caf::actor_cast<caf::actor>(worker_gate), caf::actor_cast<caf::actor>(commander),
+                     caf::actor_cast<caf::actor>(health), caf::actor_cast<caf::actor>(forwarder),
+                     caf::actor_cast<caf::actor>(census), caf::actor_cast<caf::actor>(deposit)})
+        caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      deposit = nullptr;
+      census_of_deposit.join();
+      return 1;
+    }
+    ctx->worker_gate = caf::actor_cast<caf::actor>(worker_gate);
+    ctx->worker_gate_port = *port;
+  }
   // What a start that fails from here on must stop (the actor system waits for every actor).
   auto abandon_start = [&] {
+    if (worker_gate)
+      caf::anon_send_exit(worker_gate, caf::exit_reason::user_shutdown);
     if (cluster_agent)
       caf::anon_send_exit(cluster_agent, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
@@ -432,6 +463,8 @@ int run_node(const node_flags& flags, const app_types& types) {
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
+    if (worker_gate)
+      caf::anon_send_exit(worker_gate, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
@@ -592,6 +625,14 @@ int node_main(int argc, char** argv, app_types types) {
   node->add_option("--set", flags.sets, "KEY=VALUE, overrides any recipe key (repeatable)");
   node->add_option("--app", flags.app, "user actor type of the default group (group.default.user_type)");
   node->add_option("--join", flags.join, "HOST:PORT of any member of the cluster to join (cluster.join)");
+  worker_process_flags wflags;
+  auto* worker = app.add_subcommand("worker", "a worker process of a node (started by the node itself; "
+                                              "docs/SUPERVISION.md \"Workers as processes\")");
+  worker->add_option("--parent", wflags.parent, "127.0.0.1:PORT of the node's worker gate")->required();
+  worker->add_option("--parent-pid", wflags.parent_pid, "the node's pid")->required();
+  worker->add_option("--worker", wflags.worker, "its worker's name");
+  worker->add_option("--config", wflags.config_file, "the node's TOML recipe");
+  worker->add_option("--set", wflags.sets, "KEY=VALUE, as the node got it (repeatable)");
   census_flags cflags;
   auto* census = app.add_subcommand("census", "show a node's census (docs/census.md)");
   add_census_options(*census, cflags);
@@ -606,6 +647,8 @@ int node_main(int argc, char** argv, app_types types) {
     return run_node(flags, types);
   if (census->parsed())
     return run_census(cflags);
+  if (worker->parsed())
+    return run_worker_process(wflags, types);
   return usage_error("unknown command");
 }
 

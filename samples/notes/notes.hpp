@@ -72,6 +72,11 @@ public:
       return json({{"spun_ms", n}, {"turns", turns}});
     });
     r.post("/api/abort", [](troupe::request&) -> troupe::response { std::abort(); });
+    // /api/exit ends the process at once with exit code N (std::_Exit): with
+    // isolation = "process", a worker exiting with permanent_failure_exitcode.
+    r.post("/api/exit", [](troupe::request& q) -> troupe::response {
+      std::_Exit(static_cast<int>(bounded_integer(q, "code", 0, 255)));
+    });
     r.post("/api/grow", [this](troupe::request& q) {
       auto mb = bounded_integer(q, "mb", 1, max_grow_mb);
       if (ballast_mb_ + mb > max_ballast_mb)

@@ -1,0 +1,749 @@
+#include "actors/worker_process.hpp"
+
+#include "actors/census.hpp"
+#include "actors/errors.hpp"
+#include "actors/group.hpp"
+#include "actors/rate_limited_log.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cmath>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <unordered_map>
+
+extern char** environ;
+
+namespace troupe {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// The child reads its token from here (never from its command line, which
+// any local user can read in /proc), and removes it from its environment.
+constexpr const char* token_variable = "TROUPE_WORKER_TOKEN";
+
+// A child that has not handed over its worker this long after its start is
+// killed (and counts as a failed start): twice stuck_timeout_seconds, at least this.
+constexpr auto min_start_timeout = std::chrono::seconds(10);
+// A child whose worker is gone (down) but whose process lingers is killed after this.
+constexpr auto linger_timeout = std::chrono::seconds(2);
+// At node shutdown, a child that does not leave this long after its worker
+// was told to stop is killed.
+constexpr auto stop_timeout = std::chrono::seconds(5);
+// A process that ends sooner than this after its start is started again only after as long.
+constexpr auto young_death = std::chrono::seconds(1);
+
+std::string random_token() {
+  std::random_device rd;  // getrandom(2) on Linux
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string t;
+  for (int i = 0; i < 8; ++i) {
+    auto v = rd();
+    for (int j = 0; j < 8; ++j, v >>= 4)
+      t.push_back(hex[v & 0xf]);
+  }
+  return t;
+}
+
+// -- the gate -----------------------------------------------------------------------------
+
+struct gate_state {
+  static const char* name;
+  std::unordered_map<std::string, worker_hello> expected;  // by token
+  rate_limited_log refused_log{spdlog::level::warn};
+};
+
+const char* gate_state::name = "troupe.worker_gate";
+
+worker_gate_handle::behavior_type gate_impl(worker_gate_handle::stateful_pointer<gate_state> self) {
+  return {
+    [=](hello_atom, const std::string& token) -> caf::result<worker_hello> {
+      auto& st = self->state;
+      auto i = st.expected.find(token);
+      if (token.empty() || i == st.expected.end()) {
+        st.refused_log("worker gate: a process that cannot show a valid token was refused");
+        return make_error(errc::refused, "unknown worker token");
+      }
+      auto hello = std::move(i->second);
+      st.expected.erase(i);  // once
+      return hello;
+    },
+    [=](hello_atom, std::string& token, worker_hello& hello) {
+      self->state.expected[std::move(token)] = std::move(hello);
+    },
+    [=](drop_atom, const std::string& token) { self->state.expected.erase(token); },
+  };
+}
+
+// -- the slot -----------------------------------------------------------------------------
+
+// One message relayed to the child: sent now, or held until a child is up.
+struct relayed {
+  std::function<void(std::uint64_t id)> send;  // makes the request to the current child
+  std::function<void(caf::error)> fail;        // answers the requester with an error
+  bool retry = false;                          // sent again to a replacement when the child dies with it in flight
+  steady::time_point held_until;
+};
+using relayed_ptr = std::shared_ptr<relayed>;
+
+enum class slot_phase : std::uint8_t {
+  starting,  // a process is starting (or the last one is being reaped): messages are held
+  open,      // the child's worker is up: messages are relayed
+  parked,    // permanent failure: everything is refused
+};
+
+struct slot_state {
+  static const char* name;
+
+  worker_process_handle::stateful_pointer<slot_state> self = nullptr;
+  std::optional<actor_gauge> gauge;  // troupe_actors{kind="worker"}: the slot stands for its worker in the node
+  worker_spec spec;
+  config::group_settings settings;
+  group_handle group;
+  group_counters* counters = nullptr;
+  std::optional<worker_state> shown;  // what troupe_workers counts this slot as
+
+  slot_phase phase = slot_phase::starting;
+  // The process (-1: none); shared with the functor that kills it if the slot ends first.
+  std::shared_ptr<pid_t> process = std::make_shared<pid_t>(-1);
+  pid_t& pid = *process;
+  std::string token;
+  worker_handle child;
+  std::uint64_t generation = 0;  // of the child: stale answers are recognised
+  steady::time_point started_at, lost_at;
+  steady::duration last_start = std::chrono::seconds(1);  // how long its last process took to hand its worker over
+  bool child_lost = false;    // its worker is down; the process is being reaped
+  bool child_stopped = false; // its worker stopped normally (drained): the slot stops too
+  bool killed = false;        // we sent SIGKILL (stuck, lingering, or a failed start)
+
+  std::deque<relayed_ptr> held;
+  std::unordered_map<std::uint64_t, relayed_ptr> in_flight;
+  std::uint64_t next_id = 0;
+
+  caf::timespan heartbeat_every{};
+  steady::duration start_timeout{};
+  steady::time_point next_heartbeat;
+  bool heartbeat_pending = false;
+  worker_vitals vitals;  // the child's last answer (counted into the node's metrics)
+
+  std::optional<std::pair<bool, std::uint32_t>> degraded;  // the group's last word, for every new child
+  std::optional<caf::error> stopping;                      // the node stops: the reason, once the child is gone
+  steady::time_point stop_deadline;
+  std::uint32_t restarts = 0;
+  bool restart_due = false;  // a delayed restart is on its way
+  bool replacing = false;    // its child asked to be replaced (memory occupancy): the next exit starts a fresh one
+
+  void show(worker_state s) {
+    if (!counters)
+      return;
+    if (shown)
+      counters->workers[static_cast<std::size_t>(*shown)].fetch_sub(1, std::memory_order_relaxed);
+    counters->workers[static_cast<std::size_t>(s)].fetch_add(1, std::memory_order_relaxed);
+    shown = s;
+  }
+
+  void unshow() {
+    if (counters && shown)
+      counters->workers[static_cast<std::size_t>(*shown)].fetch_sub(1, std::memory_order_relaxed);
+    shown.reset();
+  }
+
+  // Starts a child process; on failure it counts as an exit (restart asked).
+  void start_child() {
+    phase = slot_phase::starting;
+    show(worker_state::starting);
+    child_lost = child_stopped = killed = false;
+    token = random_token();
+    worker_hello hello{caf::actor_cast<caf::actor>(self), spec.commander, spec.global_store, spec.deposit,
+                       caf::actor_cast<caf::actor>(spec.ctx->census), spec.ctx->node_name, spec.name, spec.group};
+    self->send(caf::actor_cast<worker_gate_handle>(spec.ctx->worker_gate), hello_atom::value, token, std::move(hello));
+    std::vector<std::string> args{"troupe", "worker", "--parent", "127.0.0.1:" + std::to_string(spec.ctx->worker_gate_port),
+                                  "--parent-pid", std::to_string(::getpid()), "--worker", spec.name};
+    for (auto& a : spec.ctx->worker_recipe_args)
+      args.push_back(a);
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; e && *e; ++e)
+      if (std::strncmp(*e, token_variable, std::strlen(token_variable)) != 0)
+        env_strings.emplace_back(*e);
+    env_strings.push_back(std::string(token_variable) + "=" + token);
+    std::vector<char*> envp;
+    for (auto& e : env_strings)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);  // the node's stdout carries its ready line only
+    posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);     // no listening socket of the node's
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);  // the node blocks SIGTERM/SIGINT in all its threads
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    // Its own process group: a terminal's ^C reaches the node only, which freezes the child's users first.
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    pid_t p = -1;
+    int rc = posix_spawn(&p, "/proc/self/exe", &fa, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    started_at = steady::now();
+    ++generation;
+    if (rc != 0) {
+      spdlog::error("worker {}: cannot start its process: {}", spec.name, std::strerror(rc));
+      self->send(caf::actor_cast<worker_gate_handle>(spec.ctx->worker_gate), drop_atom::value, token);
+      pid = -1;
+      exited(-1);
+      return;
+    }
+    pid = p;
+    spdlog::info("worker {}: process {} started", spec.name, pid);
+  }
+
+  // The child showed its token and handed its worker over.
+  void on_ready(const std::string& shown_token, worker_handle w) {
+    if (phase != slot_phase::starting || child || shown_token != token || !w) {
+      if (w)  // a stale child (we gave up on it): it must not serve
+        caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+      return;
+    }
+    child = std::move(w);
+    last_start = steady::now() - started_at;
+    self->monitor(child);  // a closed connection (kill -9, abort) comes as its down message at once
+    phase = slot_phase::open;
+    show(worker_state::open);
+    vitals = worker_vitals{};  // a new process counts from zero
+    heartbeat_pending = false;
+    next_heartbeat = steady::now();
+    spdlog::info("worker {}: process {} serves", spec.name, pid);
+    if (degraded)
+      self->send(child, degraded_atom::value, degraded->first, degraded->second);
+    if (stopping) {
+      caf::anon_send_exit(child, caf::exit_reason::user_shutdown);
+      return;
+    }
+    auto waiting = std::move(held);
+    held.clear();
+    for (auto& r : waiting)
+      dispatch(r);
+  }
+
+  void dispatch(const relayed_ptr& r) {
+    if (phase == slot_phase::parked)
+      return r->fail(parked_error());
+    if (phase == slot_phase::open && child) {
+      auto id = ++next_id;
+      in_flight.emplace(id, r);
+      r->send(id);
+      return;
+    }
+    if (held.size() >= spec.ctx->recipe.limits.max_inflight)
+      return r->fail(not_back_error());
+    r->held_until = steady::now() + std::chrono::duration_cast<steady::duration>(
+                                      std::chrono::duration<double>(spec.ctx->recipe.limits.hold_seconds));
+    held.push_back(r);
+  }
+
+  // 503 without Retry-After: retrying will not help until the node restarts.
+  caf::error parked_error() const {
+    if (degraded && degraded->first)  // parked by its degraded group until the recovery
+      return make_refusal(errc::group_degraded, "group " + spec.group + " is degraded: its requests are refused",
+                          degraded->second);
+    return make_refusal(errc::unavailable, "worker " + spec.name + " failed permanently; its slot is parked", 0);
+  }
+
+  // 503 with a Retry-After of the time its last process took to start (at least 1 s).
+  caf::error not_back_error() const {
+    auto seconds = std::chrono::duration<double>(last_start).count();
+    return make_refusal(errc::unavailable, "worker " + spec.name + " is being replaced, retry",
+                        static_cast<std::uint32_t>(std::max(1.0, std::ceil(seconds))));
+  }
+
+  // Relays one request to the child (now or once it is up); `retry`: sent
+  // again to a replacement if the child dies with it in flight.
+  template <class... Rs, class... Ts>
+  caf::typed_response_promise<Rs...> relay(bool retry, caf::duration timeout, Ts... xs) {
+    auto rp = self->template make_response_promise<Rs...>();
+    auto r = std::make_shared<relayed>();
+    r->retry = retry;
+    r->fail = [rp](caf::error err) mutable { rp.deliver(std::move(err)); };
+    r->send = [this, rp, timeout, xs...](std::uint64_t id) mutable {
+      self->request(child, timeout, xs...)
+        .then(
+          [this, id, rp](Rs&... rs) mutable {
+            if (in_flight.erase(id))
+              rp.deliver(std::move(rs)...);
+          },
+          [this, id, rp](caf::error& err) mutable {
+            if (in_flight.erase(id))
+              rp.deliver(std::move(err));
+          });
+    };
+    dispatch(r);
+    return rp;
+  }
+
+  template <class... Ts>
+  void tell(Ts&&... xs) {
+    if (phase == slot_phase::open && child)
+      self->send(child, std::forward<Ts>(xs)...);
+  }
+
+  // The child's worker is down (its process died, or it stopped).
+  void on_down(const caf::down_msg& dm) {
+    if (!child || dm.source != child.address())
+      return;
+    lose_child(!dm.reason);
+    if (dm.reason && !stopping)
+      spdlog::error("worker {}: process {} lost ({})", spec.name, pid, self->system().render(dm.reason));
+    on_tick();  // a killed process is usually reapable already: no need to wait for the next tick
+  }
+
+  void lose_child(bool stopped_normally) {
+    child = nullptr;
+    child_lost = true;
+    child_stopped = stopped_normally;
+    lost_at = steady::now();
+    if (phase == slot_phase::open)
+      phase = slot_phase::starting;
+    show(worker_state::starting);
+    heartbeat_pending = false;
+    ++generation;
+    // Its users are gone with it.
+    spec.ctx->metrics.actors[static_cast<std::size_t>(actor_kind::user)].fetch_sub(
+      static_cast<std::int64_t>(vitals.users), std::memory_order_relaxed);
+    vitals.users = 0;
+    // What was in flight: an attach goes to the replacement; the rest fails now
+    // (CAF would let it wait out its timeout).
+    auto flying = std::move(in_flight);
+    in_flight.clear();
+    for (auto& [id, r] : flying) {
+      if (r->retry && !stopped_normally && !stopping)
+        dispatch(r);
+      else
+        r->fail(make_error(errc::unavailable, "worker " + spec.name + "'s process is gone"));
+    }
+  }
+
+  // Adds what the child counted since its last answer to the node's metrics.
+  void count(const worker_vitals& v) {
+    auto& m = spec.ctx->metrics;
+    auto grow = [](std::atomic<std::uint64_t>& into, std::uint64_t now, std::uint64_t before) {
+      if (now > before)
+        into.fetch_add(now - before, std::memory_order_relaxed);
+    };
+    grow(m.user_restarts, v.user_restarts, vitals.user_restarts);
+    grow(m.user_freezes, v.user_freezes, vitals.user_freezes);
+    grow(m.user_wakes, v.user_wakes, vitals.user_wakes);
+    grow(m.handler_failures, v.handler_failures, vitals.handler_failures);
+    m.actors[static_cast<std::size_t>(actor_kind::user)].fetch_add(
+      static_cast<std::int64_t>(v.users) - static_cast<std::int64_t>(vitals.users), std::memory_order_relaxed);
+    vitals = v;
+  }
+
+  void kill_child(const char* why) {
+    if (pid <= 0 || killed)
+      return;
+    spdlog::error("worker {}: process {} {}; killed", spec.name, pid, why);
+    ::kill(pid, SIGKILL);
+    killed = true;
+  }
+
+  // Every tick: reap, heartbeat, expire what is held too long.
+  void on_tick() {
+    auto now = steady::now();
+    if (pid > 0) {
+      int status = 0;
+      auto r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid || (r < 0 && errno == ECHILD)) {
+        std::int32_t code = -1;  // killed, signalled, or not ours to reap
+        if (r == pid && WIFEXITED(status))
+          code = WEXITSTATUS(status);
+        else if (r == pid && WIFSIGNALED(status) && !killed)
+          spdlog::error("worker {}: process {} died of signal {}", spec.name, pid, WTERMSIG(status));
+        pid = -1;
+        return exited(code);
+      }
+    }
+    if (pid > 0) {
+      if (stopping && now > stop_deadline)
+        kill_child("did not stop in time");
+      else if (child_lost && now - lost_at > linger_timeout)
+        kill_child("lingers without its worker");
+      else if (phase == slot_phase::starting && !child && !child_lost && now - started_at > start_timeout) {
+        self->send(caf::actor_cast<worker_gate_handle>(spec.ctx->worker_gate), drop_atom::value, token);
+        kill_child("did not hand its worker over in time");
+      }
+    }
+    while (!held.empty() && held.front()->held_until <= now) {
+      auto r = std::move(held.front());
+      held.pop_front();
+      r->fail(not_back_error());
+    }
+    if (phase == slot_phase::open && child && !heartbeat_pending && now >= next_heartbeat && !stopping)
+      heartbeat();
+  }
+
+  void heartbeat() {
+    heartbeat_pending = true;
+    next_heartbeat = steady::now() + heartbeat_every;
+    auto gen = generation;
+    auto stuck = node_context::to_duration(settings.stuck_timeout_seconds);
+    self->request(child, stuck, heartbeat_atom::value)
+      .then(
+        [this, gen](worker_vitals& v) {
+          if (gen != generation)
+            return;
+          heartbeat_pending = false;
+          count(v);
+        },
+        [this, gen](caf::error& err) {
+          if (gen != generation)
+            return;
+          heartbeat_pending = false;
+          if (err == caf::sec::request_timeout)
+            kill_child(("did not answer its heartbeat for " + std::to_string(settings.stuck_timeout_seconds) + " s")
+                         .c_str());
+        });
+  }
+
+  // The process is reaped with `code` (-1: killed or signalled).
+  void exited(std::int32_t code) {
+    if (child)  // its down message is still on the way
+      lose_child(false);
+    child_lost = false;
+    if (stopping) {
+      unshow();
+      return self->quit(*stopping);
+    }
+    if (child_stopped) {  // drained: it stopped normally; the group does not replace it
+      spdlog::info("worker {}: its process stopped (code {})", spec.name, code);
+      fail_held("worker " + spec.name + " stopped");
+      unshow();
+      return self->quit();
+    }
+    if (replacing) {  // past its memory occupancy, its users frozen: a fresh process, no failure
+      replacing = false;
+      spdlog::info("worker {}: its process was replaced (memory occupancy; exit code {})", spec.name, code);
+      return start_child();
+    }
+    spdlog::error("worker {}: process ended (exit code {}); asking group {} whether to start it again", spec.name,
+                  code, spec.group);
+    auto gen = generation;
+    self->request(group, spec.ctx->request_timeout(), restart_atom::value, spec.name, code)
+      .then(
+        [this, gen](bool restart) {
+          if (gen != generation || stopping || pid > 0)
+            return;
+          if (!restart)
+            return park();
+          ++restarts;  // the group counts troupe_worker_restarts_total (it judges the restart intensity)
+          // A process that died young (it cannot start) is not started again
+          // in a tight loop: it waits a moment first.
+          if (steady::now() - started_at < young_death) {
+            restart_due = true;
+            self->delayed_send(self, young_death, tick_atom::value, std::uint64_t{1}, std::uint8_t{0}, std::uint64_t{0});
+            return;
+          }
+          start_child();
+        },
+        [this](caf::error& err) {
+          spdlog::error("worker {}: its group did not answer ({}); the slot stops", spec.name,
+                        self->system().render(err));
+          fail_held("worker " + spec.name + " stopped");
+          unshow();
+          self->quit(err);
+        });
+  }
+
+  void park() {
+    phase = slot_phase::parked;
+    show(worker_state::parked);
+    fail_held("");
+  }
+
+  void fail_held(const std::string& text) {
+    auto waiting = std::move(held);
+    held.clear();
+    for (auto& r : waiting)
+      r->fail(text.empty() ? parked_error() : make_error(errc::unavailable, text));
+  }
+
+  // The node stops (the group's exit reached this slot): the child's worker is
+  // told to stop (its users were frozen by the soft quit), the process reaped.
+  void stop(caf::error reason) {
+    if (stopping)
+      return;
+    stopping = std::move(reason);
+    stop_deadline = steady::now() + stop_timeout;
+    fail_held("the node stops");
+    if (child)
+      caf::anon_send_exit(child, caf::exit_reason::user_shutdown);
+    if (pid <= 0) {
+      unshow();
+      self->quit(*stopping);
+    }
+  }
+};
+
+const char* slot_state::name = "troupe.worker_process";
+
+worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_pointer<slot_state> self,
+                                               worker_spec spec, config::group_settings settings, group_handle group) {
+  auto& st = self->state;
+  st.self = self;
+  st.gauge.emplace(spec.ctx->metrics, actor_kind::worker);
+  st.counters = spec.ctx->metrics.group(spec.group);
+  st.spec = std::move(spec);
+  st.settings = std::move(settings);
+  st.group = std::move(group);
+  st.heartbeat_every = heartbeat_interval(st.settings);
+  st.start_timeout = std::max<steady::duration>(
+    min_start_timeout,
+    std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(2 * st.settings.stuck_timeout_seconds)));
+  auto tick_every = std::min<caf::timespan>(st.heartbeat_every, std::chrono::milliseconds(100));
+  self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    if (em.reason)
+      self->state.stop(em.reason);
+  });
+  // Never an orphan: a process still running when the slot ends is killed and reaped.
+  self->attach_functor([process = st.process] {
+    if (*process > 0) {
+      ::kill(*process, SIGKILL);
+      ::waitpid(*process, nullptr, 0);  // at once after SIGKILL
+      *process = -1;
+    }
+  });
+  st.start_child();
+  self->send(self, tick_atom::value, std::uint64_t{0}, std::uint8_t{0}, std::uint64_t{0});
+  auto hold = st.spec.ctx->hold_timeout();
+  auto requests = st.spec.ctx->request_timeout();
+  auto freeze_budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds + 1);
+  auto drain_budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds + 1 +
+                                                st.spec.ctx->recipe.limits.request_timeout_seconds);
+  return {
+    [=](attach_atom a, attach_order& order) {
+      return self->state.template relay<placement>(true, hold, a, std::move(order));
+    },
+    [=](release_atom a, std::string& user) { self->state.tell(a, std::move(user)); },
+    [=](freeze_atom a, std::string& user) {
+      return self->state.template relay<bool>(false, requests, a, std::move(user));
+    },
+    [=](quit_atom a) -> caf::result<std::uint64_t, std::vector<std::string>> {
+      if (self->state.phase != slot_phase::open)  // no child up: no user lives in it
+        return caf::make_result(std::uint64_t{0}, std::vector<std::string>{});
+      return self->state.template relay<std::uint64_t, std::vector<std::string>>(false, freeze_budget, a);
+    },
+    [=](drain_atom a) {
+      return self->state.template relay<std::uint64_t, std::uint64_t>(false, drain_budget, a);
+    },
+    [=](drop_atom a, std::string& user) {
+      return self->state.template relay<bool>(false, requests, a, std::move(user));
+    },
+    [=](probe_atom a, std::uint64_t query, bool detail) -> caf::result<actor_probe> {
+      auto& st = self->state;
+      if (st.phase != slot_phase::open) {
+        actor_probe p;
+        p.query = query;
+        p.mailbox = self->mailbox().size();
+        p.restarts = st.restarts;
+        return p;
+      }
+      return st.template relay<actor_probe>(false, requests, a, query, detail);
+    },
+    [=](scan_atom a) -> caf::result<std::vector<std::string>, std::vector<std::uint64_t>> {
+      if (self->state.phase != slot_phase::open)
+        return caf::make_result(std::vector<std::string>{}, std::vector<std::uint64_t>{});
+      return self->state.template relay<std::vector<std::string>, std::vector<std::uint64_t>>(false, requests, a);
+    },
+    [=](fence_atom a) { self->state.tell(a); },
+    [=](tick_atom, std::uint64_t which, std::uint8_t, std::uint64_t) {
+      // Its own timers (a child's users tick their own worker, in the child).
+      auto& st = self->state;
+      if (which == 1) {  // the delayed restart
+        if (st.restart_due && !st.stopping && st.pid <= 0 && st.phase != slot_phase::parked) {
+          st.restart_due = false;
+          st.start_child();
+        }
+        return;
+      }
+      self->state.on_tick();
+      self->delayed_send(self, tick_every, tick_atom::value, std::uint64_t{0}, std::uint8_t{0}, std::uint64_t{0});
+    },
+    [=](restart_atom a, std::string& user, store::bytes& last_good) {
+      self->state.tell(a, std::move(user), std::move(last_good));
+    },
+    [=](degraded_atom a, bool on, std::uint32_t retry_after) {
+      self->state.degraded = std::make_pair(on, retry_after);
+      self->state.tell(a, on, retry_after);
+    },
+    [=](heartbeat_atom) { return self->state.vitals; },
+    [=](ready_atom, const std::string& token, worker_handle& w) { self->state.on_ready(token, std::move(w)); },
+    [=](admission_atom a, admission_report& report) {
+      if (!self->state.child || report.worker != self->state.child.address())
+        return;  // from a child given up on
+      report.worker = self->address();
+      if (self->state.phase == slot_phase::open)
+        self->state.show(report.admits ? worker_state::open : worker_state::closed);
+      self->send(self->state.group, a, std::move(report));
+    },
+    [=](admission_atom) {
+      // the worker's own beat: a slot has none (its child's worker beats in the child)
+    },
+    [=](replace_atom, const caf::actor_addr& from, std::uint64_t rss) {
+      auto& st = self->state;
+      if (!st.child || from != st.child.address() || st.pid <= 0)
+        return;
+      spdlog::warn("worker {}: {} MB resident past restart_occupancy_max_percent, its users frozen: replacing its process",
+                   st.spec.name, rss >> 20);
+      st.replacing = true;
+      st.kill_child("replaced for its memory occupancy");
+    },
+  };
+}
+
+// -- the child ----------------------------------------------------------------------------
+
+void setup_child_logging(const std::string& level, const std::string& worker) {
+  spdlog::drop("troupe");  // set again once the worker's name is known
+  auto logger = spdlog::stderr_color_mt("troupe");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + worker + " " + std::to_string(::getpid()) + "] %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::flush_on(spdlog::level::warn);
+}
+
+}  // namespace
+
+caf::timespan heartbeat_interval(const config::group_settings& settings) {
+  auto quarter = std::chrono::duration<double>(settings.stuck_timeout_seconds / 4);
+  return std::min<caf::timespan>(std::chrono::seconds(1),
+                                 std::max<caf::timespan>(std::chrono::milliseconds(10),
+                                                         std::chrono::duration_cast<caf::timespan>(quarter)));
+}
+
+worker_gate_handle spawn_worker_gate(caf::actor_system& sys) {
+  return sys.spawn(gate_impl);
+}
+
+worker_handle spawn_worker_process(caf::local_actor& group, worker_spec spec, const config::group_settings& settings) {
+  auto g = caf::actor_cast<group_handle>(&group);
+  auto slot = group.spawn<caf::linked>(slot_impl, std::move(spec), settings, std::move(g));
+  return caf::actor_cast<worker_handle>(slot);
+}
+
+int run_worker_process(const worker_process_flags& flags, const app_types& types) {
+  // Dies with the node's thread that started it (a scheduler thread, which
+  // lives as long as the node's actors); and exits if the node is gone already.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (flags.parent_pid > 0 && ::getppid() != static_cast<pid_t>(flags.parent_pid))
+    return 1;
+  std::string token = flags.token;
+  if (const char* t = std::getenv(token_variable); t && token.empty())
+    token = t;
+  ::unsetenv(token_variable);  // not a recipe key, and nothing below needs to see it
+  auto ctx = std::make_shared<node_context>();
+  try {
+    config::recipe_sources src;
+    src.file = flags.config_file;
+    src.env = config::troupe_environment();
+    src.sets = flags.sets;
+    ctx->recipe = config::load_recipe(src);
+  } catch (const config::recipe_error& e) {
+    std::fprintf(stderr, "troupe worker: %s\n", e.what());
+    return 2;
+  }
+  auto port_at = flags.parent.rfind(':');
+  if (port_at == std::string::npos) {
+    std::fprintf(stderr, "troupe worker: --parent must be HOST:PORT\n");
+    return 2;
+  }
+  auto host = flags.parent.substr(0, port_at);
+  auto port = static_cast<std::uint16_t>(std::stoi(flags.parent.substr(port_at + 1)));
+  setup_child_logging(ctx->recipe.node.log_level, "worker");
+  ctx->apps = types;
+  for (auto& g : ctx->recipe.groups)
+    ctx->metrics.add_group(g.name);
+  // The connection ids' key, as the node has it (the node created the file before any worker started).
+  try {
+    std::string secret = ctx->recipe.node.cookie_secret;
+    if (secret.empty())
+      secret = registry::load_or_create_secret(ctx->recipe.deposit.path + "/cookie.secret");
+    ctx->cids = std::make_shared<const registry::cid_signer>(secret);
+  } catch (const std::exception& e) {
+    spdlog::critical("the connection ids' key cannot be read: {}", e.what());
+    return 1;
+  }
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.enable-automatic-connections", false);
+  cfg.set("scheduler.max-threads", ctx->recipe.node.actor_threads);
+  cfg.set("scheduler.policy", caf::atom_from_string(ctx->recipe.node.actor_scheduler));
+  caf::actor_system sys{cfg};
+  auto gate = sys.middleman().remote_actor<worker_gate_handle>(host, port);
+  if (!gate) {
+    spdlog::critical("cannot reach the node's worker gate at {}: {}", flags.parent, sys.render(gate.error()));
+    return 1;
+  }
+  int code = 0;
+  {
+    caf::scoped_actor self{sys};
+    worker_hello hello;
+    bool greeted = false;
+    self->request(*gate, std::chrono::seconds(10), hello_atom::value, token)
+      .receive([&](worker_hello& h) { hello = std::move(h); greeted = true; },
+               [&](caf::error& err) { spdlog::critical("the node refused this worker: {}", sys.render(err)); });
+    if (!greeted)
+      return 1;
+    setup_child_logging(ctx->recipe.node.log_level, hello.worker);
+    ctx->node_name = hello.node_name;
+    ctx->census = caf::actor_cast<census_member_view>(hello.census);
+    // Its admission reports and replacement requests go to its slot, which speaks for it to the group.
+    auto worker = spawn_worker(sys, worker_spec{hello.worker, hello.group, hello.commander, hello.global_store,
+                                                hello.deposit, ctx, hello.slot});
+    self->monitor(worker);
+    self->monitor(hello.slot);
+    self->send(caf::actor_cast<worker_process_handle>(hello.slot), ready_atom::value, token, worker);
+    bool worker_gone = false;
+    while (!worker_gone) {
+      self->receive([&](caf::down_msg& dm) {
+        if (dm.source == worker.address()) {
+          worker_gone = true;
+          if (dm.reason && dm.reason != caf::exit_reason::user_shutdown)
+            code = 1;
+        } else {  // the node (its slot) is gone: the worker goes too
+          caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+        }
+      });
+    }
+  }
+  spdlog::shutdown();
+  return code;
+}
+
+}  // namespace troupe

@@ -1,0 +1,418 @@
+// Workers as processes (issue 13, [[group]] isolation = "process"): the real
+// node starts its workers as OS processes of its own and supervises them.
+#include "../support/test_support.hpp"
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+using namespace troupe::test;
+using nlohmann::json;
+using std::chrono::milliseconds;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string token = "process-admin-" + random_token(16);
+
+headers_t bearer() { return {{"Authorization", "Bearer " + token}}; }
+
+// The command line of process `pid`, its NUL separators as spaces ("" once it is gone).
+std::string cmdline_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (auto& c : s)
+    if (c == '\0')
+      c = ' ';
+  return s;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  if (close == std::string::npos)
+    return -1;
+  std::istringstream rest(stat.substr(close + 2));
+  char state = 0;
+  pid_t ppid = -1;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+bool is_zombie(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+// Every live `troupe worker` process whose parent is `node`.
+std::vector<pid_t> worker_processes(pid_t node) {
+  std::vector<pid_t> out;
+  for (auto& e : fs::directory_iterator("/proc")) {
+    auto name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])))
+      continue;
+    pid_t pid = std::stoi(name);
+    if (parent_of(pid) == node && !is_zombie(pid) && cmdline_of(pid).find(" worker ") != std::string::npos)
+      out.push_back(pid);
+  }
+  return out;
+}
+
+// The worker process of `node` serving worker `name` (-1: none).
+pid_t worker_pid(pid_t node, const std::string& name) {
+  for (auto pid : worker_processes(node))
+    if (cmdline_of(pid).find(" --worker " + name + " ") != std::string::npos)
+      return pid;
+  return -1;
+}
+
+bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 || is_zombie(pid); }
+
+long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
+
+class ProcessWorkers : public node_test {
+protected:
+  node_process& start_process(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--admin-token", token, "--set", "group.default.isolation=process"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return start(std::move(args));
+  }
+
+  // Logs `c` in as `user` and answers his worker's name.
+  std::string login(http_client& c, const std::string& user) {
+    auto r = c.post_json("/api/login", {{"user", user}});
+    EXPECT_EQ(r.status, 200) << r.describe();
+    return r.json().value("worker", "");
+  }
+
+  // Waits until worker `name` runs in a process other than `old` (-1: any) and answers it.
+  pid_t wait_for_worker(pid_t node, const std::string& name, pid_t old, milliseconds timeout = milliseconds(20000)) {
+    pid_t found = -1;
+    eventually(timeout, [&] {
+      found = worker_pid(node, name);
+      return found > 0 && found != old;
+    });
+    return found != old ? found : -1;
+  }
+};
+
+TEST_F(ProcessWorkers, AProcessWorkerServesItsUsersAndKeepsTheirState) {
+  auto& n = start_process({"--set", "group.default.workers=2"});
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }))
+    << "worker processes: " << worker_processes(n.pid()).size();
+  http_client c(n.port());
+  auto worker = login(c, "alice");
+  ASSERT_FALSE(worker.empty());
+  for (long long i = 1; i <= 5; ++i)
+    ASSERT_EQ(incr(c), i);
+  auto who = c.get("/api/whoami").json();
+  EXPECT_EQ(who.value("worker", ""), worker);
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0) << "no process for worker " << worker;
+  EXPECT_NE(pid, n.pid());
+  EXPECT_EQ(parent_of(pid), n.pid());
+  // The node counts the users living in its worker processes.
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+    return troupe::test::metric(n.port(), bearer(), "troupe_users", "state=\"active\"") >= 1;
+  }));
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+    return troupe::test::metric(n.port(), bearer(), "troupe_workers", "group=\"default\",state=\"open\"") == 2;
+  }));
+  EXPECT_EQ(troupe::test::metric(n.port(), bearer(), "troupe_actors", "kind=\"worker\""), 2);
+}
+
+// kill -9 of one worker process under load: the users of the other worker see
+// no error; the dead worker's user is served again, from his last durable state.
+TEST_F(ProcessWorkers, AKilledWorkerProcessIsReplacedAndOnlyItsUsersNoticeIt) {
+  auto& n = start_process({"--set", "group.default.workers=2", "--set", "group.default.durability=reply"});
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  // Two users on two different workers.
+  http_client victim(n.port()), bystander(n.port());
+  auto victim_worker = login(victim, "victim");
+  std::string bystander_worker;
+  for (int i = 0; i < 8 && (bystander_worker.empty() || bystander_worker == victim_worker); ++i) {
+    bystander.clear_cookie();
+    bystander_worker = login(bystander, "bystander" + std::to_string(i));
+  }
+  ASSERT_NE(bystander_worker, victim_worker) << "every user landed on " << victim_worker;
+  auto victim_pid = worker_pid(n.pid(), victim_worker);
+  ASSERT_GT(victim_pid, 0);
+
+  std::atomic<bool> stop{false};
+  std::atomic<long long> bystander_errors{0}, bystander_served{0}, victim_acked{0};
+  std::thread bystander_load([&] {
+    long long expected = 0;
+    while (!stop) {
+      auto r = bystander.post("/api/counter/incr");
+      if (r.status != 200 || count_of(r) != ++expected)
+        ++bystander_errors;
+      else
+        ++bystander_served;
+    }
+  });
+  std::thread victim_load([&] {
+    http_client c(n.port());
+    c.set_cookie(*victim.cookie());
+    while (!stop) {
+      try {
+        auto r = c.post("/api/counter/incr", {}, {}, milliseconds(5000));
+        if (r.status == 200)
+          victim_acked = count_of(r);
+      } catch (const std::exception&) {
+        c.close();  // its connection may be cut with the process: reconnect
+      }
+    }
+  });
+  ASSERT_TRUE(eventually(milliseconds(10000), [&] { return victim_acked > 5 && bystander_served > 5; }));
+  ASSERT_EQ(::kill(victim_pid, SIGKILL), 0);
+  auto replacement = wait_for_worker(n.pid(), victim_worker, victim_pid);
+  EXPECT_GT(replacement, 0) << "worker " << victim_worker << " was not started again";
+  auto acked_at_kill = victim_acked.load();
+  EXPECT_TRUE(eventually(milliseconds(20000), [&] { return victim_acked > acked_at_kill + 3; }))
+    << "the victim was not served again";
+  stop = true;
+  bystander_load.join();
+  victim_load.join();
+  EXPECT_EQ(bystander_errors, 0) << "the other worker's user saw errors";
+  // Every acknowledged increment was durable: the count goes on from the last one acknowledged.
+  auto last = victim_acked.load();
+  auto now = count_of(victim.get("/api/counter"));
+  EXPECT_GE(now, last);
+  EXPECT_LE(now, last + 1);  // the one in flight at the end may have landed unacknowledged
+  EXPECT_GE(troupe::test::metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 1);
+}
+
+// A handler in an endless loop blocks its process's scheduler: the heartbeat
+// goes unanswered, the process is killed and replaced.
+TEST_F(ProcessWorkers, AStuckWorkerProcessIsKilledAndReplaced) {
+  auto& n = start_process({"--set", "group.default.stuck_timeout_seconds=1", "--set", "node.actor_threads=1"});
+  http_client c(n.port());
+  auto worker = login(c, "spinner");
+  ASSERT_EQ(incr(c), 1);
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0);
+  std::thread spin([&] {
+    http_client s(n.port());
+    s.set_cookie(*c.cookie());
+    try {
+      s.post_json("/api/spin", {{"ms", 20000}}, {}, milliseconds(30000));
+    } catch (const std::exception&) {
+    }
+  });
+  auto replacement = wait_for_worker(n.pid(), worker, pid, milliseconds(15000));
+  spin.join();
+  ASSERT_GT(replacement, 0) << "the stuck worker process was not replaced";
+  EXPECT_TRUE(process_gone(pid));
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+    auto r = c.get("/api/counter");
+    return r.status == 200;
+  })) << "not served after the replacement";
+}
+
+// A stopped process (SIGSTOP) keeps its connection open: only the heartbeat sees it.
+TEST_F(ProcessWorkers, AFrozenWorkerProcessIsSeenByItsHeartbeatAndReplaced) {
+  auto& n = start_process({"--set", "group.default.stuck_timeout_seconds=1"});
+  http_client c(n.port());
+  auto worker = login(c, "sleeper");
+  ASSERT_EQ(incr(c), 1);
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto replacement = wait_for_worker(n.pid(), worker, pid, milliseconds(15000));
+  ASSERT_GT(replacement, 0) << "the stopped worker process was not replaced";
+  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return process_gone(pid); }));
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return c.get("/api/counter").status == 200; }));
+}
+
+// An operator's drain of a process worker: its users freeze, the process
+// stops and is not started again; its users wake on another worker.
+TEST_F(ProcessWorkers, ADrainedWorkerProcessStopsAndIsNotReplaced) {
+  auto& n = start_process({"--set", "group.default.workers=2"});
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  http_client c(n.port());
+  auto worker = login(c, "drained");
+  ASSERT_EQ(incr(c), 1);
+  ASSERT_EQ(incr(c), 2);
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0);
+  http_client admin(n.port());
+  auto r = admin.post("/_troupe/workers/" + worker + "/drain", {}, bearer(), milliseconds(20000));
+  ASSERT_EQ(r.status, 200) << r.describe();
+  EXPECT_EQ(r.json().value("frozen", -1), 1) << r.describe();
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return process_gone(pid); }));
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return worker_processes(n.pid()).size() == 1; }));
+  EXPECT_EQ(worker_pid(n.pid(), worker), -1) << "a drained worker was started again";
+  EXPECT_EQ(troupe::test::metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 0);
+  EXPECT_EQ(count_of(c.get("/api/counter")), 2);
+  EXPECT_NE(c.get("/api/whoami").json().value("worker", ""), worker);
+}
+
+// An operator's freeze and drop reach the user in his worker process through its slot.
+TEST_F(ProcessWorkers, FreezeAndDropReachTheUserInAWorkerProcess) {
+  auto& n = start_process({"--set", "group.default.workers=2"});
+  http_client c(n.port());
+  login(c, "ordered");
+  ASSERT_EQ(incr(c), 1);
+  http_client admin(n.port());
+  auto f = admin.post("/_troupe/users/ordered/freeze", {}, bearer(), milliseconds(15000));
+  ASSERT_EQ(f.status, 200) << f.describe();
+  EXPECT_EQ(f.json().value("frozen", ""), "ordered");
+  EXPECT_EQ(count_of(c.get("/api/counter")), 1) << "woken from his frozen parcel";
+  auto d = admin.post("/_troupe/users/ordered/drop", {}, bearer(), milliseconds(15000));
+  ASSERT_EQ(d.status, 200) << d.describe();
+  EXPECT_EQ(d.json().value("dropped", ""), "ordered");
+}
+
+// std::abort() in a worker process ends that process only: the node serves on.
+TEST_F(ProcessWorkers, AnAbortInAWorkerProcessLeavesTheNodeServing) {
+  auto& n = start_process({"--set", "group.default.durability=reply"});
+  http_client c(n.port());
+  auto worker = login(c, "aborter");
+  ASSERT_EQ(incr(c), 1);
+  ASSERT_EQ(incr(c), 2);
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0);
+  try {
+    c.post("/api/abort", {}, {}, milliseconds(10000));
+  } catch (const std::exception&) {
+    c.close();
+  }
+  auto replacement = wait_for_worker(n.pid(), worker, pid);
+  ASSERT_GT(replacement, 0);
+  EXPECT_TRUE(n.running());
+  response r;
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+    try {
+      r = c.post("/api/counter/incr");
+      return r.status == 200;
+    } catch (const std::exception&) {
+      c.close();
+      return false;
+    }
+  }));
+  EXPECT_EQ(count_of(r), 3) << "not woken from his last durable state";
+}
+
+// A worker exiting with permanent_failure_exitcode parks its slot: not started
+// again, its users refused; another exit code is an ordinary failure.
+TEST_F(ProcessWorkers, APermanentFailureExitCodeParksTheSlot) {
+  auto& n = start_process({"--set", "group.default.permanent_failure_exitcode=42"});
+  http_client c(n.port());
+  auto worker = login(c, "parker");
+  auto pid = worker_pid(n.pid(), worker);
+  ASSERT_GT(pid, 0);
+  // An ordinary exit code: replaced.
+  try {
+    c.post_json("/api/exit", {{"code", 3}}, {}, milliseconds(10000));
+  } catch (const std::exception&) {
+    c.close();
+  }
+  auto second = wait_for_worker(n.pid(), worker, pid);
+  ASSERT_GT(second, 0) << "exit code 3 did not restart the worker";
+  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
+    try {
+      return c.get("/api/counter").status == 200;
+    } catch (const std::exception&) {
+      c.close();
+      return false;
+    }
+  }));
+  // The permanent one: parked.
+  try {
+    c.post_json("/api/exit", {{"code", 42}}, {}, milliseconds(10000));
+  } catch (const std::exception&) {
+    c.close();
+  }
+  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
+    return troupe::test::metric(n.port(), bearer(), "troupe_workers", "group=\"default\",state=\"parked\"") == 1;
+  }));
+  EXPECT_TRUE(process_gone(second));
+  EXPECT_EQ(worker_pid(n.pid(), worker), -1) << "a parked slot was started again";
+  response r;
+  try {
+    r = c.get("/api/counter", {}, milliseconds(15000));
+  } catch (const std::exception&) {
+    c.close();
+    r = c.get("/api/counter", {}, milliseconds(15000));
+  }
+  EXPECT_EQ(r.status, 503) << r.describe();
+  EXPECT_FALSE(r.has("Retry-After")) << "retrying a parked slot does not help: " << r.describe();
+  EXPECT_TRUE(n.running());
+}
+
+// SIGTERM: the soft quit freezes the users of the worker processes, then every
+// process is gone; a node started again on the deposit wakes them as they were.
+TEST_F(ProcessWorkers, SigtermFreezesTheUsersOfWorkerProcessesAndLeavesNoProcess) {
+  scratch_dir dir;
+  auto deposit = dir.path + "/deposit";
+  node_options o;
+  o.with_deposit = false;
+  std::vector<std::string> args{"--admin-token", token, "--set", "group.default.isolation=process",
+                                "--set", "group.default.workers=2", "--deposit", deposit};
+  std::vector<pid_t> children;
+  {
+    node_process n(args, o);
+    ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+    children = worker_processes(n.pid());
+    http_client a(n.port()), b(n.port());
+    login(a, "ann");
+    login(b, "bea");
+    for (int i = 0; i < 3; ++i)
+      incr(a);
+    incr(b);
+    n.terminate();
+    auto code = n.wait_exit(milliseconds(30000));
+    ASSERT_TRUE(code.has_value()) << "the node did not stop";
+    EXPECT_EQ(*code, 0) << n.stderr_tail();
+    for (auto pid : children)
+      EXPECT_TRUE(eventually(milliseconds(5000), [&] { return process_gone(pid); }))
+        << "worker process " << pid << " survived its node";
+  }
+  node_process again(args, o);
+  http_client a(again.port()), b(again.port());
+  login(a, "ann");
+  login(b, "bea");
+  EXPECT_EQ(count_of(a.get("/api/counter")), 3);
+  EXPECT_EQ(count_of(b.get("/api/counter")), 1);
+}
+
+// The gate answers only a process that shows the token its slot gave it.
+TEST_F(ProcessWorkers, AProcessThatCannotShowItsTokenIsRefused) {
+  auto& n = start_process();
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 1; }));
+  auto child = worker_processes(n.pid()).front();
+  auto cmd = cmdline_of(child);
+  auto at = cmd.find("--parent ");
+  ASSERT_NE(at, std::string::npos) << cmd;
+  auto gate = cmd.substr(at + 9, cmd.find(' ', at + 9) - (at + 9));
+  EXPECT_EQ(gate.rfind("127.0.0.1:", 0), 0u) << "the gate is not on loopback: " << gate;
+  ::setenv("TROUPE_WORKER_TOKEN", "0123456789abcdef0123456789abcdef", 1);
+  auto r = run_binary({"worker", "--parent", gate, "--parent-pid", std::to_string(::getpid()), "--worker", "intruder",
+                       "--set", "deposit.path=" + n.deposit_dir()},
+                      milliseconds(15000));
+  ::unsetenv("TROUPE_WORKER_TOKEN");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+  EXPECT_EQ(worker_processes(n.pid()).size(), 1u);
+  http_client c(n.port());
+  EXPECT_EQ(incr(c), 1);
+}
+
+// kill -9 of the node itself: its worker processes do not survive it.
+TEST_F(ProcessWorkers, NoWorkerProcessSurvivesAKilledNode) {
+  auto& n = start_process({"--set", "group.default.workers=2"});
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  auto children = worker_processes(n.pid());
+  n.kill9();
+  for (auto pid : children)
+    EXPECT_TRUE(eventually(milliseconds(5000), [&] { return process_gone(pid); }))
+      << "worker process " << pid << " survived its killed node";
+}
+
+}  // namespace
