@@ -6,7 +6,9 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 namespace troupe {
 
@@ -35,8 +37,37 @@ struct group_state {
   }
 
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
-    return spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
-                                          commander, deposit, ctx});
+    auto w = spawn_worker(self, worker_spec{settings.name + "-w" + std::to_string(slot + 1), settings.name,
+                                            commander, deposit, ctx});
+    set_state(w.address(), worker_state::open);
+    return w;
+  }
+
+  // troupe_workers{group,state}: each worker counted in the state it is in now (nullopt: gone).
+  std::unordered_map<caf::actor_addr, worker_state> states;
+  void set_state(const caf::actor_addr& worker, std::optional<worker_state> now) {
+    auto* counters = ctx->metrics.group(settings.name);
+    auto i = states.find(worker);
+    if (i != states.end()) {
+      if (counters)
+        counters->workers[static_cast<std::size_t>(i->second)].fetch_sub(1, std::memory_order_relaxed);
+      if (!now)
+        states.erase(i);
+    }
+    if (!now)
+      return;
+    states[worker] = *now;
+    if (counters)
+      counters->workers[static_cast<std::size_t>(*now)].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::size_t started() const {
+    return static_cast<std::size_t>(std::count_if(workers.begin(), workers.end(), [](auto& w) { return bool(w); }));
+  }
+
+  void tell_commander(group_handle::stateful_pointer<group_state> self) {
+    self->send(caf::actor_cast<commander_handle>(commander), workers_atom::value, settings.name, ctx->node_name,
+               workers);
   }
 };
 
@@ -66,11 +97,11 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
         return;
       spdlog::error("group {}: worker {} went down ({}); replacing it", st.settings.name, slot + 1,
                     self->system().render(em.reason));
+      st.set_state(em.source, std::nullopt);
       st.workers[slot] = st.start_worker(*self, slot);
       ++st.replaced;
       st.note(self);
-      self->send(caf::actor_cast<commander_handle>(st.commander), workers_atom::value, st.settings.name,
-                 st.ctx->node_name, st.workers);
+      st.tell_commander(self);
       return;
     }
     if (em.reason)
@@ -83,13 +114,45 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
         self->send(w, fence_atom::value);
     },
     [=](admission_atom, admission_report& report) {
-      self->send(caf::actor_cast<commander_handle>(self->state.commander), admission_atom::value, std::move(report));
+      auto& st = self->state;
+      if (st.states.count(report.worker))
+        st.set_state(report.worker, report.admits ? worker_state::open : worker_state::closed);
+      self->send(caf::actor_cast<commander_handle>(st.commander), admission_atom::value, std::move(report));
     },
+    // One more worker (an arrival no worker admits), in the first free
+    // position, registered with the commander before the answer (it places
+    // the waiting arrivals on it when the answer comes).
     [=](grow_atom) -> caf::result<worker_handle> {
-      return make_error(errc::refused, "group " + self->state.settings.name + " does not grow yet");  // issue 13: A
+      auto& st = self->state;
+      auto most = static_cast<std::size_t>(st.settings.max_workers());
+      if (st.started() >= most)
+        return make_error(errc::refused, "group " + st.settings.name + " is at worker_max_number (" +
+                                           std::to_string(most) + ")");
+      auto slot = static_cast<std::size_t>(std::find(st.workers.begin(), st.workers.end(), worker_handle{}) -
+                                           st.workers.begin());
+      if (slot == st.workers.size())
+        st.workers.emplace_back();
+      st.workers[slot] = st.start_worker(*self, slot);
+      spdlog::info("group {}: worker {} started for arrivals no worker admits ({} of at most {})", st.settings.name,
+                   slot + 1, st.started(), most);
+      st.tell_commander(self);
+      return st.workers[slot];
     },
-    [=](retire_atom, const worker_handle&) {
-      // issue 13: A
+    // A worker the commander no longer places anybody on (no users, the
+    // group quiet): it drains (nothing to freeze) and stops normally, which
+    // is no restart; its position is free for the next growth.
+    [=](retire_atom, const worker_handle& worker) {
+      auto& st = self->state;
+      auto i = std::find(st.workers.begin(), st.workers.end(), worker);
+      if (!worker || i == st.workers.end())
+        return;
+      *i = worker_handle{};
+      st.set_state(worker.address(), std::nullopt);
+      self->request(worker, st.ctx->request_timeout(), drain_atom::value)
+        .then([](std::uint64_t, std::uint64_t) {},
+              [self, name = st.settings.name](caf::error& err) {
+                spdlog::warn("group {}: a retired worker did not drain: {}", name, self->system().render(err));
+              });
     },
   };
 }
