@@ -57,7 +57,8 @@ TEST_F(Groups, ANewcomerIsBornInTheElectedGroupAndTheHookRoutesStaffLogins) {
   auto groups = admin.get("/_troupe/census?kind=group", auth);
   ASSERT_STATUS(groups, 200);
   std::map<std::string, json> by_name;
-  for (auto& row : groups.json()["actors"])
+  auto rows = groups.json()["actors"];
+  for (auto& row : rows)
     by_name[row["name"].get<std::string>()] = row;
   ASSERT_EQ(by_name.size(), 2u) << groups.body;
   EXPECT_EQ(by_name["staff"]["workers"], json::array({"worker:staff-w1"}));
