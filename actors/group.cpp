@@ -93,8 +93,10 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
     for (std::size_t slot = 0; slot < st.workers.size(); ++slot) {
       if (st.workers[slot].address() != em.source)
         continue;
-      if (!em.reason)
+      if (!em.reason) {  // drained: it stopped for good
+        st.set_state(em.source, std::nullopt);
         return;
+      }
       spdlog::error("group {}: worker {} went down ({}); replacing it", st.settings.name, slot + 1,
                     self->system().render(em.reason));
       st.set_state(em.source, std::nullopt);
