@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -1214,8 +1215,10 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       if (!st.ctx->recipe.group(group) || (workers.empty() && !st.group_slots.count({node, group})))
         return;
       // A group of this node registering itself: the one that grows and retires its workers.
+      // (Not the commander link replaying it after a takeover: only a group answers grow_atom.)
       if (auto sender = self->current_sender(); sender && node == st.ctx->node_name && sender->node() == self->node())
-        st.local_groups[group] = caf::actor_cast<group_handle>(sender);
+        if (auto* a = dynamic_cast<caf::local_actor*>(sender->get()); a && std::strcmp(a->name(), "troupe.group") == 0)
+          st.local_groups[group] = caf::actor_cast<group_handle>(sender);
       st.register_workers(group, node, workers);
     },
     [=](node_down_atom, const caf::node_id& node) { self->state.node_down(node); },
