@@ -655,7 +655,7 @@ struct commander_state {
     }
     auto local = local_groups.find(group);
     if (may_grow && settings && local != local_groups.end() &&
-        index->live_slots(group) < static_cast<std::size_t>(settings->max_workers())) {
+        closure.in_service < static_cast<std::size_t>(settings->max_workers())) {
       auto& waiting = growing[group];
       waiting.push_back({std::move(promise), user, cid, std::move(parcel), wake});
       if (waiting.size() == 1)
@@ -747,11 +747,11 @@ struct commander_state {
         continue;
       auto& mine = positions->second;
       std::size_t live = 0;
-      for (auto slot : mine)
-        live += slot != no_slot && !index->retired(slot);
+      for (auto slot : mine)  // a drained worker (out of service) is not counted: it stops by itself
+        live += slot != no_slot && index->in_service(slot);
       for (std::size_t i = mine.size(); i-- > 0 && live > static_cast<std::size_t>(std::max(1, g.workers));) {
         auto slot = mine[i];
-        if (slot == no_slot || index->retired(slot) || index->loads()[slot] > 0 ||
+        if (slot == no_slot || !index->in_service(slot) || index->loads()[slot] > 0 ||
             now - slots[slot].since < std::chrono::duration<double>(g.worker_min_life_seconds))
           continue;
         index->retire_slot(slot);

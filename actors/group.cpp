@@ -61,9 +61,7 @@ struct group_state {
       counters->workers[static_cast<std::size_t>(*now)].fetch_add(1, std::memory_order_relaxed);
   }
 
-  std::size_t started() const {
-    return static_cast<std::size_t>(std::count_if(workers.begin(), workers.end(), [](auto& w) { return bool(w); }));
-  }
+  std::size_t started() const { return states.size(); }  // the workers running (not drained, not retired)
 
   void tell_commander(group_handle::stateful_pointer<group_state> self) {
     self->send(caf::actor_cast<commander_handle>(commander), workers_atom::value, settings.name, ctx->node_name,

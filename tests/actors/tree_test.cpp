@@ -802,3 +802,17 @@ TEST_F(groups_tree, a_group_grows_when_no_worker_admits_refuses_at_its_maximum_a
   EXPECT_EQ(worker_of(ctx->cids->mint()), "main-w2");
   EXPECT_EQ(started(workers_of("main")), 2u);
 }
+
+TEST_F(groups_tree, a_drained_worker_frees_its_place_under_worker_max_number) {
+  auto w = workers_of("main");
+  report(w[0], false, refusal_reason::cpu, 1);
+  EXPECT_EQ(worker_of(ctx->cids->mint()), "main-w2");
+  std::uint64_t frozen = 99, failed = 99;
+  (*self)->request(commander, 5s, drain_atom::value, std::string("main-w1")).receive(
+    [&](std::uint64_t f, std::uint64_t x) { frozen = f; failed = x; }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  EXPECT_EQ(failed, 0u);
+  w = workers_of("main");
+  report(w[1], false, refusal_reason::cpu, 1);
+  // Two positions taken, one of them drained: the group may start one more.
+  EXPECT_EQ(worker_of(ctx->cids->mint()), "main-w3");
+}
