@@ -91,8 +91,6 @@ struct commander_state {
   // Users whose parcel named another group (relocate_atom): where their next attach goes.
   std::unordered_map<std::string, std::pair<std::string, steady::time_point>> relocations;
   bool taking_over = false;
-  // A grown worker answered before its registration arrived: what runs once it does.
-  std::map<std::string, std::function<void()>> after_registration;
   rate_limited_log carry_log{spdlog::level::info, std::chrono::seconds(10)};
   std::optional<registry::placement_index> index;
   // A takeover: members whose workers have not registered yet, scans of
@@ -266,11 +264,6 @@ struct commander_state {
     if (auto* g = ctx->recipe.group(group); g && index && g->cpu_admission_close_percent > 0)
       index->set_admission_interval(group, std::chrono::duration_cast<steady::duration>(
                                              std::chrono::duration<double>(g->worker_admission_interval_seconds)));
-    if (auto waiting = after_registration.find(group); waiting != after_registration.end() && !added.empty()) {
-      auto go = std::move(waiting->second);
-      after_registration.erase(waiting);
-      go();
-    }
     if (expected_nodes.erase(node) || taking_over) {
       // A takeover: learn who lives on these workers before placing anybody.
       for (auto slot : added) {
@@ -688,13 +681,19 @@ struct commander_state {
     };
     self->request(handle, ctx->hold_timeout(), grow_atom::value)
       .then(
-        [this, group, retry](const worker_handle& grown) {
+        [this, group, handle, retry](const worker_handle& grown) {
           // Its registration went first, but through the commander link in a
-          // cluster it may come second: then the arrivals wait for it.
+          // cluster it may come second: then its workers are asked for here.
           bool known = std::any_of(slots.begin(), slots.end(), [&](auto& s) { return s.handle == grown; });
           if (known)
             return retry(std::nullopt);
-          after_registration[group] = [retry] { retry(std::nullopt); };
+          self->request(handle, ctx->request_timeout(), workers_atom::value)
+            .then(
+              [this, group, retry](std::vector<worker_handle>& workers) {
+                register_workers(group, ctx->node_name, workers);
+                retry(std::nullopt);
+              },
+              [retry](caf::error& err) { retry(err); });
         },
         [retry](caf::error& err) { retry(err); });
   }
