@@ -901,12 +901,18 @@ struct user_state : detail::user_host {
 
   // His parcel says he lives in group `home`: he leaves without writing
   // anything (his parcel stays as it is), the commander places him there
-  // (told first: the not_here answers below make the front ask it again).
+  // (told first: what waits here is sent back to the front, which asks it
+  // again). Adoptions that waited for the wake are answered with this actor,
+  // unsaved: a request sent to it once it is gone is re-resolved by the front.
   void leave_for_group(const std::string& home) {
     spdlog::debug("user {} on {}: his parcel says group {}; he moves there", registry::redact(user_name), worker_name,
                   home);
     self->send(commander, relocate_atom::value, user_name, owner_epoch, home);
-    settle_adoptions(make_error(errc::not_here, "the user lives in group " + home));
+    waking = false;
+    auto waiting = std::move(adoptions_after_wake);
+    adoptions_after_wake.clear();
+    for (auto& [cid, promise] : waiting)
+      promise.deliver(where());
     busy = false;
     note(registry::user_state::frozen);
     retire();

@@ -598,8 +598,10 @@ protected:
     main.worker_min_life_seconds = 0;
     main.cpu_retirement_quiet_seconds = 0.2;
     main.guest_idle_seconds = 0.3;
+    main.durability = "interval";  // adoptions wait for a wake (the relocation answers them too)
     auto staff = main;
     staff.name = "staff";
+    staff.durability = "freeze";
     staff.worker_max_number = 1;
     auto other = staff;
     other.name = "other";

@@ -20,7 +20,9 @@ std::string recipe(const std::string& dir, const std::string& default_group) {
   auto path = dir + "/groups-" + default_group + ".toml";
   std::ofstream f(path);
   f << "[commander]\ndefault_group = \"" << default_group << "\"\n\n"
-    << "[[group]]\nname = \"staff\"\nuser_type = \"notes\"\n\n"
+    << "[[group]]\nname = \"staff\"\nuser_type = \"notes\"\n"
+    // Adoptions wait for the wake here: a user relocated from staff answers them too.
+    << "durability = \"interval\"\n\n"
     << "[[group]]\nname = \"main\"\nuser_type = \"notes\"\n";
   return path;
 }
