@@ -395,6 +395,13 @@ const router* app_types::route_shapes(const std::string& name) const {
   return i == types_.end() ? nullptr : i->second.shapes.get();
 }
 
+std::optional<std::string> app_types::login_group(const std::string& name, std::string_view user) const {
+  auto i = types_.find(name);
+  if (i == types_.end() || !i->second.login_group)
+    return std::nullopt;
+  return i->second.login_group(user);
+}
+
 std::vector<std::string> app_types::names() const {
   std::vector<std::string> out;
   for (auto& [name, f] : types_)

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -399,10 +400,29 @@ private:
   State state_{};
 };
 
+namespace detail {
+template <class T, class = void>
+struct has_login_group : std::false_type {};
+template <class T>
+struct has_login_group<T, std::void_t<decltype(T::login_group(std::string_view{}))>> : std::true_type {};
+}  // namespace detail
+
 /// The user actor types a node can host, by name (a group's `user_type`).
+///
+/// The login routing hook: a type may declare
+///
+///     static std::optional<std::string> login_group(std::string_view user);
+///
+/// A login from one of its users (a guest of its group) into `user` then goes
+/// to the [[group]] it names (e.g. staff users to group "staff"); nullopt, or
+/// a group the recipe does not have, keeps the default. A user's parcel wins
+/// over the hook: a user with a past wakes in the group he lived in while it
+/// exists (docs/SUPERVISION.md "Groups and placement"). It runs on the
+/// commander's thread for every login: keep it cheap and pure.
 class app_types {
 public:
   using factory = std::function<std::unique_ptr<user_actor_base>()>;
+  using login_router = std::function<std::optional<std::string>(std::string_view)>;
 
   template <class T>
   app_types& add(std::string name) {
@@ -413,6 +433,8 @@ public:
     e.shapes = std::make_shared<router>();
     T prototype;
     prototype.routes(*e.shapes);
+    if constexpr (detail::has_login_group<T>::value)
+      e.login_group = [](std::string_view user) -> std::optional<std::string> { return T::login_group(user); };
     types_[std::move(name)] = std::move(e);
     return *this;
   }
@@ -421,11 +443,15 @@ public:
   /// The routes of type `name` parsed once (for router(const router*)), or nullptr.
   const router* route_shapes(const std::string& name) const;
   std::vector<std::string> names() const;
+  /// What type `name`'s login hook says of a login into `user` (nullopt: no
+  /// hook, no such type, or the hook leaves him to the default).
+  std::optional<std::string> login_group(const std::string& name, std::string_view user) const;
 
 private:
   struct entry {
     factory make;
     std::shared_ptr<router> shapes;
+    login_router login_group;  // empty: the type has no hook
   };
   std::map<std::string, entry> types_;
 };

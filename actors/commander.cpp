@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -21,6 +22,7 @@ namespace troupe {
 namespace {
 
 using placement_promise = caf::typed_response_promise<placement>;
+using steady = std::chrono::steady_clock;
 
 struct held_resolve {
   std::string cid;
@@ -30,8 +32,19 @@ struct held_resolve {
 // One worker the commander places users on: a slot of the placement index.
 struct worker_slot {
   worker_handle handle;
-  std::string node;  // the member it runs on
-  std::string name;  // <group>-w<n>
+  std::string node;   // the member it runs on
+  std::string name;   // <group>-w<n>
+  std::string group;
+  steady::time_point since;  // registered (a worker younger than worker_min_life_seconds is never retired)
+};
+
+// An arrival waiting for its group to grow (docs/SUPERVISION.md "Groups and placement").
+struct growth_waiter {
+  placement_promise promise;
+  std::string user;
+  std::string cid;
+  store::bytes parcel;
+  bool wake;
 };
 
 // A request that arrived before the commander knew where everybody lives (a
@@ -48,9 +61,22 @@ struct commander_state {
   std::optional<actor_gauge> gauge;
   node_context_ptr ctx;
   deposit_handle deposit;
-  std::string group;                    // the group new users are placed in (the first)
-  std::vector<worker_slot> slots;       // its workers on every member, by slot
+  std::string default_group;            // where a newcomer is born (recipe.default_group())
+  std::vector<worker_slot> slots;       // the workers of every group on every member, by slot
   std::map<std::string, std::vector<std::size_t>> node_slots;  // member → its slots
+  // (member, group) → the slot of each of the group's worker positions (no_slot: none there now).
+  static constexpr std::size_t no_slot = static_cast<std::size_t>(-1);
+  std::map<std::pair<std::string, std::string>, std::vector<std::size_t>> group_slots;
+  // The groups of this node, learned from their registrations: they grow and retire workers.
+  std::map<std::string, group_handle> local_groups;
+  // Arrivals that wait for their group to start one more worker (one grow at a time per group).
+  std::map<std::string, std::vector<growth_waiter>> growing;
+  // When each group last sent an admission report (its CPU is quiet while none comes).
+  std::map<std::string, steady::time_point> last_admission_report;
+  // Users whose parcel named another group (relocate_atom): where their next attach goes.
+  std::unordered_map<std::string, std::pair<std::string, steady::time_point>> relocations;
+  bool taking_over = false;
+  rate_limited_log carry_log{spdlog::level::info, std::chrono::seconds(10)};
   std::optional<registry::placement_index> index;
   // A takeover: members whose workers have not registered yet, scans of
   // workers' users still out, and what waits for them.
@@ -145,25 +171,43 @@ struct commander_state {
 
   // -- workers across members ----------------------------------------------------------
 
-  void register_workers(const std::string& node, std::vector<worker_handle>& workers) {
-    auto known = node_slots.find(node);
-    if (known != node_slots.end() && known->second.size() == workers.size()) {
-      for (std::size_t i = 0; i < workers.size(); ++i)  // a worker was replaced: same slots
-        slots[known->second[i]].handle = workers[i];
-      return;
+  // The workers of `group` on `node`, by position: a position seen before
+  // keeps its slot (a replaced worker: its users stay placed there), a new
+  // one (the group grew, or a member joined) appends a slot, and one that is
+  // empty now (a retired worker) or gone retires its slot.
+  void register_workers(const std::string& group, const std::string& node, std::vector<worker_handle>& workers) {
+    auto now = steady::now();
+    auto& mine = group_slots[{node, group}];
+    std::vector<std::size_t> added;
+    for (std::size_t i = 0; i < std::max(mine.size(), workers.size()); ++i) {
+      bool present = i < workers.size() && workers[i];
+      if (i < mine.size() && mine[i] != no_slot && !index->retired(mine[i])) {
+        if (present) {
+          slots[mine[i]].handle = workers[i];  // a worker was replaced: same slot
+        } else {
+          retire_node_slots({mine[i]});
+          mine[i] = no_slot;
+        }
+        continue;
+      }
+      if (i >= mine.size())
+        mine.push_back(no_slot);
+      if (!present)
+        continue;
+      std::size_t slot = index ? index->add_slots(1, group) : (index.emplace(1, group), 0);
+      slots.push_back(worker_slot{workers[i], node, group + "-w" + std::to_string(i + 1), group, now});
+      node_slots[node].push_back(slot);
+      mine[i] = slot;
+      added.push_back(slot);
     }
-    if (known != node_slots.end())
-      retire_node_slots(known->second);
-    std::size_t first = index ? index->add_slots(workers.size()) : (index.emplace(workers.size()), 0);
-    auto& mine = node_slots[node];
-    mine.clear();
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      slots.push_back(worker_slot{workers[i], node, group + "-w" + std::to_string(i + 1)});
-      mine.push_back(first + i);
-    }
-    if (expected_nodes.erase(node)) {
+    // A worker that just admitted a newcomer rests, so that its load shows in its CPU temperature first
+    // (with CPU admission on; without it, the least loaded worker is simply the best).
+    if (auto* g = ctx->recipe.group(group); g && index && g->cpu_admission_close_percent > 0)
+      index->set_admission_interval(group, std::chrono::duration_cast<steady::duration>(
+                                             std::chrono::duration<double>(g->worker_admission_interval_seconds)));
+    if (expected_nodes.erase(node) || taking_over) {
       // A takeover: learn who lives on these workers before placing anybody.
-      for (auto slot : mine) {
+      for (auto slot : added) {
         ++scans_pending;
         self->request(slots[slot].handle, ctx->hold_timeout(), scan_atom::value)
           .then(
@@ -207,6 +251,8 @@ struct commander_state {
         users += index->loads()[slot];
       retire_node_slots(mine);
       node_slots.erase(name);
+      for (auto i = group_slots.begin(); i != group_slots.end();)
+        i = i->first.first == name ? group_slots.erase(i) : std::next(i);
       ctx->metrics.node_failovers.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("commander: member {} is down: its {} user(s) wake elsewhere on their next request", name, users);
     }
@@ -216,13 +262,22 @@ struct commander_state {
   }
 
   // Places `user` (unless he is placed) and has his worker give him `cid`;
-  // held while he is being frozen.
+  // held while he is being frozen. A newcomer goes to `group` ("": the
+  // default group) unless his parcel sent him elsewhere (relocations); when
+  // no worker of that group admits him, the group grows once (`may_grow`)
+  // or he is refused.
   void attach(placement_promise promise, const std::string& user, const std::string& cid, store::bytes parcel,
-              bool wake) {
+              bool wake, std::string group = {}, bool may_grow = true) {
     if (auto d = departing.find(user); d != departing.end()) {
       d->second.push_back({cid, std::move(promise)});
       return;
     }
+    if (auto r = relocations.find(user); r != relocations.end()) {
+      group = std::move(r->second.first);
+      relocations.erase(r);
+    }
+    if (group.empty() || !ctx->recipe.group(group))
+      group = default_group;
     // A newcomer (created or woken) past limits.max_live_users is refused;
     // users already live keep being served.
     if (!index->worker_of(user) && index->users() >= ctx->recipe.limits.max_live_users) {
@@ -235,15 +290,176 @@ struct commander_state {
       promise.deliver(make_error(errc::unavailable, "no owner epoch yet: the deposit gave no commander generation"));
       return;
     }
-    auto slot = index->place(user, *epoch);
-    if (!slot) {
-      promise.deliver(make_error(errc::unavailable, "no worker in service"));
-      return;
-    }
+    auto slot = index->place(user, *epoch, group, steady::now());
+    if (!slot)
+      return no_worker_admits(std::move(promise), user, cid, std::move(parcel), wake, group, may_grow);
     promise.delegate(slots[*slot].handle, attach_atom::value, attach_order{user, cid, std::move(parcel), wake, *epoch});
   }
 
   placement_promise promise() { return self->make_response_promise<placement>(); }
+
+  // No worker of `group` admits a newcomer: the group starts one more (the
+  // arrival waits for it, within the hold budget) unless it is at
+  // worker_max_number or not on this node; else he is refused with what the
+  // closed workers reported (docs/SUPERVISION.md "Groups and placement").
+  void no_worker_admits(placement_promise promise, const std::string& user, const std::string& cid,
+                        store::bytes parcel, bool wake, const std::string& group, bool may_grow) {
+    const auto degraded = static_cast<std::uint8_t>(refusal_reason::degraded);
+    auto closure = index->closure(group, degraded);
+    auto* settings = ctx->recipe.group(group);
+    if (closure.in_service > 0 && closure.degraded == closure.in_service) {
+      // Degraded: a new worker would fail like the others (helper B's recovery reopens them).
+      ctx->metrics.admission_rejections[degraded].fetch_add(1, std::memory_order_relaxed);
+      promise.deliver(make_refusal(errc::group_degraded, group + ": the group is degraded",
+                                   std::max<std::uint32_t>(1, closure.retry_after)));
+      return;
+    }
+    auto local = local_groups.find(group);
+    if (may_grow && settings && local != local_groups.end() &&
+        closure.in_service < static_cast<std::size_t>(settings->max_workers())) {
+      auto& waiting = growing[group];
+      waiting.push_back({std::move(promise), user, cid, std::move(parcel), wake});
+      if (waiting.size() == 1)
+        grow(group, local->second);
+      return;
+    }
+    if (closure.closed == 0) {  // nothing closed: every worker of his group is drained or gone
+      promise.deliver(make_error(errc::unavailable, "no worker of group " + group + " in service"));
+      return;
+    }
+    auto reason = closure.reason < refusal_reasons ? static_cast<refusal_reason>(closure.reason) : refusal_reason::cpu;
+    ctx->metrics.admission_rejections[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+    promise.deliver(make_refusal(errc::admission_refused,
+                                 group + ": every worker is closed (" + to_string(reason) + ")",
+                                 std::max<std::uint32_t>(1, closure.retry_after)));
+  }
+
+  // Asks `group` for one more worker; it registers it (workers_atom, which
+  // arrives first) and answers; the arrivals that waited are placed again,
+  // without growing a second time.
+  void grow(const std::string& group, const group_handle& handle) {
+    auto retry = [this, group](std::optional<caf::error> failed) {
+      auto waiting = std::move(growing[group]);
+      growing.erase(group);
+      if (failed)
+        spdlog::warn("commander: group {} did not grow: {}; {} arrival(s) placed without it", group,
+                     self->system().render(*failed), waiting.size());
+      for (auto& w : waiting)
+        attach(std::move(w.promise), w.user, w.cid, std::move(w.parcel), w.wake, group, false);
+    };
+    self->request(handle, ctx->hold_timeout(), grow_atom::value)
+      .then(
+        [this, group, handle, retry](const worker_handle& grown) {
+          // Its registration went first, but through the commander link in a
+          // cluster it may come second: then its workers are asked for here.
+          bool known = std::any_of(slots.begin(), slots.end(), [&](auto& s) { return s.handle == grown; });
+          if (known)
+            return retry(std::nullopt);
+          self->request(handle, ctx->request_timeout(), workers_atom::value)
+            .then(
+              [this, group, retry](std::vector<worker_handle>& workers) {
+                register_workers(group, ctx->node_name, workers);
+                retry(std::nullopt);
+              },
+              [retry](caf::error& err) { retry(err); });
+        },
+        [retry](caf::error& err) { retry(err); });
+  }
+
+  // What a worker admits now (its group forwarded its report).
+  void on_admission(const admission_report& report) {
+    for (std::size_t slot = 0; slot < slots.size(); ++slot) {
+      if (index->retired(slot) || slots[slot].handle.address() != report.worker)
+        continue;
+      last_admission_report[slots[slot].group] = steady::now();
+      index->set_admission(slot, report.admits, report.reason, report.retry_after);
+      return;
+    }
+  }
+
+  // -- retirement -------------------------------------------------------------------
+
+  // How often workers beyond their group's minimum are checked for retirement
+  // (only when a group may grow at all).
+  std::optional<std::chrono::milliseconds> retirement_period() const {
+    std::optional<double> shortest;
+    for (auto& g : ctx->recipe.groups)
+      if (g.max_workers() > g.workers) {
+        double s = std::min(g.worker_min_life_seconds, g.cpu_retirement_quiet_seconds) / 2;
+        shortest = shortest ? std::min(*shortest, s) : s;
+      }
+    if (!shortest)
+      return std::nullopt;
+    return std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(*shortest, 0.25, 10.0) * 1000));
+  }
+
+  void schedule_retirement() {
+    if (auto period = retirement_period())
+      self->delayed_send(self, *period, retire_atom::value);
+  }
+
+  // A worker of this node beyond its group's `workers`, with no user, older
+  // than worker_min_life_seconds, is retired once the group's CPU was quiet
+  // (no admission report) for cpu_retirement_quiet_seconds: its slot first
+  // (no user is placed there again), then the group stops it (not a restart).
+  void check_retirement() {
+    auto now = steady::now();
+    for (auto& g : ctx->recipe.groups) {
+      auto local = local_groups.find(g.name);
+      auto positions = group_slots.find({ctx->node_name, g.name});
+      if (!index || local == local_groups.end() || positions == group_slots.end())
+        continue;
+      if (auto r = last_admission_report.find(g.name);
+          r != last_admission_report.end() && now - r->second < std::chrono::duration<double>(g.cpu_retirement_quiet_seconds))
+        continue;
+      auto& mine = positions->second;
+      std::size_t live = 0;
+      for (auto slot : mine)  // a drained worker (out of service) is not counted: it stops by itself
+        live += slot != no_slot && index->in_service(slot);
+      for (std::size_t i = mine.size(); i-- > 0 && live > static_cast<std::size_t>(std::max(1, g.workers));) {
+        auto slot = mine[i];
+        if (slot == no_slot || !index->in_service(slot) || index->loads()[slot] > 0 ||
+            now - slots[slot].since < std::chrono::duration<double>(g.worker_min_life_seconds))
+          continue;
+        index->retire_slot(slot);
+        mine[i] = no_slot;
+        --live;
+        spdlog::info("commander: worker {} retired (no users, group {} quiet; {} worker(s) left)", slots[slot].name,
+                     g.name, live);
+        self->send(local->second, retire_atom::value, slots[slot].handle);
+      }
+    }
+    schedule_retirement();
+  }
+
+  // A user whose parcel names another group goes there on his next attach,
+  // which comes at once (the front asks again); an entry whose client never
+  // came back is forgotten after the hold budget.
+  void relocate(const std::string& user, std::uint64_t epoch, const std::string& group) {
+    if (!is_current(user, epoch))
+      return;
+    auto now = steady::now();
+    if (relocations.size() >= 1024) {
+      auto horizon = now - std::chrono::duration_cast<steady::duration>(
+                             std::chrono::duration<double>(std::max(1.0, ctx->recipe.limits.hold_seconds)));
+      for (auto r = relocations.begin(); r != relocations.end();)
+        r = r->second.second < horizon ? relocations.erase(r) : std::next(r);
+    }
+    relocations[user] = {group, now};
+    end_departure(user, true);  // he left without writing; requests held for him go to his group
+  }
+
+  // The group a login into `to_user` goes to, asked of the hook of the type
+  // the guest runs (`from_group`'s); "" for the default group.
+  std::string login_group(const std::string& from_group, const std::string& to_user) const {
+    auto* from = ctx->recipe.group(from_group);
+    if (!from)
+      return {};
+    auto routed = ctx->apps.login_group(from->user_type, to_user);
+    if (!routed || !ctx->recipe.group(*routed))
+      return {};
+    return *routed;
+  }
 
   // A new connection id; nullopt (logged) only if OpenSSL fails.
   std::optional<std::string> mint() {
@@ -509,7 +725,7 @@ struct commander_state {
     if (!index->in_service(*slot))
       return make_error(errc::refused, "worker " + name + " is drained or being drained");
     if (!index->set_in_service(*slot, false))
-      return make_error(errc::refused, "worker " + name + " is the last of group " + group + " in service");
+      return make_error(errc::refused, "worker " + name + " is the last of group " + slots[*slot].group + " in service");
     auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
     auto s = *slot;
     self->request(slots[s].handle, caf::infinite, drain_atom::value)
@@ -567,13 +783,14 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
   st.gauge.emplace(ctx->metrics, actor_kind::commander);
   st.ctx = std::move(ctx);
   st.deposit = caf::actor_cast<deposit_handle>(deposit);
-  st.group = st.ctx->recipe.groups.front().name;
+  st.default_group = st.ctx->recipe.default_group().name;
   st.global_store = std::move(global_store);
   self->link_to(st.global_store);
   if (!start.expected_nodes.empty()) {
     // A takeover: the members' workers and their users first; placements
     // wait for them (for at most the hold budget).
     st.expected_nodes.insert(start.expected_nodes.begin(), start.expected_nodes.end());
+    st.taking_over = true;
     self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(st.ctx->recipe.limits.hold_seconds * 1000)),
                        tick_atom::value, std::uint64_t{0});
     spdlog::warn("commander: taking over on {}: waiting for {} member(s) to tell their users", st.ctx->node_name,
@@ -581,6 +798,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
   }
   st.obtain_generation();
   st.schedule_sweep();
+  st.schedule_retirement();
   if (st.ctx->census) {
     census_note n;
     n.kind = static_cast<std::uint8_t>(actor_kind::commander);
@@ -610,6 +828,10 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       if (!minted)
         return make_error(errc::unavailable, "no connection id could be minted");
       auto& cid = *minted;
+      // Where the guest lives decides whose hook routes him (before the rotation forgets the guest).
+      auto from_slot = st.index->worker_of(req.from_user);
+      std::string from_group = from_slot ? st.index->group_of(*from_slot) : st.default_group;
+      auto to_group = st.login_group(from_group, req.to_user);
       st.rotate(req.cid, req.from_user, cid, req.to_user);
       bool live = st.index->worker_of(req.to_user).has_value();
       if (live && !req.parcel.empty()) {
@@ -618,9 +840,20 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
                      registry::redact(cid), req.to_user, req.parcel.size());
         req.parcel.clear();
       }
-      // Not live: he may be frozen (his parcel wins over the carried store) or new.
+      auto* from = st.ctx->recipe.group(from_group);
+      auto* to = st.ctx->recipe.group(to_group.empty() ? st.default_group : to_group);
+      if (!live && !req.parcel.empty() && from && to && from->user_type != to->user_type) {
+        // Another actor type cannot load the guest's store.
+        st.ctx->metrics.login_carries_dropped.fetch_add(1, std::memory_order_relaxed);
+        st.carry_log("login of connection {} into {}: his group {} runs {}, not the guest's {}; the guest's store "
+                     "({} bytes) is dropped",
+                     registry::redact(cid), registry::redact(req.to_user), to->name, to->user_type, from->user_type,
+                     req.parcel.size());
+        req.parcel.clear();
+      }
+      // Not live: he may be frozen (his parcel wins over the carried store, and his group over the hook's) or new.
       auto p = st.promise();
-      st.attach(p, req.to_user, cid, std::move(req.parcel), true);
+      st.attach(p, req.to_user, cid, std::move(req.parcel), true, to_group);
       return p;
     },
     [=](logout_atom, const std::string& cid, const std::string& from_user) -> caf::result<placement> {
@@ -640,9 +873,14 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     },
     [=](workers_atom, const std::string& group, const std::string& node, std::vector<worker_handle>& workers) {
       auto& st = self->state;
-      if (group != st.group || workers.empty())
+      if (!st.ctx->recipe.group(group) || (workers.empty() && !st.group_slots.count({node, group})))
         return;
-      st.register_workers(node, workers);
+      // A group of this node registering itself: the one that grows and retires its workers.
+      // (Not the commander link replaying it after a takeover: only a group answers grow_atom.)
+      if (auto sender = self->current_sender(); sender && node == st.ctx->node_name && sender->node() == self->node())
+        if (auto* a = dynamic_cast<caf::local_actor*>(sender->get()); a && std::strcmp(a->name(), "troupe.group") == 0)
+          st.local_groups[group] = caf::actor_cast<group_handle>(sender);
+      st.register_workers(group, node, workers);
     },
     [=](node_down_atom, const caf::node_id& node) { self->state.node_down(node); },
     [=](freeze_atom, const std::string& user) -> caf::result<bool> {
@@ -683,9 +921,14 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     [=](drain_atom, const std::string& worker) { return self->state.drain(worker); },
     [=](tick_atom) { self->state.sweep(); },
     [=](tick_atom, std::uint64_t) { self->state.end_takeover_wait(); },
-    [=](admission_atom, admission_report&) {
-      // issue 13: A
+    [=](admission_atom, admission_report& report) {
+      if (self->state.index)
+        self->state.on_admission(report);
     },
+    [=](relocate_atom, const std::string& user, std::uint64_t epoch, const std::string& group) {
+      self->state.relocate(user, epoch, group);
+    },
+    [=](retire_atom) { self->state.check_retirement(); },
   };
 }
 

@@ -69,7 +69,13 @@ using commander_handle = caf::typed_actor<
   /// Internal: the hold budget of a takeover is over (always 0).
   caf::reacts_to<tick_atom, std::uint64_t>,
   /// From a group: what one of its workers admits now (admission, degraded).
-  caf::reacts_to<admission_atom, admission_report>>;
+  caf::reacts_to<admission_atom, admission_report>,
+  /// From a user actor (name, his owner epoch, group): his parcel says he
+  /// lives in that other group; he left without writing and is placed there
+  /// on his next request (docs/SUPERVISION.md "Groups and placement").
+  caf::reacts_to<relocate_atom, std::string, std::uint64_t, std::string>,
+  /// Internal: the retirement check (workers beyond a group's minimum, idle).
+  caf::reacts_to<retire_atom>>;
 
 /// How a commander starts: alone (a node's own, or a cluster's first), or
 /// taking over from a commander that died with its member.

@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <set>
 #include <optional>
+#include <unordered_map>
 
 namespace troupe {
 
@@ -35,7 +37,7 @@ struct group_state {
   std::vector<std::optional<worker_state>> slot_states;
   std::vector<bool> awaiting_restart;  // went down while degraded: started again at the recovery
   std::vector<std::optional<admission_report>> closed_reports;  // a worker's last "not admitting", if it is so
-  std::set<caf::actor_addr> replaced_slots;  // process slots stopped to be replaced: their exits are expected
+  std::set<caf::actor_addr> expected_exits;  // workers retired, process slots stopped to be replaced: no failure
   std::optional<registry::restart_intensity> intensity;
   group_counters* counters = nullptr;  // nullptr in tests that made none
   std::uint64_t degradations = 0;      // numbers the recovery timers: a stale one is ignored
@@ -76,6 +78,14 @@ struct group_state {
 
   bool live(std::size_t slot) const {
     return slot_states[slot] && *slot_states[slot] != worker_state::parked;
+  }
+
+  // The workers running (not drained, not retired, not parked): what worker_max_number bounds.
+  std::size_t started() const {
+    std::size_t n = 0;
+    for (std::size_t slot = 0; slot < workers.size(); ++slot)
+      n += workers[slot] && live(slot);
+    return n;
   }
 
   template <class Self>
@@ -130,7 +140,7 @@ struct group_state {
   template <class Self>
   void replace(Self self, std::size_t slot) {
     if (settings.process_isolation() && workers[slot]) {  // its slot actor waits parked: it goes, and its exit is no failure
-      replaced_slots.insert(workers[slot].address());
+      expected_exits.insert(workers[slot].address());
       self->send_exit(workers[slot], caf::exit_reason::user_shutdown);
     }
     workers[slot] = start_worker(*self, slot);
@@ -313,7 +323,7 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
   // through the links, everything below it.
   self->set_exit_handler([=](caf::exit_msg& em) {
     auto& st = self->state;
-    if (st.replaced_slots.erase(em.source))
+    if (st.expected_exits.erase(em.source))
       return;
     for (std::size_t slot = 0; slot < st.workers.size(); ++slot) {
       if (st.workers[slot].address() != em.source)
@@ -330,7 +340,8 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
     [=](workers_atom) { return self->state.workers; },
     [=](fence_atom) {
       for (auto& w : self->state.workers)
-        self->send(w, fence_atom::value);
+        if (w)
+          self->send(w, fence_atom::value);
     },
     [=](admission_atom, admission_report& report) {
       auto& st = self->state;
@@ -344,11 +355,49 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
       self->send(caf::actor_cast<commander_handle>(st.commander), admission_atom::value, std::move(report));
     },
     [=](tick_atom, std::uint64_t degradation) { self->state.recover(self, degradation); },
+    // One more worker (an arrival no worker admits), in the first free
+    // position, registered with the commander before the answer (it places
+    // the waiting arrivals on it when the answer comes).
     [=](grow_atom) -> caf::result<worker_handle> {
-      return make_error(errc::refused, "group " + self->state.settings.name + " does not grow yet");  // issue 13: A
+      auto& st = self->state;
+      auto most = static_cast<std::size_t>(st.settings.max_workers());
+      if (st.started() >= most)
+        return make_error(errc::refused, "group " + st.settings.name + " is at worker_max_number (" +
+                                           std::to_string(most) + ")");
+      if (st.intensity->degraded())
+        return make_error(errc::refused, "group " + st.settings.name + " is degraded");
+      auto slot = static_cast<std::size_t>(std::find(st.workers.begin(), st.workers.end(), worker_handle{}) -
+                                           st.workers.begin());
+      if (slot == st.workers.size()) {
+        st.add_worker_slot(self);
+      } else {
+        st.workers[slot] = st.start_worker(*self, slot);
+        st.closed_reports[slot].reset();
+        st.set_slot_state(slot, worker_state::open);
+      }
+      spdlog::info("group {}: worker {} started for arrivals no worker admits ({} of at most {})", st.settings.name,
+                   slot + 1, st.started(), most);
+      st.tell_commander_workers(self);
+      return st.workers[slot];
     },
-    [=](retire_atom, const worker_handle&) {
-      // issue 13: A
+    // A worker the commander no longer places anybody on (no users, the
+    // group quiet): it drains (nothing to freeze) and stops, which is no
+    // restart; its position is free for the next growth.
+    [=](retire_atom, const worker_handle& worker) {
+      auto& st = self->state;
+      auto i = std::find(st.workers.begin(), st.workers.end(), worker);
+      if (!worker || i == st.workers.end())
+        return;
+      auto slot = static_cast<std::size_t>(i - st.workers.begin());
+      *i = worker_handle{};
+      st.set_slot_state(slot, std::nullopt);
+      st.closed_reports[slot].reset();
+      st.expected_exits.insert(worker.address());
+      self->request(worker, st.ctx->request_timeout(), drain_atom::value)
+        .then([](std::uint64_t, std::uint64_t) {},
+              [self, name = st.settings.name](caf::error& err) {
+                spdlog::warn("group {}: a retired worker did not drain: {}", name, self->system().render(err));
+              });
     },
     [=](replace_atom, const caf::actor_addr&, std::uint64_t rss) {
       // A thread worker past its occupancy: nothing to replace (its memory is the node's); it stays drained.

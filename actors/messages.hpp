@@ -54,6 +54,7 @@ using fence_atom = caf::atom_constant<caf::atom("fence")>;      ///< this node l
 using admission_atom = caf::atom_constant<caf::atom("admission")>; ///< what a worker admits now (admission_report)
 using grow_atom = caf::atom_constant<caf::atom("grow")>;        ///< a group starts one more worker
 using retire_atom = caf::atom_constant<caf::atom("retire")>;    ///< a group stops a worker it no longer needs
+using relocate_atom = caf::atom_constant<caf::atom("relocate")>; ///< a woken user belongs to another group
 using degraded_atom = caf::atom_constant<caf::atom("degraded")>; ///< a group is (no longer) degraded: its workers refuse (serve)
 using replace_atom = caf::atom_constant<caf::atom("replace")>;  ///< a worker past its memory occupancy asks to be replaced
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>; ///< a worker process's slot asks it for its vitals

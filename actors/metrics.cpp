@@ -119,6 +119,9 @@ std::string node_metrics::prometheus_text() const {
           deposit ? deposit->fenced.load() : 0);
   counter("troupe_live_user_refusals_total", "Newcomers refused because limits.max_live_users users are live.",
           live_user_refusals.load(std::memory_order_relaxed));
+  counter("troupe_login_carries_dropped_total",
+          "Logins routed to a group of another user_type: the guest's store was dropped, not carried.",
+          login_carries_dropped.load(std::memory_order_relaxed));
   counter("troupe_guests_retired_total", "Guests who never had a state, retired without writing a parcel.",
           guests_retired.load(std::memory_order_relaxed));
   if (deposit) {

@@ -72,6 +72,7 @@ struct node_metrics {
   std::atomic<std::uint64_t> users_refused{0};       ///< users whose stored state does not load (quarantined)
   std::atomic<std::uint64_t> users_fenced{0};        ///< user actors that left because the deposit fenced their epoch
   std::atomic<std::uint64_t> live_user_refusals{0};  ///< newcomers refused at limits.max_live_users
+  std::atomic<std::uint64_t> login_carries_dropped{0};  ///< guests' stores a login could not carry (another user_type)
   std::atomic<std::uint64_t> guests_retired{0};      ///< guests with no state retired without a parcel
   std::atomic<std::int64_t> inflight{0};
   std::atomic<std::uint64_t> user_freezes{0};

@@ -126,6 +126,7 @@ struct user_state : detail::user_host {
   // (a newer placement holds him elsewhere): then he leaves, writing nothing.
   std::uint64_t owner_epoch = 0;
   bool fenced = false;
+  std::string group_name;  // his [[group]] (stamped on his parcels)
   // His wake (the claim) is under way: connections adopted meanwhile are
   // saved only once he is known to be here (answered then; a fenced or
   // failed wake answers them with its error instead of leaving them waiting).
@@ -569,6 +570,11 @@ struct user_state : detail::user_host {
       .then(
         [this, carried, t0](std::vector<store::parcel>& found) {
           if (!found.empty()) {
+            // A user with a past stays in his group: placed here by default
+            // (the commander does not read parcels), he goes where his parcel
+            // says while that group exists, before loading anything.
+            if (auto& home = found.front().group; !home.empty() && home != group_name && ctx->recipe.group(home))
+              return leave_for_group(home);
             // His parcel stays where it is until a newer one replaces it (a
             // crash of the node then brings him back as he last froze).
             try {
@@ -938,6 +944,25 @@ struct user_state : detail::user_host {
     retire();
   }
 
+  // His parcel says he lives in group `home`: he leaves without writing
+  // anything (his parcel stays as it is), the commander places him there
+  // (told first: what waits here is sent back to the front, which asks it
+  // again). Adoptions that waited for the wake are answered with this actor,
+  // unsaved: a request sent to it once it is gone is re-resolved by the front.
+  void leave_for_group(const std::string& home) {
+    spdlog::debug("user {} on {}: his parcel says group {}; he moves there", registry::redact(user_name), worker_name,
+                  home);
+    self->send(commander, relocate_atom::value, user_name, owner_epoch, home);
+    waking = false;
+    auto waiting = std::move(adoptions_after_wake);
+    adoptions_after_wake.clear();
+    for (auto& [cid, promise] : waiting)
+      promise.deliver(where());
+    busy = false;
+    note(registry::user_state::frozen);
+    retire();
+  }
+
   // A guest whose only connection left, or a user who froze: answer what
   // waits (not here: the front asks the commander again), stop.
   void retire() {
@@ -985,6 +1010,8 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.keeper.emplace((*spec.factory)());
   st.owner_epoch = spec.owner_epoch;
   st.keeper->set_owner_epoch(spec.owner_epoch);
+  st.keeper->set_group(spec.group);
+  st.group_name = spec.group;
   st.routes = router(spec.route_shapes);
   user_access::bind(st.keeper->app(), &st);
   st.keeper->app().routes(st.routes);

@@ -28,6 +28,7 @@ store::parcel user_store::next_parcel(store::parcel_cause cause, const std::stri
   p.payload = user_access::save(*app_);
   p.state_version = user_access::version(*app_);
   p.owner_epoch = owner_epoch_;
+  p.group = group_;
   return p;
 }
 
@@ -61,6 +62,7 @@ store::bytes user_store::last_good_encoded(const std::string& node, const std::s
   p.payload = good_;
   p.state_version = user_access::version(*app_);
   p.owner_epoch = owner_epoch_;
+  p.group = group_;
   return store::encode(p);
 }
 

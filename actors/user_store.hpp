@@ -48,6 +48,10 @@ public:
   void set_owner_epoch(std::uint64_t epoch) noexcept { owner_epoch_ = epoch; }
   std::uint64_t owner_epoch() const noexcept { return owner_epoch_; }
 
+  /// The [[group]] he lives in: stamped on every parcel made here (he wakes
+  /// in it again: docs/SUPERVISION.md "Groups and placement").
+  void set_group(std::string group) { group_ = std::move(group); }
+
   /// True until he first holds a state: nothing installed, nothing kept.
   bool pristine() const noexcept { return !had_state_; }
   std::uint64_t generation() const noexcept { return generation_; }
@@ -58,6 +62,7 @@ private:
   std::uint64_t good_generation_ = 0;
   std::uint64_t generation_ = 0;     ///< of the last parcel written or installed
   std::uint64_t owner_epoch_ = 0;
+  std::string group_;
   bool had_state_ = false;
 };
 

@@ -49,5 +49,13 @@ int main(int argc, char** argv) {
   write(dir, "tally_user.parcel", encode(parcel_of(pack(tally), parcel_cause::checkpoint, 1)));
   write(dir, "connection.parcel", encode(parcel_of(pack(conn), parcel_cause::login, 2)));
   write(dir, "empty_payload.parcel", encode(parcel_of({}, parcel_cause::quit, 0)));
+  // Format 3 with every header field set: a user of group "staff".
+  auto staff = parcel_of(pack(notes_sample::notes_state{3, {"hello", "staff"}}), parcel_cause::freeze, 4);
+  staff.writer_worker = "staff-w1";
+  staff.owner = "staff_ann";
+  staff.state_version = 1;
+  staff.owner_epoch = 4294967297ull;
+  staff.group = "staff";
+  write(dir, "notes_user_v3_group.parcel", encode(staff));
   return 0;
 }

@@ -48,10 +48,48 @@ struct wire_parcel_v2 {
                  sum, payload);
 };
 
-std::uint64_t sum_v2(const wire_header_v2& h, const char* payload, std::size_t size) {
+// Format 3: format 2's header and the writer's group.
+struct wire_header_v3 {
+  std::uint32_t magic = 0;
+  std::uint16_t version = 0;
+  std::uint64_t generation = 0;
+  std::string_view writer_node;
+  std::string_view writer_worker;
+  std::uint8_t cause = 0;
+  std::string_view owner;
+  std::uint32_t state_version = 0;
+  std::uint64_t owner_epoch = 0;
+  std::string_view group;
+  MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, owner, state_version, owner_epoch,
+                 group);
+};
+
+struct wire_parcel_v3 {
+  std::uint32_t magic = 0;
+  std::uint16_t version = 0;
+  std::uint64_t generation = 0;
+  std::string writer_node;
+  std::string writer_worker;
+  std::uint8_t cause = 0;
+  std::string owner;
+  std::uint32_t state_version = 0;
+  std::uint64_t owner_epoch = 0;
+  std::string group;
+  std::uint64_t sum = 0;
+  msgpack::type::raw_ref payload;
+  MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, owner, state_version, owner_epoch,
+                 group, sum, payload);
+};
+
+template <class Header>
+std::uint64_t sum_of(const Header& h, const char* payload, std::size_t size) {
   msgpack::sbuffer buf;
   msgpack::pack(buf, h);
   return checksum(payload, size, checksum(buf.data(), buf.size()));
+}
+
+std::uint64_t sum_v2(const wire_header_v2& h, const char* payload, std::size_t size) {
+  return sum_of(h, payload, size);
 }
 
 [[noreturn]] void undecodable(const std::exception& e) {
@@ -146,7 +184,7 @@ std::optional<std::uint64_t> peek_owner_epoch(const char* data, std::size_t size
     return done(std::nullopt);
   if (*version == 1)
     return done(*n == 8 ? std::optional<std::uint64_t>(0) : std::nullopt);
-  if (*version != 2 || *n != 11)
+  if (!((*version == 2 && *n == 11) || (*version == 3 && *n == 12)))
     return done(std::nullopt);
   // generation, writer_node, writer_worker, cause, owner, state_version, owner_epoch
   if (!c.uint() || !c.skip_str() || !c.skip_str() || !c.uint() || !c.skip_str() || !c.uint())
@@ -178,7 +216,7 @@ bytes encode(const parcel& p) {
 }
 
 bytes encode(const parcel& p, std::string_view owner) {
-  wire_header_v2 h;
+  wire_header_v3 h;
   h.magic = parcel::magic;
   h.version = parcel::format_version;
   h.generation = p.generation;
@@ -188,10 +226,11 @@ bytes encode(const parcel& p, std::string_view owner) {
   h.owner = owner;
   h.state_version = p.state_version;
   h.owner_epoch = p.owner_epoch;
-  const std::uint64_t sum = sum_v2(h, p.payload.data(), p.payload.size());
+  h.group = p.group;
+  const std::uint64_t sum = sum_of(h, p.payload.data(), p.payload.size());
   msgpack::sbuffer buf(p.payload.size() + 128);
   msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_array(11);
+  pk.pack_array(12);
   pk.pack(h.magic);
   pk.pack(h.version);
   pk.pack(h.generation);
@@ -201,6 +240,7 @@ bytes encode(const parcel& p, std::string_view owner) {
   pk.pack(h.owner);
   pk.pack(h.state_version);
   pk.pack(h.owner_epoch);
+  pk.pack(h.group);
   pk.pack(sum);
   pk.pack(msgpack::type::raw_ref(p.payload.data(), static_cast<std::uint32_t>(p.payload.size())));
   return bytes(buf.data(), buf.data() + buf.size());
@@ -240,6 +280,29 @@ parcel decode(const char* data, std::size_t size) {
     p.writer_node = std::move(w.writer_node);
     p.writer_worker = std::move(w.writer_worker);
     p.cause = static_cast<parcel_cause>(w.cause);
+    p.payload.assign(w.payload.ptr, w.payload.ptr + w.payload.size);
+    return p;
+  }
+  if (version == 3) {
+    wire_parcel_v3 w;
+    try {
+      handle.get().convert(w);
+    } catch (const std::exception& e) {
+      undecodable(e);
+    }
+    wire_header_v3 h{w.magic, w.version, w.generation, w.writer_node, w.writer_worker, w.cause,
+                     w.owner, w.state_version, w.owner_epoch, w.group};
+    if (sum_of(h, w.payload.ptr, w.payload.size) != w.sum)
+      throw codec_error("parcel checksum mismatch");
+    check_cause(w.cause);
+    p.generation = w.generation;
+    p.writer_node = std::move(w.writer_node);
+    p.writer_worker = std::move(w.writer_worker);
+    p.cause = static_cast<parcel_cause>(w.cause);
+    p.owner = std::move(w.owner);
+    p.state_version = w.state_version;
+    p.owner_epoch = w.owner_epoch;
+    p.group = std::move(w.group);
     p.payload.assign(w.payload.ptr, w.payload.ptr + w.payload.size);
     return p;
   }

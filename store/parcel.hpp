@@ -4,14 +4,16 @@
 /// verifiable header. Parcels are what login carries between users and what
 /// the deposit holds on disk.
 ///
-/// Wire format (a positional msgpack array), format version 2:
+/// Wire format (a positional msgpack array), format version 3:
 ///
-///     [magic, 2, generation, writer_node, writer_worker, cause,
-///      owner, state_version, owner_epoch, checksum, payload]
+///     [magic, 3, generation, writer_node, writer_worker, cause,
+///      owner, state_version, owner_epoch, group, checksum, payload]
 ///
-/// `checksum` is the 64-bit FNV-1a of the msgpack encoding of the nine header
+/// `checksum` is the 64-bit FNV-1a of the msgpack encoding of the ten header
 /// fields before it, continued over the payload bytes: editing any header field
 /// (the owner above all) or the payload fails verification.
+/// Format version 2 (the same without `group`, nine header fields) is still
+/// read: group "" (unknown: the default group).
 /// Format version 1 (`[magic, 1, generation, writer_node, writer_worker, cause,
 /// checksum of the payload only, payload]`) is still read: owner "" (unknown),
 /// state_version 0, owner_epoch 0.
@@ -34,7 +36,7 @@ const char* to_string(parcel_cause cause) noexcept;
 /// A decoded, verified parcel.
 struct parcel {
   static constexpr std::uint32_t magic = 0x54525050;  ///< "TRPP"
-  static constexpr std::uint16_t format_version = 2;  ///< what encode() writes; decode() also reads 1
+  static constexpr std::uint16_t format_version = 3;  ///< what encode() writes; decode() also reads 1 and 2
 
   std::uint64_t generation = 0;  ///< grows with every write of the same owner
   std::string writer_node;
@@ -51,17 +53,20 @@ struct parcel {
   /// current epoch. 0 = none (a format 1 parcel, or a writer that does not
   /// take part): older than every other epoch.
   std::uint64_t owner_epoch = 0;
+  /// The [[group]] its writer lived in: where the user wakes (a user with a
+  /// past stays in his group). "" = unknown (formats 1 and 2): the default group.
+  std::string group;
   bytes payload;                 ///< the application's msgpack-encoded state
 };
 
-/// Encodes header + payload + checksum (format version 2).
+/// Encodes header + payload + checksum (format version 3).
 bytes encode(const parcel& p);
 
 /// Encodes `p` as if its owner were `owner` (saves copying the payload when
 /// only the owner differs: the deposit's put).
 bytes encode(const parcel& p, std::string_view owner);
 
-/// Decodes and verifies (format 1 or 2); throws codec_error saying what is
+/// Decodes and verifies (format 1, 2 or 3); throws codec_error saying what is
 /// wrong (bad magic, unknown format version, checksum mismatch, truncated).
 parcel decode(const char* data, std::size_t size);
 inline parcel decode(const bytes& data) {

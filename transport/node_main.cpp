@@ -383,7 +383,8 @@ int run_node(const node_flags& flags, const app_types& types) {
       self->request(group, std::chrono::seconds(10), workers_atom::value)
         .receive(
           [&](std::vector<worker_handle>& workers) {
-            self->send(commander, workers_atom::value, g.name, ctx->node_name, std::move(workers));
+            // As the group: the commander learns the group that grows and retires these workers.
+            caf::send_as(group, commander, workers_atom::value, g.name, ctx->node_name, std::move(workers));
             ok = true;
           },
           [&](caf::error& err) { spdlog::critical("group {} did not start: {}", g.name, sys->render(err)); });

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace notes_sample {
@@ -28,6 +30,14 @@ public:
   static constexpr std::int64_t max_sleep_ms = 60000;
   static constexpr std::int64_t max_grow_mb = 1024;    // per /api/grow
   static constexpr std::int64_t max_ballast_mb = 4096;  // per user
+
+  /// The login routing hook (README "Groups"): users named staff_* log in
+  /// to group "staff" when the recipe has one (the default group otherwise).
+  static std::optional<std::string> login_group(std::string_view user) {
+    if (user.substr(0, 6) == "staff_")
+      return std::string("staff");
+    return std::nullopt;
+  }
 
   void routes(troupe::router& r) override {
     r.get("/api/whoami", [this](troupe::request&) { return json(identity()); });

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
+#include <map>
 #include <thread>
 
 using namespace troupe;
@@ -32,6 +33,15 @@ struct tally {
 
 class counter_app : public user_actor<tally> {
 public:
+  // The login routing hook: staff_* users log in to group "staff", x_* to group "other".
+  static std::optional<std::string> login_group(std::string_view user) {
+    if (user.substr(0, 6) == "staff_")
+      return std::string("staff");
+    if (user.substr(0, 2) == "x_")
+      return std::string("other");
+    return std::nullopt;
+  }
+
   void routes(router& r) override {
     r.get("/n", [this](request&) { return json({{"n", state().n}, {"user", user()}}); });
     r.post("/n", [this](request&) { return json({{"n", ++mutate().n}}); });
@@ -70,7 +80,7 @@ protected:
                         caf::actor_cast<caf::actor>(global_store), caf::actor_cast<caf::actor>(deposit));
     (*self)->request(group, 5s, workers_atom::value).receive(
       [&](std::vector<worker_handle>& ws) {
-        (*self)->send(commander, workers_atom::value, std::string("default"), ctx->node_name, std::move(ws));
+        caf::send_as(group, commander, workers_atom::value, std::string("default"), ctx->node_name, std::move(ws));
       },
       [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
   }
@@ -846,4 +856,252 @@ TEST_F(supervised_group, workers_killed_past_max_restarts_degrade_the_group_unti
   // A newcomer is placed again (on either worker: the restarted one is registered with the commander).
   auto fresh = resolve(ctx->cids->mint());
   EXPECT_TRUE(fresh) << sys->render(fresh.error());
+}
+
+// -- several groups, growth and retirement, admission-aware placement (issue 13) ---------------
+
+namespace {
+
+// Three groups of one node: "main" (the default; grows from 1 to 2 workers,
+// retires fast), "staff" (the hook's), "other" (another user_type).
+class groups_tree : public ::testing::Test {
+protected:
+  groups_tree() {
+    register_types(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    sys.emplace(cfg);
+    self.emplace(*sys);
+    ctx = std::make_shared<node_context>();
+    ctx->node_name = "test-node";
+    auto& main = ctx->recipe.groups.front();
+    main.name = "main";
+    main.user_type = "counter";
+    main.workers = 1;
+    main.worker_max_number = 2;
+    main.worker_min_life_seconds = 0;
+    main.cpu_retirement_quiet_seconds = 0.2;
+    main.guest_idle_seconds = 0.3;
+    main.durability = "interval";  // adoptions wait for a wake (the relocation answers them too)
+    auto staff = main;
+    staff.name = "staff";
+    staff.durability = "freeze";
+    staff.worker_max_number = 1;
+    auto other = staff;
+    other.name = "other";
+    other.user_type = "counter2";
+    ctx->recipe.groups.push_back(staff);
+    ctx->recipe.groups.push_back(other);
+    ctx->recipe.commander.default_group = "main";
+    for (auto& g : ctx->recipe.groups)
+      ctx->metrics.add_group(g.name);
+    ctx->apps.add<counter_app>("counter");
+    ctx->apps.add<counter_app>("counter2");
+    dir = std::filesystem::temp_directory_path() / ("troupe-groups-" + ctx->cids->mint());
+    deposit = spawn_deposit(*sys, store::make_filesystem_deposit(dir.string()));
+    global_store = spawn_global_store(*sys, ctx, deposit);
+    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
+    for (auto& g : ctx->recipe.groups) {
+      auto h = spawn_group(*sys, ctx, g, caf::actor_cast<caf::actor>(commander), caf::actor_cast<caf::actor>(global_store),
+                           caf::actor_cast<caf::actor>(deposit));
+      groups[g.name] = h;
+      (*self)->request(h, 5s, workers_atom::value).receive(
+        [&](std::vector<worker_handle>& ws) {
+          caf::send_as(h, commander, workers_atom::value, g.name, ctx->node_name, std::move(ws));
+        },
+        [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    }
+  }
+
+  ~groups_tree() override {
+    for (auto& [name, g] : groups)
+      caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    deposit = nullptr;
+    self.reset();
+    sys.reset();
+    std::filesystem::remove_all(dir);
+  }
+
+  caf::expected<placement> resolve(const std::string& cid) {
+    caf::expected<placement> out{caf::error{}};
+    (*self)->request(commander, 5s, resolve_atom::value, cid, false).receive(
+      [&](placement& p) { out = std::move(p); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  std::string worker_of(const std::string& cid) {
+    auto p = resolve(cid);
+    return p ? p->worker : "refused: " + sys->render(p.error());
+  }
+
+  http_response call(const std::string& cid, const std::string& method, const std::string& path,
+                     const std::string& body = "") {
+    http_response out;
+    out.status = 0;
+    for (int attempt = 0; attempt < 2 && (out.status == 0 || out.route == route_note::not_here); ++attempt) {
+      auto p = resolve(cid);
+      if (!p) {
+        out.body = sys->render(p.error());
+        return out;
+      }
+      http_request req{method, path, "", body, cid, "", {}};
+      (*self)
+        ->request(caf::actor_cast<user_handle>(p->actor), 5s, http_atom::value, std::move(req))
+        .receive([&](http_response& r) { out = std::move(r); },
+                 [&](caf::error& e) { out.status = 0; out.body = sys->render(e); });
+    }
+    return out;
+  }
+
+  // A login: the connection's id rotates (`cid` becomes the new one).
+  void login(std::string& cid, const std::string& user) {
+    auto r = call(cid, "POST", "/login", nlohmann::json{{"user", user}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_FALSE(r.set_cid.empty());
+    cid = r.set_cid;
+  }
+
+  std::vector<worker_handle> workers_of(const std::string& group) {
+    std::vector<worker_handle> out;
+    (*self)->request(groups[group], 5s, workers_atom::value).receive(
+      [&](std::vector<worker_handle>& ws) { out = std::move(ws); }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return out;
+  }
+
+  static std::int64_t n_of(const http_response& r) { return nlohmann::json::parse(r.body).at("n"); }
+
+  static std::size_t started(const std::vector<worker_handle>& ws) {
+    return static_cast<std::size_t>(std::count_if(ws.begin(), ws.end(), [](auto& w) { return bool(w); }));
+  }
+
+  void report(const worker_handle& w, bool admits, refusal_reason why, std::uint32_t retry_after) {
+    (*self)->send(commander, admission_atom::value,
+                  admission_report{w.address(), admits, static_cast<std::uint8_t>(why), retry_after});
+  }
+
+  template <class Pred>
+  bool eventually(Pred pred, std::chrono::milliseconds budget = 5s) {
+    auto deadline = std::chrono::steady_clock::now() + budget;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
+
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+  std::optional<caf::scoped_actor> self;
+  node_context_ptr ctx;
+  std::filesystem::path dir;
+  deposit_handle deposit;
+  global_store_handle global_store;
+  commander_handle commander;
+  std::map<std::string, group_handle> groups;
+};
+
+}  // namespace
+
+TEST_F(groups_tree, a_newcomer_is_born_in_the_default_group_and_the_hook_routes_a_login) {
+  auto guest = ctx->cids->mint();
+  EXPECT_EQ(worker_of(guest), "main-w1");
+  auto staff = ctx->cids->mint();
+  ASSERT_EQ(call(staff, "POST", "/n").status, 200);
+  login(staff, "staff_ann");
+  EXPECT_EQ(worker_of(staff), "staff-w1");
+  EXPECT_EQ(n_of(call(staff, "GET", "/n")), 1) << "same user_type: the guest's store is carried";
+  auto bob = ctx->cids->mint();
+  login(bob, "bob");
+  EXPECT_EQ(worker_of(bob), "main-w1") << "the hook says nothing of bob: the default group";
+  // Another user_type cannot load the guest's store: dropped and counted.
+  auto joe = ctx->cids->mint();
+  ASSERT_EQ(call(joe, "POST", "/n").status, 200);
+  login(joe, "x_joe");
+  EXPECT_EQ(worker_of(joe), "other-w1");
+  EXPECT_EQ(n_of(call(joe, "GET", "/n")), 0);
+  EXPECT_EQ(ctx->metrics.login_carries_dropped.load(), 1u);
+}
+
+TEST_F(groups_tree, a_frozen_user_wakes_in_the_group_his_parcel_names) {
+  auto cid = ctx->cids->mint();
+  login(cid, "staff_ann");
+  ASSERT_EQ(n_of(call(cid, "POST", "/n")), 1);
+  bool frozen = false;
+  (*self)->request(commander, 5s, freeze_atom::value, std::string("staff_ann")).receive(
+    [&](bool ok) { frozen = ok; }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  ASSERT_TRUE(frozen);
+  // The commander forgot where he lived: his next request places him in the
+  // default group first; his parcel sends him back to "staff" with his state.
+  auto r = call(cid, "GET", "/n");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(n_of(r), 1);
+  EXPECT_EQ(worker_of(cid), "staff-w1");
+}
+
+TEST_F(groups_tree, a_group_grows_when_no_worker_admits_refuses_at_its_maximum_and_retires_when_idle) {
+  auto w = workers_of("main");
+  ASSERT_EQ(started(w), 1u);
+  auto c1 = ctx->cids->mint();
+  ASSERT_EQ(call(c1, "POST", "/n").status, 200);
+  EXPECT_EQ(worker_of(c1), "main-w1");
+  report(w[0], false, refusal_reason::cpu, 3);
+  // An arrival no worker admits: the group grows, he waits for the new worker.
+  auto c2 = ctx->cids->mint();
+  EXPECT_EQ(worker_of(c2), "main-w2");
+  w = workers_of("main");
+  ASSERT_EQ(started(w), 2u);
+  EXPECT_EQ(worker_of(c1), "main-w1") << "a live user is served where he is, closed or not";
+  EXPECT_EQ(n_of(call(c1, "GET", "/n")), 1);
+  // Both closed at worker_max_number: refused, Retry-After the soonest reopening.
+  report(w[1], false, refusal_reason::memory, 5);
+  auto refused = resolve(ctx->cids->mint());
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(is(refused.error(), errc::admission_refused)) << sys->render(refused.error());
+  auto why = refusal_of(refused.error());
+  ASSERT_TRUE(why);
+  EXPECT_EQ(why->retry_after, 3u);
+  EXPECT_EQ(why->text, "main: every worker is closed (cpu)");
+  EXPECT_EQ(ctx->metrics.admission_rejections[static_cast<std::size_t>(refusal_reason::cpu)].load(), 1u);
+  EXPECT_EQ(started(workers_of("main")), 2u) << "no growth past worker_max_number";
+  // Every worker degraded: group_degraded, with their Retry-After.
+  report(w[0], false, refusal_reason::degraded, 9);
+  report(w[1], false, refusal_reason::degraded, 4);
+  refused = resolve(ctx->cids->mint());
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(is(refused.error(), errc::group_degraded)) << sys->render(refused.error());
+  ASSERT_TRUE(refusal_of(refused.error()));
+  EXPECT_EQ(refusal_of(refused.error())->retry_after, 4u);
+  EXPECT_EQ(ctx->metrics.admission_rejections[static_cast<std::size_t>(refusal_reason::degraded)].load(), 1u);
+  // Reopened, the guests retire once idle; the worker beyond `workers` goes, not as a restart.
+  report(w[0], true, refusal_reason::cpu, 0);
+  report(w[1], true, refusal_reason::cpu, 0);
+  ASSERT_TRUE(eventually([&] { return started(workers_of("main")) == 1; }))
+    << "the idle worker beyond the minimum was not retired";
+  w = workers_of("main");
+  EXPECT_TRUE(w[0]) << "the first worker stays (the group's minimum)";
+  auto* counters = ctx->metrics.group("main");
+  ASSERT_NE(counters, nullptr);
+  EXPECT_EQ(counters->workers[static_cast<std::size_t>(worker_state::open)].load(), 1);
+  EXPECT_EQ(counters->workers[static_cast<std::size_t>(worker_state::closed)].load(), 0);
+  // The next arrival that no worker admits grows it again, in the free position.
+  report(w[0], false, refusal_reason::cpu, 2);
+  EXPECT_EQ(worker_of(ctx->cids->mint()), "main-w2");
+  EXPECT_EQ(started(workers_of("main")), 2u);
+}
+
+TEST_F(groups_tree, a_drained_worker_frees_its_place_under_worker_max_number) {
+  auto w = workers_of("main");
+  report(w[0], false, refusal_reason::cpu, 1);
+  EXPECT_EQ(worker_of(ctx->cids->mint()), "main-w2");
+  std::uint64_t frozen = 99, failed = 99;
+  (*self)->request(commander, 5s, drain_atom::value, std::string("main-w1")).receive(
+    [&](std::uint64_t f, std::uint64_t x) { frozen = f; failed = x; }, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  EXPECT_EQ(failed, 0u);
+  w = workers_of("main");
+  report(w[1], false, refusal_reason::cpu, 1);
+  // Two positions taken, one of them drained: the group may start one more.
+  EXPECT_EQ(worker_of(ctx->cids->mint()), "main-w3");
 }

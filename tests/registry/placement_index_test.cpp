@@ -130,3 +130,81 @@ TEST(PlacementIndex, ConnectionsOfUsersNoLongerLiveAreForgottenAtTheSecondSweep)
   EXPECT_EQ(ix.forget_unplaced_connections(), 1u);
   EXPECT_EQ(ix.connections(), 1u);
 }
+
+// -- groups and admission (issue 13) ------------------------------------------------------
+
+TEST(PlacementIndex, NewcomersStayInTheirGroupAndLiveUsersStayWhereTheyAre) {
+  placement_index ix(1, "main");
+  EXPECT_EQ(ix.add_slots(2, "staff"), 1u);
+  EXPECT_EQ(ix.group_of(0), "main");
+  EXPECT_EQ(ix.group_of(2), "staff");
+  EXPECT_EQ(ix.place("a", 0, "main"), 0u);
+  EXPECT_EQ(ix.place("b", 0, "main"), 0u) << "the staff slots are empty, but not his group's";
+  EXPECT_EQ(ix.place("s1", 0, "staff"), 1u);
+  EXPECT_EQ(ix.place("s2", 0, "staff"), 2u);
+  EXPECT_EQ(ix.place("a", 0, "staff"), 0u) << "live: he stays where he is";
+  EXPECT_FALSE(ix.place("x", 0, "nowhere")) << "a group without slots places nobody";
+  EXPECT_EQ(ix.live_slots("staff"), 2u);
+  EXPECT_EQ(ix.live_slots("main"), 1u);
+}
+
+TEST(PlacementIndex, TheLastSlotInServiceIsCountedPerGroup) {
+  placement_index ix(1, "main");
+  ix.add_slots(1, "staff");
+  EXPECT_FALSE(ix.set_in_service(0, false)) << "the last of main, though staff has one";
+  ix.add_slots(1, "main");
+  EXPECT_TRUE(ix.set_in_service(0, false));
+  EXPECT_FALSE(ix.set_in_service(2, false));
+}
+
+TEST(PlacementIndex, ASlotThatDoesNotAdmitGetsNoNewcomerButKeepsItsUsers) {
+  placement_index ix(2, "g");
+  EXPECT_EQ(ix.place("a", 0, "g"), 0u);
+  EXPECT_TRUE(ix.set_admission(1, false, 0, 7));
+  EXPECT_FALSE(ix.set_admission(1, false, 0, 5)) << "no change of state";
+  EXPECT_EQ(ix.place("b", 0, "g"), 0u) << "slot 1 is lighter but closed";
+  EXPECT_TRUE(ix.set_admission(0, false, 1, 3));
+  EXPECT_EQ(ix.place("a", 0, "g"), 0u) << "a live user is served where he is";
+  EXPECT_FALSE(ix.place("c", 0, "g")) << "every slot of g is closed";
+  auto c = ix.closure("g", 2);
+  EXPECT_EQ(c.in_service, 2u);
+  EXPECT_EQ(c.closed, 2u);
+  EXPECT_EQ(c.degraded, 0u);
+  EXPECT_EQ(c.retry_after, 3u) << "the smallest reported";
+  EXPECT_EQ(c.reason, 1u) << "the reason of the slot that reopens first";
+  EXPECT_TRUE(ix.set_admission(1, true));
+  EXPECT_EQ(ix.place("c", 0, "g"), 1u);
+  EXPECT_EQ(ix.closure("g", 2).closed, 1u);
+}
+
+TEST(PlacementIndex, DegradedSlotsAreToldApart) {
+  placement_index ix(2, "g");
+  ix.set_admission(0, false, 2, 9);
+  ix.set_admission(1, false, 2, 4);
+  auto c = ix.closure("g", 2);
+  EXPECT_EQ(c.degraded, 2u);
+  EXPECT_EQ(c.closed, 2u);
+  EXPECT_EQ(c.retry_after, 4u);
+  ix.set_admission(1, false, 0, 0);  // closed for cpu, no estimate
+  c = ix.closure("g", 2);
+  EXPECT_EQ(c.degraded, 1u);
+  EXPECT_EQ(c.retry_after, 9u) << "an unknown retry_after (0) is not the smallest";
+}
+
+TEST(PlacementIndex, ASlotThatJustAdmittedIsSkippedForTheIntervalUnlessNoOtherAdmits) {
+  using clock = placement_index::clock;
+  placement_index ix(2, "g");
+  ix.set_admission_interval("g", std::chrono::seconds(1));
+  auto t0 = clock::now();
+  EXPECT_EQ(ix.place("a", 0, "g", t0), 0u);
+  EXPECT_EQ(ix.place("b", 0, "g", t0), 1u);
+  // Both admitted just now: the least loaded of them still takes the next one.
+  EXPECT_EQ(ix.place("c", 0, "g", t0 + std::chrono::milliseconds(100)), 0u);
+  ix.remove("a");
+  ix.remove("b");
+  // Slot 0 (1 user, admitted at t0+100ms) rests; slot 1 (0 users, at t0) rested until t0+1s.
+  EXPECT_EQ(ix.place("d", 0, "g", t0 + std::chrono::milliseconds(1050)), 1u);
+  // Now slot 1 rests and slot 0 does not any more: slot 0 though it is no lighter.
+  EXPECT_EQ(ix.place("e", 0, "g", t0 + std::chrono::milliseconds(1200)), 0u);
+  EXPECT_EQ(ix.loads(), (std::vector<std::size_t>{2, 1}));
+}

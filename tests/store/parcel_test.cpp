@@ -66,7 +66,7 @@ TEST(parcel, detects_corruption) {
   EXPECT_THROW(decode(bad_magic), codec_error);
 }
 
-TEST(parcel, format_2_round_trips_owner_state_version_and_epoch) {
+TEST(parcel, format_3_round_trips_owner_state_version_epoch_and_group) {
   parcel p;
   p.generation = 9;
   p.writer_node = "n2";
@@ -75,20 +75,29 @@ TEST(parcel, format_2_round_trips_owner_state_version_and_epoch) {
   p.owner = "alice";
   p.state_version = 3;
   p.owner_epoch = 1234567890123ull;
+  p.group = "staff";
   p.payload = pack(sample_state{1, {}, {}});
   auto bytes = encode(p);
   auto back = decode(bytes);
+  EXPECT_EQ(back.group, "staff");
   EXPECT_EQ(back.owner, "alice");
   EXPECT_EQ(back.state_version, 3u);
   EXPECT_EQ(back.owner_epoch, 1234567890123ull);
   EXPECT_EQ(back.generation, 9u);
   EXPECT_EQ(back.cause, parcel_cause::checkpoint);
   EXPECT_EQ(back.payload, p.payload);
-  // The wire says format 2.
+  // The wire says format 3.
   auto handle = msgpack::unpack(bytes.data(), bytes.size());
   ASSERT_EQ(handle.get().type, msgpack::type::ARRAY);
-  EXPECT_EQ(handle.get().via.array.size, 11u);
-  EXPECT_EQ(handle.get().via.array.ptr[1].as<int>(), 2);
+  EXPECT_EQ(handle.get().via.array.size, 12u);
+  EXPECT_EQ(handle.get().via.array.ptr[1].as<int>(), 3);
+  EXPECT_EQ(peek_owner_epoch(bytes.data(), bytes.size()), 1234567890123ull);
+  // The group is under the checksum.
+  auto edited = bytes;
+  auto at = std::search(edited.begin(), edited.end(), p.group.begin(), p.group.end());
+  ASSERT_NE(at, edited.end());
+  std::copy_n("stuff", 5, at);
+  EXPECT_THROW(decode(edited), codec_error);
   // encode(p, owner) writes another owner without touching p.
   EXPECT_EQ(decode(encode(p, "bob")).owner, "bob");
   EXPECT_EQ(p.owner, "alice");
@@ -170,14 +179,14 @@ TEST(parcel, format_1_still_decodes_with_unknown_owner) {
 
 TEST(parcel, refuses_unknown_format_versions_and_non_arrays) {
   wire_v1 w;
-  w.version = 3;
+  w.version = 4;
   auto payload = pack(1);
   w.payload = msgpack::type::raw_ref(payload.data(), static_cast<std::uint32_t>(payload.size()));
   try {
     decode(pack(w));
-    FAIL() << "format 3 decoded";
+    FAIL() << "format 4 decoded";
   } catch (const codec_error& e) {
-    EXPECT_STREQ(e.what(), "unknown parcel format version 3");
+    EXPECT_STREQ(e.what(), "unknown parcel format version 4");
   }
   EXPECT_THROW(decode(pack(std::vector<int>{})), codec_error);
   EXPECT_THROW(decode(pack(std::vector<std::uint32_t>{parcel::magic})), codec_error);
@@ -263,4 +272,56 @@ TEST(parcel, peek_owner_epoch_is_zero_for_format_1_and_nothing_for_foreign_bytes
   EXPECT_FALSE(peek_owner_epoch(v3.data(), v3.size()));
   EXPECT_FALSE(peek_owner_epoch(nullptr, 0, &truncated));
   EXPECT_TRUE(truncated);
+}
+
+namespace {
+// Format 2 as troupe wrote it before parcels carried their group.
+struct wire_header_v2 {
+  std::uint32_t magic = parcel::magic;
+  std::uint16_t version = 2;
+  std::uint64_t generation = 0;
+  std::string writer_node;
+  std::string writer_worker;
+  std::uint8_t cause = 0;
+  std::string owner;
+  std::uint32_t state_version = 0;
+  std::uint64_t owner_epoch = 0;
+  MSGPACK_DEFINE(magic, version, generation, writer_node, writer_worker, cause, owner, state_version, owner_epoch);
+};
+}  // namespace
+
+TEST(parcel, format_2_still_decodes_with_unknown_group) {
+  auto payload = pack(sample_state{12, {"two"}, {}});
+  wire_header_v2 h;
+  h.generation = 6;
+  h.writer_node = "n1";
+  h.writer_worker = "default-w1";
+  h.owner = "carol";
+  h.state_version = 1;
+  h.owner_epoch = 77;
+  auto head = pack(h);
+  auto sum = checksum(payload.data(), payload.size(), checksum(head.data(), head.size()));
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(11);
+  pk.pack(h.magic);
+  pk.pack(h.version);
+  pk.pack(h.generation);
+  pk.pack(h.writer_node);
+  pk.pack(h.writer_worker);
+  pk.pack(h.cause);
+  pk.pack(h.owner);
+  pk.pack(h.state_version);
+  pk.pack(h.owner_epoch);
+  pk.pack(sum);
+  pk.pack(msgpack::type::raw_ref(payload.data(), static_cast<std::uint32_t>(payload.size())));
+  bytes wire(buf.data(), buf.data() + buf.size());
+  auto back = decode(wire);
+  EXPECT_EQ(back.owner, "carol");
+  EXPECT_EQ(back.owner_epoch, 77u);
+  EXPECT_EQ(back.group, "") << "unknown: the default group";
+  EXPECT_EQ(back.payload, payload);
+  EXPECT_EQ(peek_owner_epoch(wire.data(), wire.size()), 77u);
+  wire[wire.size() - 2] ^= 0x01;
+  EXPECT_THROW(decode(wire), codec_error);
 }
