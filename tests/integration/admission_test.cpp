@@ -194,3 +194,36 @@ TEST_F(Admission, MemoryPastTheGroupBudgetClosesTheWorkerAndFreeingItReopensIt) 
   ASSERT_STATUS(c.post("/_troupe/users/fat/freeze", "", auth), 200);
   EXPECT_TRUE(eventually(20s, [&] { return worker()["admits"] == true; })) << worker().dump();
 }
+
+// The worker count is a reading: an arrival no open worker admits (the only
+// worker closed by CPU admission under load) starts a second worker and lands
+// there; once the load stopped and the group was quiet, the idle second
+// worker (its guest retired) is retired again — not counted as a restart.
+TEST_F(Admission, AGroupGrowsUnderArrivalsNoWorkerAdmitsAndShrinksWhenIdle) {
+  start({"--admin-token", token, "--set", "group.default.cpu_admission_close_percent=50", "--set",
+         "group.default.cpu_admission_reopen_percent=20", "--set", "group.default.cpu_heating_seconds=0.5", "--set",
+         "group.default.cpu_cooling_seconds=1", "--set", "group.default.worker_admission_interval_seconds=0", "--set",
+         "group.default.worker_max_number=2", "--set", "group.default.worker_min_life_seconds=0", "--set",
+         "group.default.cpu_retirement_quiet_seconds=1", "--set", "group.default.guest_idle_seconds=0.5"});
+  auto open_workers = [&] { return metric(port(), auth, "troupe_workers", "group=\"default\",state=\"open\""); };
+  EXPECT_EQ(open_workers(), 1);
+  auto load = std::make_unique<spinner>(port(), "hot", 200);
+  ASSERT_TRUE(eventually(30s, [&] { return worker()["admits"] == false; })) << worker().dump();
+  // A newcomer: no worker admits him, the group grows and he lands on the new worker.
+  http_client newcomer(port());
+  auto who = newcomer.get("/api/whoami");
+  ASSERT_EQ(who.status, 200) << who.describe();
+  EXPECT_EQ(who.json().value("worker", ""), "default-w2") << who.describe();
+  EXPECT_EQ(open_workers(), 1);  // w2 open, w1 closed
+  EXPECT_EQ(metric(port(), auth, "troupe_workers", "group=\"default\",state=\"closed\""), 1);
+  load->stop();
+  // Quiet again: the guest retired, the group cooled; the worker beyond the minimum goes.
+  ASSERT_TRUE(eventually(60s, [&] {
+    http_client c(port());
+    return c.get("/_troupe/actors/worker:default-w2", auth).status == 404;
+  })) << "the idle second worker was not retired";
+  EXPECT_TRUE(eventually(10s, [&] { return open_workers() == 1; }));
+  EXPECT_EQ(metric(port(), auth, "troupe_worker_restarts_total", "group=\"default\""), 0);
+  http_client c(port());
+  EXPECT_EQ(c.get("/api/whoami").json().value("worker", ""), "default-w1") << "a newcomer lands on the open worker";
+}

@@ -416,3 +416,75 @@ TEST_F(ProcessWorkers, NoWorkerProcessSurvivesAKilledNode) {
 }
 
 }  // namespace
+
+// A crash storm of worker processes (abort() in a handler) past max_restarts
+// within restart_window_seconds makes the group degraded: its requests get
+// 503 with a Retry-After, health answers 503 naming the group, the metrics say
+// so; after recovery_interval_seconds the worker is started again and its
+// user is served from his last durable state.
+TEST_F(ProcessWorkers, ACrashStormDegradesTheGroupUntilItsRecovery) {
+  auto& n = start_process({"--set", "group.default.durability=reply", "--set", "group.default.max_restarts=2",
+                           "--set", "group.default.restart_window_seconds=60", "--set",
+                           "group.default.recovery_interval_seconds=3"});
+  http_client c(n.port());
+  auto worker = login(c, "stormy");
+  ASSERT_EQ(incr(c), 1);
+  auto abort_it = [&] {
+    try {
+      c.post("/api/abort", {}, {}, milliseconds(10000));
+    } catch (const std::exception&) {
+      c.close();
+    }
+  };
+  auto served_again = [&](response& r) {
+    return eventually(milliseconds(15000), [&] {
+      try {
+        r = c.post("/api/counter/incr");
+        return r.status == 200;
+      } catch (const std::exception&) {
+        c.close();
+        return false;
+      }
+    });
+  };
+  // Two deaths are within max_restarts: replaced each time.
+  response r;
+  for (int death = 1; death <= 2; ++death) {
+    auto pid = worker_pid(n.pid(), worker);
+    ASSERT_GT(pid, 0) << "death " << death;
+    abort_it();
+    ASSERT_GT(wait_for_worker(n.pid(), worker, pid), 0) << "death " << death;
+    ASSERT_TRUE(served_again(r)) << "death " << death << ": " << r.describe();
+  }
+  EXPECT_EQ(count_of(r), 3);
+  EXPECT_EQ(metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 2);
+  // The third: degraded.
+  abort_it();
+  ASSERT_TRUE(eventually(milliseconds(15000), [&] {
+    return metric(n.port(), bearer(), "troupe_group_degraded", "group=\"default\"") == 1;
+  }));
+  response refused;
+  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
+    try {
+      refused = c.post("/api/counter/incr");
+    } catch (const std::exception&) {
+      c.close();
+      return false;
+    }
+    return refused.status == 503;
+  })) << refused.describe();
+  EXPECT_NE(refused.body.find("degraded"), std::string::npos) << refused.describe();
+  auto retry = refused.get("Retry-After");
+  ASSERT_FALSE(retry.empty()) << refused.describe();
+  EXPECT_GE(std::stoi(retry), 1);
+  EXPECT_LE(std::stoi(retry), 3);
+  http_client h(n.port());
+  auto health = h.get("/_troupe/health");
+  EXPECT_EQ(health.status, 503) << health.describe();
+  EXPECT_NE(health.body.find("\"group\":\"default\""), std::string::npos) << health.describe();
+  // The recovery: started again, served from his last durable state.
+  ASSERT_TRUE(served_again(r)) << r.describe();
+  EXPECT_EQ(count_of(r), 4);
+  EXPECT_EQ(metric(n.port(), bearer(), "troupe_group_degraded", "group=\"default\""), 0);
+  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return h.get("/_troupe/health").status == 200; }));
+}
