@@ -488,3 +488,90 @@ TEST_F(ProcessWorkers, ACrashStormDegradesTheGroupUntilItsRecovery) {
   EXPECT_EQ(metric(n.port(), bearer(), "troupe_group_degraded", "group=\"default\""), 0);
   EXPECT_TRUE(eventually(milliseconds(5000), [&] { return h.get("/_troupe/health").status == 200; }));
 }
+
+// Memory admission with worker processes: each process is judged against its
+// share of the group's budget (memory_max_percent of the machine /
+// worker_max_number). A user growing his worker past
+// worker_memory_admission_percent of it closes that worker; the next
+// newcomer makes the group start another process and lands there, while the
+// grown user keeps being served where he is. The share is set to 300 MB from
+// /proc/meminfo, so the test needs no small machine.
+TEST_F(ProcessWorkers, MemoryAdmissionClosesAWorkerProcessAndTheGroupOpensAnother) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  std::uint64_t machine = 0;
+  while (std::getline(meminfo, line))
+    if (line.rfind("MemTotal:", 0) == 0)
+      machine = std::stoull(line.substr(9)) << 10;
+  ASSERT_GT(machine, 0u);
+  const double share = 300.0 * (1 << 20);
+  const double percent = 100.0 * share * 2 / static_cast<double>(machine);  // two workers at most
+  ASSERT_LT(percent, 100) << "a machine this small cannot run this test";
+  std::ostringstream budget;
+  budget.precision(6);
+  budget << std::fixed << "group.default.memory_max_percent=" << percent;
+  // Closed past 50 % of the share (150 MB); the occupancy replacement off (its own test is the actors').
+  auto& n = start_process({"--set", budget.str(), "--set", "group.default.worker_max_number=2", "--set",
+                           "group.default.worker_memory_admission_percent=50", "--set",
+                           "group.default.restart_occupancy_max_percent=0"});
+  http_client fat(n.port());
+  ASSERT_EQ(login(fat, "fat"), "default-w1");
+  auto pid = worker_pid(n.pid(), "default-w1");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(fat.post_json("/api/grow", {{"mb", 200}}).status, 200);
+  http_client probe(n.port());
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] {
+    auto r = probe.get("/_troupe/actors/worker:default-w1", bearer());
+    return r.status == 200 && r.json().value("admits", true) == false;
+  })) << probe.get("/_troupe/actors/worker:default-w1", bearer()).describe();
+  EXPECT_EQ(probe.get("/_troupe/actors/worker:default-w1", bearer()).json().value("reason", ""), "memory");
+  http_client newcomer(n.port());
+  auto who = newcomer.get("/api/whoami");
+  ASSERT_EQ(who.status, 200) << who.describe();
+  EXPECT_EQ(who.json().value("worker", ""), "default-w2") << who.describe();
+  auto second = worker_pid(n.pid(), "default-w2");
+  EXPECT_GT(second, 0) << "the group did not start a second worker process";
+  EXPECT_NE(second, pid);
+  EXPECT_EQ(fat.get("/api/counter").status, 200) << "the grown user keeps being served";
+  EXPECT_EQ(worker_pid(n.pid(), "default-w1"), pid) << "closed, not replaced";
+}
+
+// Past restart_occupancy_max_percent of its share a worker process freezes its
+// users and is replaced by a fresh process (not counted as a restart); its
+// users wake there from their parcels on their next request.
+TEST_F(ProcessWorkers, AWorkerProcessPastItsOccupancyIsReplacedAfterFreezingItsUsers) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  std::uint64_t machine = 0;
+  while (std::getline(meminfo, line))
+    if (line.rfind("MemTotal:", 0) == 0)
+      machine = std::stoull(line.substr(9)) << 10;
+  ASSERT_GT(machine, 0u);
+  const double percent = 100.0 * 300.0 * (1 << 20) / static_cast<double>(machine);  // one worker: a 300 MB share
+  ASSERT_LT(percent, 100) << "a machine this small cannot run this test";
+  std::ostringstream budget;
+  budget.precision(6);
+  budget << std::fixed << "group.default.memory_max_percent=" << percent;
+  auto& n = start_process({"--set", budget.str(), "--set", "group.default.worker_max_number=1", "--set",
+                           "group.default.restart_occupancy_max_percent=50"});
+  http_client fat(n.port());
+  ASSERT_EQ(login(fat, "fat"), "default-w1");
+  ASSERT_EQ(incr(fat), 1);
+  auto pid = worker_pid(n.pid(), "default-w1");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(fat.post_json("/api/grow", {{"mb", 200}}).status, 200);
+  auto fresh = wait_for_worker(n.pid(), "default-w1", pid);
+  ASSERT_GT(fresh, 0) << "the worker process was not replaced";
+  response r;
+  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+    try {
+      r = fat.post("/api/counter/incr");
+      return r.status == 200;
+    } catch (const std::exception&) {
+      fat.close();
+      return false;
+    }
+  })) << r.describe();
+  EXPECT_EQ(count_of(r), 2) << "he froze before the replacement: nothing lost";
+  EXPECT_EQ(metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 0);
+}
