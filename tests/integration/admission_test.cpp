@@ -137,20 +137,28 @@ TEST_F(Admission, CpuClosesAWorkerUnderLoadAndReopensItWithHysteresis) {
 TEST_F(Admission, OffloadFreezesTheLeastBusyActiveUser) {
   start_node({"cpu_admission_close_percent=30", "cpu_admission_reopen_percent=10", "cpu_offload_percent=50",
               "cpu_heating_seconds=0.5"});
-  auto heavy = std::make_unique<spinner>(port(), "heavy", 200);
+  // Counted from the start: the offload may come before the users' rows are read.
+  const double freezes_before = metric(port(), auth, "troupe_user_freezes_total");
+  // Light logs in first: both land on the only worker before heavy heats it
+  // (a login once it is closed would start a second worker for him).
   auto light = std::make_unique<spinner>(port(), "light", 2, 150ms);
+  auto heavy = std::make_unique<spinner>(port(), "heavy", 200);
   ASSERT_TRUE(eventually(10s, [&] { return actor("user:light").value("state", "") == "active"; }));
+  ASSERT_EQ(actor("user:light").value("parent", ""), "worker:default-w1");
+  ASSERT_EQ(actor("user:heavy").value("parent", ""), "worker:default-w1");
   auto heavy_actor = actor("user:heavy")["actor"];
   ASSERT_FALSE(heavy_actor.is_null()) << actor("user:heavy").dump();
   // He stays frozen until his next request, which comes within 150 ms: poll
   // the freeze counter too, so that a short stay is not missed.
-  const double freezes_before = metric(port(), auth, "troupe_user_freezes_total");
   bool light_frozen = eventually(60s, [&] {
     return actor("user:light").value("state", "") != "active" ||
            metric(port(), auth, "troupe_user_freezes_total") > freezes_before;
   });
-  light->stop();
   EXPECT_TRUE(light_frozen) << worker().dump();
+  // His next request lands on a worker that admits: none does, so the group grew one.
+  EXPECT_TRUE(eventually(30s, [&] { return actor("user:light").value("parent", "") == "worker:default-w2"; }))
+    << actor("user:light").dump();
+  light->stop();
   auto h = actor("user:heavy");
   EXPECT_EQ(h.value("state", ""), "active") << h.dump();
   EXPECT_EQ(h["actor"], heavy_actor) << "the busiest user was frozen (his actor changed): " << h.dump();
