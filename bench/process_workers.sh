@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 bin=${1:-build/bin/troupe}; rounds=${2:-4}; secs=${3:-5}; kills=${4:-10}
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-common=(--set group.default.workers=2 --set group.default.durability=reply)
+# max_restarts: the kills below are a crash storm by design (10 within seconds); the group's
+# restart intensity would make it degraded after 5 (default) and hold the next user 30 s.
+common=(--set group.default.workers=2 --set group.default.durability=reply --set group.default.max_restarts=1000)
 "$bin" node --listen 127.0.0.1:0 --deposit "$tmp/dt" "${common[@]}" --set group.default.isolation=thread > "$tmp/t.out" 2>/dev/null &
 "$bin" node --listen 127.0.0.1:0 --deposit "$tmp/dp" "${common[@]}" --set group.default.isolation=process > "$tmp/p.out" 2>"$tmp/p.err" &
 proc_node=$!
