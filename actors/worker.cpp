@@ -78,6 +78,9 @@ struct worker_state {
   std::unordered_map<caf::actor_id, std::string> names;      // child id → name
   std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
   std::unordered_map<caf::actor_id, caf::typed_response_promise<bool>> dropping;  // answered at their down
+  // Attaches whose user was found dead before his down message came: redone at it.
+  std::unordered_map<caf::actor_id, std::vector<std::pair<attach_order, caf::typed_response_promise<placement>>>>
+    after_down;
   // The last good state a failing user left (an encoded parcel): what his
   // restart starts from; kept until he is started again (or written at quit).
   std::unordered_map<std::string, store::bytes> restart_from;
@@ -324,6 +327,12 @@ struct worker_state {
             },
             [this, h, order, promise, first_try](caf::error& err) mutable {
               if (first_try && err == caf::sec::request_receiver_down) {
+                if (names.count(h.id())) {
+                  // His down message is still on its way: what he died of
+                  // (a crash that quarantines him?) is known only then.
+                  after_down[h.id()].emplace_back(std::move(order), std::move(promise));
+                  return;
+                }
                 if (auto j = users->find(order.user); j != users->end() && j->second == h)
                   users->erase(j);
                 return attach(std::move(order), std::move(promise), false);
@@ -370,6 +379,18 @@ struct worker_state {
     auto n = names.find(dm.source.id());
     if (n == names.end())
       return;
+    judge_down(dm, std::move(n));
+    // Attaches that found him dead before this message: placed again now that
+    // his crash is counted (a quarantined user is refused, not restarted).
+    if (auto w = after_down.find(dm.source.id()); w != after_down.end()) {
+      auto waiting = std::move(w->second);
+      after_down.erase(w);
+      for (auto& [order, promise] : waiting)
+        attach(std::move(order), std::move(promise), false);
+    }
+  }
+
+  void judge_down(caf::down_msg& dm, std::unordered_map<caf::actor_id, std::string>::iterator n) {
     auto user = std::move(n->second);
     names.erase(n);
     busy.erase(dm.source.id());
