@@ -76,6 +76,20 @@ bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 || is_zombie(pid); }
 
 long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
 
+// Polls POST /api/counter/incr until it answers `status` (a connection cut by a
+// dying worker reconnects); its last answer is left in `r`.
+bool incr_until(http_client& c, response& r, int status = 200, milliseconds within = milliseconds(10000)) {
+  return eventually(within, [&] {
+    try {
+      r = c.post("/api/counter/incr");
+      return r.status == status;
+    } catch (const std::exception&) {
+      c.close();
+      return false;
+    }
+  });
+}
+
 class ProcessWorkers : public node_test {
 protected:
   node_process& start_process(std::vector<std::string> extra = {}) {
@@ -287,15 +301,7 @@ TEST_F(ProcessWorkers, AnAbortInAWorkerProcessLeavesTheNodeServing) {
   ASSERT_GT(replacement, 0);
   EXPECT_TRUE(n.running());
   response r;
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
-    try {
-      r = c.post("/api/counter/incr");
-      return r.status == 200;
-    } catch (const std::exception&) {
-      c.close();
-      return false;
-    }
-  }));
+  EXPECT_TRUE(incr_until(c, r));
   EXPECT_EQ(count_of(r), 3) << "not woken from his last durable state";
 }
 
@@ -436,17 +442,7 @@ TEST_F(ProcessWorkers, ACrashStormDegradesTheGroupUntilItsRecovery) {
       c.close();
     }
   };
-  auto served_again = [&](response& r) {
-    return eventually(milliseconds(15000), [&] {
-      try {
-        r = c.post("/api/counter/incr");
-        return r.status == 200;
-      } catch (const std::exception&) {
-        c.close();
-        return false;
-      }
-    });
-  };
+  auto served_again = [&](response& r) { return incr_until(c, r, 200, milliseconds(15000)); };
   // Two deaths are within max_restarts: replaced each time.
   response r;
   for (int death = 1; death <= 2; ++death) {
@@ -464,15 +460,7 @@ TEST_F(ProcessWorkers, ACrashStormDegradesTheGroupUntilItsRecovery) {
     return metric(n.port(), bearer(), "troupe_group_degraded", "group=\"default\"") == 1;
   }));
   response refused;
-  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
-    try {
-      refused = c.post("/api/counter/incr");
-    } catch (const std::exception&) {
-      c.close();
-      return false;
-    }
-    return refused.status == 503;
-  })) << refused.describe();
+  ASSERT_TRUE(incr_until(c, refused, 503)) << refused.describe();
   EXPECT_NE(refused.body.find("degraded"), std::string::npos) << refused.describe();
   auto retry = refused.get("Retry-After");
   ASSERT_FALSE(retry.empty()) << refused.describe();
@@ -566,15 +554,7 @@ TEST_F(ProcessWorkers, AWorkerProcessPastItsOccupancyIsReplacedAfterFreezingItsU
   auto fresh = wait_for_worker(n.pid(), "default-w1", pid);
   ASSERT_GT(fresh, 0) << "the worker process was not replaced";
   response r;
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
-    try {
-      r = fat.post("/api/counter/incr");
-      return r.status == 200;
-    } catch (const std::exception&) {
-      fat.close();
-      return false;
-    }
-  })) << r.describe();
+  EXPECT_TRUE(incr_until(fat, r)) << r.describe();
   EXPECT_EQ(count_of(r), 2) << "he froze before the replacement: nothing lost";
   EXPECT_EQ(metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 0);
 }
