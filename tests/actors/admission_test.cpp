@@ -8,6 +8,7 @@
 #include "actors/errors.hpp"
 #include "actors/worker.hpp"
 #include "registry/proc_stats.hpp"
+#include "../support/test_support.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -257,4 +258,45 @@ TEST_F(worker_admission_actors, PastItsOccupancyAProcessWorkerFreezesItsUsersThe
   auto parcels = std::distance(std::filesystem::recursive_directory_iterator(dir),
                                std::filesystem::recursive_directory_iterator{});
   EXPECT_GE(parcels, 2) << "both users' parcels are in the deposit";
+}
+
+// The same with a full deposit: the freezes fail, so nothing reports success
+// for state it did not keep — no replacement is asked for, the users stay
+// hosted with their state and are served, and the worker returns to service.
+TEST_F(worker_admission_actors, PastItsOccupancyWithAFullDepositAWorkerKeepsItsUsersAndAsksNoReplacement) {
+  troupe::test::small_tmpfs full(dir.string(), "256k");
+  if (!full.mounted())
+    GTEST_SKIP() << full.why();
+  full.fill();
+  auto& g = ctx->recipe.groups.front();
+  g.isolation = "process";
+  g.cpu_admission_close_percent = 0;
+  g.cpu_offload_percent = 0;
+  g.memory_max_percent = 100;
+  g.worker_max_number = 1;
+  g.worker_memory_admission_percent = 90;
+  g.restart_occupancy_max_percent = 100;
+  const auto rss = registry::rss_bytes();
+  ASSERT_TRUE(rss);
+  start_worker(*rss + (200u << 20));
+  auto fat = host("fat");
+  auto slim = host("slim");
+  ASSERT_EQ(spin(fat, "fat", 300, "/grow/"), 200);
+  auto closed = next_report(10s);
+  ASSERT_TRUE(closed) << detail().dump();
+  EXPECT_FALSE(closed->admits);
+  // The freezes fail against the full deposit: back in service, nobody asked to replace it.
+  // Watched for 5 s (its beat retries every second): its renewed admission
+  // reports are taken too, or the blocking receive's timeout would never fire.
+  bool replacement_asked = false;
+  for (auto until = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < until;)
+    (*group)->receive([&](replace_atom, caf::actor_addr&, std::uint64_t) { replacement_asked = true; },
+                      [&](admission_atom, admission_report&) {},
+                      caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        until - std::chrono::steady_clock::now() + 1ms)) >> [] {});
+  EXPECT_FALSE(replacement_asked) << "a replacement was asked for users whose freezes failed";
+  auto names = hosted();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"fat", "slim"})) << detail().dump();
+  EXPECT_EQ(spin(slim, "slim", 1), 200) << "his users keep being served";
 }
