@@ -142,26 +142,13 @@ response response::text(std::string body, std::uint16_t status) {
 
 // -- router --------------------------------------------------------------------
 
-router::router(const router* shapes) : shapes_(shapes) {
-  if (shapes_)
-    routes_.reserve(shapes_->routes_.size());
-}
-
 router& router::on(std::string_view method, std::string_view pattern, handler h) {
-  const shape* s = nullptr;
-  auto i = routes_.size();
-  if (shapes_ && i < shapes_->routes_.size() && shapes_->routes_[i].s->method == method
-      && shapes_->routes_[i].s->pattern == pattern) {
-    s = shapes_->routes_[i].s;
-  } else {
-    auto own = std::make_unique<shape>();
-    own->method = std::string(method);
-    own->pattern = std::string(pattern);
-    split_path(pattern, [&](std::string_view seg) { own->segments.emplace_back(seg); });
-    s = own.get();
-    owned_.push_back(std::move(own));
-  }
-  routes_.push_back({s, std::move(h)});
+  route r;
+  r.method = std::string(method);
+  r.pattern = std::string(pattern);
+  split_path(pattern, [&](std::string_view seg) { r.segments.emplace_back(seg); });
+  r.fn = std::move(h);
+  routes_.push_back(std::move(r));
   return *this;
 }
 
@@ -171,7 +158,7 @@ router::match router::find(std::string_view method, std::string_view path) const
   parts.reserve(8);
   split_path(path, [&](std::string_view s) { parts.push_back(s); });
   for (auto& r : routes_) {
-    const auto& segments = r.s->segments;
+    const auto& segments = r.segments;
     if (segments.size() != parts.size())
       continue;
     request::params_type params;
@@ -188,7 +175,7 @@ router::match router::find(std::string_view method, std::string_view path) const
     }
     if (!ok)
       continue;
-    if (r.s->method != method) {
+    if (r.method != method) {
       result.other_method = true;
       continue;
     }
@@ -390,9 +377,9 @@ const app_types::factory* app_types::find(const std::string& name) const {
   return i == types_.end() ? nullptr : &i->second.make;
 }
 
-const router* app_types::route_shapes(const std::string& name) const {
+const router* app_types::routes(const std::string& name) const {
   auto i = types_.find(name);
-  return i == types_.end() ? nullptr : i->second.shapes.get();
+  return i == types_.end() ? nullptr : i->second.routes.get();
 }
 
 std::optional<std::string> app_types::login_group(const std::string& name, std::string_view user) const {
@@ -407,6 +394,39 @@ std::vector<std::string> app_types::names() const {
   for (auto& [name, f] : types_)
     out.push_back(name);
   return out;
+}
+
+// -- pushes ----------------------------------------------------------------------
+
+void user_actor_base::push(std::string page, std::string path, nlohmann::json data,
+                           std::function<void(const push_outcome&)> done) {
+  detail::push_order o;
+  o.to = detail::push_order::scope::page;
+  o.page = std::move(page);
+  o.path = std::move(path);
+  o.data = std::move(data);
+  o.done = std::move(done);
+  host_->push(std::move(o));
+}
+
+void user_actor_base::push_all(std::string path, nlohmann::json data, std::function<void(const push_outcome&)> done) {
+  detail::push_order o;
+  o.to = detail::push_order::scope::own_pages;
+  o.path = std::move(path);
+  o.data = std::move(data);
+  o.done = std::move(done);
+  host_->push(std::move(o));
+}
+
+void user_actor_base::push_users(std::vector<std::string> users, std::string path, nlohmann::json data,
+                                 std::function<void(const push_outcome&)> done) {
+  detail::push_order o;
+  o.to = detail::push_order::scope::users;
+  o.users = std::move(users);
+  o.path = std::move(path);
+  o.data = std::move(data);
+  o.done = std::move(done);
+  host_->push(std::move(o));
 }
 
 }  // namespace troupe

@@ -141,26 +141,15 @@ struct continuation {
 
 }  // namespace detail
 
-/// Routes of one user actor type: method + pattern → handler. A pattern is a
-/// path whose segments may be `{name}` (one segment, available as request::param).
+/// The routes of one user actor type, type-erased: method + pattern →
+/// handler. Built once per type (app_types::add), shared by all its users:
+/// an instance keeps no route of its own. Write routes with route_table<Self>.
+/// A pattern is a path whose segments may be `{name}` (one segment, available
+/// as request::param).
 class router {
 public:
-  using handler = std::function<response(request&)>;
+  using handler = std::function<response(user_actor_base&, request&)>;
 
-  router() = default;
-  /// A router that takes its routes' parsed shapes (method, pattern) from
-  /// `shapes` — the same type's routes, built once — when they match, so each
-  /// user actor keeps only its handlers (the platform does this; `shapes`
-  /// must outlive the router).
-  explicit router(const router* shapes);
-  router(router&&) noexcept = default;
-  router& operator=(router&&) noexcept = default;
-
-  router& get(std::string_view pattern, handler h) { return on("GET", pattern, std::move(h)); }
-  router& post(std::string_view pattern, handler h) { return on("POST", pattern, std::move(h)); }
-  router& put(std::string_view pattern, handler h) { return on("PUT", pattern, std::move(h)); }
-  router& patch(std::string_view pattern, handler h) { return on("PATCH", pattern, std::move(h)); }
-  router& del(std::string_view pattern, handler h) { return on("DELETE", pattern, std::move(h)); }
   router& on(std::string_view method, std::string_view pattern, handler h);
 
   /// The result of matching a request against the routes.
@@ -172,25 +161,77 @@ public:
   match find(std::string_view method, std::string_view path) const;
 
   std::size_t size() const noexcept { return routes_.size(); }
-  /// Routes whose shape this router parsed and keeps itself (not shared).
-  std::size_t own_shapes() const noexcept { return owned_.size(); }
 
 private:
-  struct shape {
+  struct route {
     std::string method;
     std::string pattern;
     std::vector<std::string> segments;  // "{name}" marks a parameter
-  };
-  struct route {
-    const shape* s;
     handler fn;
   };
-  const router* shapes_ = nullptr;
-  std::vector<std::unique_ptr<shape>> owned_;
   std::vector<route> routes_;
 };
 
+/// The routes of user actor type `Self`, as its `static void
+/// routes(troupe::route_table<Self>& r)` declares them. A handler is any
+/// callable taking `(Self&, troupe::request&)` — the user being served and
+/// his request; a lambda written inside Self reaches its protected members
+/// (state(), mutate(), login() …) through that reference — or only
+/// `(troupe::request&)` when it needs no user; a member function pointer
+/// `response (Self::*)(troupe::request&)` works too. All return a response.
+template <class Self>
+class route_table {
+public:
+  explicit route_table(router& r) : r_(r) {}
+
+  template <class F>
+  route_table& get(std::string_view pattern, F f) { return on("GET", pattern, std::move(f)); }
+  template <class F>
+  route_table& post(std::string_view pattern, F f) { return on("POST", pattern, std::move(f)); }
+  template <class F>
+  route_table& put(std::string_view pattern, F f) { return on("PUT", pattern, std::move(f)); }
+  template <class F>
+  route_table& patch(std::string_view pattern, F f) { return on("PATCH", pattern, std::move(f)); }
+  template <class F>
+  route_table& del(std::string_view pattern, F f) { return on("DELETE", pattern, std::move(f)); }
+  template <class F>
+  route_table& on(std::string_view method, std::string_view pattern, F f) {
+    r_.on(method, pattern, [f = std::move(f)](user_actor_base& self, request& q) -> response {
+      if constexpr (std::is_invocable_v<F&, Self&, request&>) {
+        return std::invoke(f, static_cast<Self&>(self), q);
+      } else {
+        static_assert(std::is_invocable_v<F&, request&>,
+                      "a route handler takes (Self&, troupe::request&) or (troupe::request&)");
+        (void)self;
+        return std::invoke(f, q);
+      }
+    });
+    return *this;
+  }
+
+private:
+  router& r_;
+};
+
+/// What a push reached: pages whose open channel took the frame, and pages
+/// that were not written to (no open channel, gone, another connection's,
+/// or a socket that refused it).
+struct push_outcome {
+  std::uint32_t delivered = 0;
+  std::uint32_t not_delivered = 0;
+};
+
 namespace detail {
+/// One push, as a user actor hands it to the platform.
+struct push_order {
+  enum class scope : std::uint8_t { page, own_pages, users } to = scope::page;
+  std::string page;                ///< scope::page: the page id
+  std::vector<std::string> users;  ///< scope::users: whose pages
+  std::string path;
+  nlohmann::json data;
+  std::function<void(const push_outcome&)> done;  ///< runs in the sending actor; may be empty
+};
+
 /// What the platform gives a user actor: its identities and its actor.
 class user_host {
 public:
@@ -202,6 +243,7 @@ public:
   virtual const std::string& worker() const = 0;
   virtual void changed() = 0;
   virtual caf::local_actor* actor() = 0;
+  virtual void push(push_order order) = 0;
 };
 struct user_access;
 }  // namespace detail
@@ -236,8 +278,9 @@ class user_actor_base {
 public:
   virtual ~user_actor_base() = default;
 
-  /// Declares the HTTP routes of this type (called once per instance).
-  virtual void routes(router& r) = 0;
+  // A type declares its HTTP routes with a static member, called once per
+  // type (not per user) when it is registered:
+  //     static void routes(troupe::route_table<Self>& r);
 
 protected:
   /// The user this instance serves ("alice", or "guest_<connection>").
@@ -312,6 +355,21 @@ protected:
                              std::function<std::optional<std::string>(const std::optional<std::string>&)> modify,
                              std::function<response(const std::optional<std::string>&)> then,
                              std::chrono::milliseconds wait = std::chrono::seconds(5));
+
+  // -- pushing to pages (docs/channels.md) -------------------------------------------
+  // A push writes {"push": path, "data": data} on the channel (WebSocket) of a
+  // page that opened one; `done` (optional) runs in this actor once every
+  // target page has been tried, with what was delivered.
+
+  /// Pushes to this user's page `page`.
+  void push(std::string page, std::string path, nlohmann::json data,
+            std::function<void(const push_outcome&)> done = {});
+  /// Pushes to every page of this user.
+  void push_all(std::string path, nlohmann::json data, std::function<void(const push_outcome&)> done = {});
+  /// Pushes to every page of each of `users` that is live (a frozen user has
+  /// no open channel: he is not woken for a push, his pages count as not delivered).
+  void push_users(std::vector<std::string> users, std::string path, nlohmann::json data,
+                  std::function<void(const push_outcome&)> done = {});
 
   /// Tells the platform the state changed (user_actor::mutate() calls it).
   void changed() { host_->changed(); }
@@ -402,6 +460,10 @@ private:
 
 namespace detail {
 template <class T, class = void>
+struct has_routes : std::false_type {};
+template <class T>
+struct has_routes<T, std::void_t<decltype(T::routes(std::declval<route_table<T>&>()))>> : std::true_type {};
+template <class T, class = void>
 struct has_login_group : std::false_type {};
 template <class T>
 struct has_login_group<T, std::void_t<decltype(T::login_group(std::string_view{}))>> : std::true_type {};
@@ -429,10 +491,13 @@ public:
     static_assert(std::is_base_of_v<user_actor_base, T>, "T must derive from troupe::user_actor<State>");
     entry e;
     e.make = [] { return std::make_unique<T>(); };
-    // The type's routes, parsed once from a prototype: user actors share their shapes.
-    e.shapes = std::make_shared<router>();
-    T prototype;
-    prototype.routes(*e.shapes);
+    // The type's routes, built once: its user actors share them.
+    auto built = std::make_shared<router>();
+    if constexpr (detail::has_routes<T>::value) {
+      route_table<T> table(*built);
+      T::routes(table);
+    }
+    e.routes = std::move(built);
     if constexpr (detail::has_login_group<T>::value)
       e.login_group = [](std::string_view user) -> std::optional<std::string> { return T::login_group(user); };
     types_[std::move(name)] = std::move(e);
@@ -440,8 +505,8 @@ public:
   }
   /// The factory registered as `name`, or nullptr.
   const factory* find(const std::string& name) const;
-  /// The routes of type `name` parsed once (for router(const router*)), or nullptr.
-  const router* route_shapes(const std::string& name) const;
+  /// The routes of type `name` (built once, shared by its users), or nullptr.
+  const router* routes(const std::string& name) const;
   std::vector<std::string> names() const;
   /// What type `name`'s login hook says of a login into `user` (nullopt: no
   /// hook, no such type, or the hook leaves him to the default).
@@ -450,7 +515,7 @@ public:
 private:
   struct entry {
     factory make;
-    std::shared_ptr<router> shapes;
+    std::shared_ptr<const router> routes;
     login_router login_group;  // empty: the type has no hook
   };
   std::map<std::string, entry> types_;

@@ -4,7 +4,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/census.hpp"
-#include "actors/page.hpp"
+#include "actors/connection_table.hpp"
 #include "actors/user_access.hpp"
 #include "actors/user_store.hpp"
 #include "registry/census_model.hpp"
@@ -32,12 +32,6 @@ using reply_to = std::variant<local_reply, promise_type>;
 struct pending_call {
   std::shared_ptr<const http_request> req;  // the local path shares the front's slot
   reply_to to;
-};
-
-struct connection_record {
-  registry::clocks clocks;
-  connection_handle actor;  // activated when a request names a page
-  std::unordered_map<std::string, page_handle> pages;
 };
 
 std::int64_t unix_ms(registry::wall_clock::time_point t) {
@@ -112,7 +106,7 @@ struct user_state : detail::user_host {
   registry::wall_clock::time_point started{};
   std::optional<user_store> keeper;  // his type's instance, his state's generation and last good state
   user_supervisor supervisor;        // his worker: his timers go through it, his restarts start from it
-  router routes;
+  const router* routes = nullptr;  // his type's, shared
   registry::clocks clocks;
   bool dirty = false;          // changed since his last durable parcel
   bool changed_now = false;    // changed by the request being served
@@ -132,8 +126,7 @@ struct user_state : detail::user_host {
   // failed wake answers them with its error instead of leaving them waiting).
   bool waking = false;
   std::vector<std::pair<std::string, caf::typed_response_promise<placement>>> adoptions_after_wake;
-  std::unordered_map<std::string, connection_record> connections;
-  std::size_t page_count = 0;
+  connection_table connections;
 
   // The census: told of every change of state or counts (never per request);
   // the meter counts what he handles, read only by the census's probe.
@@ -182,6 +175,14 @@ struct user_state : detail::user_host {
       schedule_checkpoint();
   }
   caf::local_actor* actor() override { return self; }
+  // FOUNDATION STUB (issue 14, channels helper replaces it): nothing is delivered yet.
+  void push(detail::push_order order) override {
+    if (order.done) {
+      push_outcome none;
+      none.not_delivered = order.to == detail::push_order::scope::page ? 1 : 0;
+      order.done(none);
+    }
+  }
 
   // -- the census -------------------------------------------------------------------
 
@@ -196,7 +197,7 @@ struct user_state : detail::user_host {
     n.parent = worker_name;
     n.state = static_cast<std::uint8_t>(shown);
     n.connections = static_cast<std::uint32_t>(connections.size());
-    n.pages = static_cast<std::uint32_t>(page_count);
+    n.pages = static_cast<std::uint32_t>(connections.page_count());
     n.restarts = restarts;
     self->send(census, note_atom::value, std::move(n));
   }
@@ -217,19 +218,21 @@ struct user_state : detail::user_host {
     if (!detail)
       return p;
     nlohmann::json conns = nlohmann::json::array();
-    for (auto& [cid, conn] : connections) {
-      auto ref = connection_ref(cid);
+    auto clocks_of = [](const registry::clocks& c) {
+      return nlohmann::json{{"last_refresh", seconds_or_null(c.last_refresh)},
+                            {"last_user", seconds_or_null(c.last_user)},
+                            {"last_rpc", seconds_or_null(c.last_rpc)}};
+    };
+    for (auto& conn : connections) {
+      auto ref = connection_ref(conn.cid);
       nlohmann::json pages = nlohmann::json::array();
-      for (auto& [page_id, page] : conn.pages)
-        pages.push_back({{"id", "page:" + user_name + "/" + ref + "/" + page_id}, {"page", page_id},
-                         {"actor", page.id()}});
+      for (auto& page : conn.pages)  // "actor": null while the page is a record only (virtual)
+        pages.push_back({{"id", "page:" + user_name + "/" + ref + "/" + page.id}, {"page", page.id},
+                         {"actor", nullptr}, {"clocks", clocks_of(page.clocks)}});
       conns.push_back({{"id", "connection:" + user_name + "/" + ref},
                        {"ref", ref},
-                       {"actor", conn.actor ? nlohmann::json(conn.actor.id()) : nlohmann::json(nullptr)},
-                       {"clocks",
-                        {{"last_refresh", seconds_or_null(conn.clocks.last_refresh)},
-                         {"last_user", seconds_or_null(conn.clocks.last_user)},
-                         {"last_rpc", seconds_or_null(conn.clocks.last_rpc)}}},
+                       {"actor", nullptr},
+                       {"clocks", clocks_of(conn.clocks)},
                        {"pages", std::move(pages)}});
     }
     nlohmann::json store;
@@ -286,8 +289,8 @@ struct user_state : detail::user_host {
   void serve(pending_call&& call) {
     if (expired(call, unix_ms(registry::wall_clock::now())))
       return;
-    auto conn = connections.find(call.req->cid);
-    if (conn == connections.end()) {
+    auto* conn = connections.find(call.req->cid);
+    if (!conn) {
       http_response moved;
       moved.route = route_note::not_here;
       respond(call.to, std::move(moved));
@@ -295,15 +298,15 @@ struct user_state : detail::user_host {
     }
     auto now = registry::wall_clock::now();
     clocks.stamp_rpc(now);
-    conn->second.clocks.stamp_rpc(now);
+    conn->clocks.stamp_rpc(now);
     if (!call.req->page.empty())
-      if (auto refusal = touch_page(conn->first, conn->second, call.req->page, now)) {
+      if (auto refusal = touch_page(*conn, call.req->page, now)) {
         respond(call.to, std::move(*refusal));
         return;
       }
-    auto found = routes.find(call.req->method, call.req->path);
+    auto found = routes->find(call.req->method, call.req->path);
     if (!found.target && call.req->method == "HEAD")  // GET's answer; the front sends its headers only
-      found = routes.find("GET", call.req->path);
+      found = routes->find("GET", call.req->path);
     if (!found.target) {
       respond(call.to, found.other_method ? error_response(405, "method not allowed")
                                           : error_response(404, "no such route"));
@@ -311,7 +314,7 @@ struct user_state : detail::user_host {
     }
     request q(*call.req, std::move(found.params));
     auto& fn = *found.target;
-    run(std::move(call), [&] { return fn(q); });
+    run(std::move(call), [&] { return fn(keeper->app(), q); });
   }
 
   // Runs application code for `call`: an http_error is the client's answer,
@@ -445,36 +448,25 @@ struct user_state : detail::user_host {
 
   // -- pages -----------------------------------------------------------------------
 
-  std::optional<http_response> touch_page(const std::string& cid, connection_record& conn,
-                                          const std::string& page_id, registry::wall_clock::time_point now) {
-    if (!registry::valid_page_id(page_id))
-      return error_response(400, "invalid X-Troupe-Page: 1-64 characters of [A-Za-z0-9_.-]");
-    auto i = conn.pages.find(page_id);
-    if (i == conn.pages.end()) {
-      if (conn.pages.size() >= ctx->recipe.limits.max_pages_per_connection)
-        return error_response(429, "too many pages on this connection");
-      if (page_count >= ctx->recipe.limits.max_pages_per_user)
-        return error_response(429, "too many pages for this user");
-      if (!conn.actor)
-        conn.actor = spawn_connection(*self, ctx, cid);
-      i = conn.pages.emplace(page_id, spawn_page(*self, ctx, conn.actor, page_id)).first;
-      ++page_count;
-      note();
+  // The stamp climbs page → connection → user (the two others are stamped by serve).
+  std::optional<http_response> touch_page(connection_record& conn, const std::string& page_id,
+                                          registry::wall_clock::time_point now) {
+    using outcome = connection_table::touch_outcome;
+    auto t = connections.touch_page(conn, page_id, ctx->recipe.limits.max_pages_per_connection,
+                                    ctx->recipe.limits.max_pages_per_user);
+    switch (t.outcome) {
+      case outcome::invalid_id: return error_response(400, "invalid X-Troupe-Page: 1-64 characters of [A-Za-z0-9_.-]");
+      case outcome::too_many_on_connection: return error_response(429, "too many pages on this connection");
+      case outcome::too_many_for_user: return error_response(429, "too many pages for this user");
+      case outcome::added: note(); [[fallthrough]];
+      case outcome::known: t.page->clocks.stamp_rpc(now); return std::nullopt;
     }
-    self->send(i->second, stamp_atom::value, unix_ms(now));
     return std::nullopt;
   }
 
   void detach(const std::string& cid) {
-    auto i = connections.find(cid);
-    if (i == connections.end())
+    if (!connections.erase(cid))
       return;
-    for (auto& [id, page] : i->second.pages)
-      self->send_exit(page, caf::exit_reason::user_shutdown);
-    if (i->second.actor)
-      self->send_exit(i->second.actor, caf::exit_reason::user_shutdown);
-    page_count -= i->second.pages.size();
-    connections.erase(i);
     if (!stopped)
       note();
   }
@@ -696,10 +688,10 @@ struct user_state : detail::user_host {
     if (!quitting)  // at soft quit the census is going away too: no notes for 100,000 users
       note(registry::user_state::departing);
     // A guest's own connection needs no parcel: the cookie alone names guest_<cid>.
-    std::vector<const std::string*> named;
-    for (auto& [cid, conn] : connections)
-      if (user_name != registry::guest_name(cid))
-        named.push_back(&cid);
+    std::vector<const connection_record*> named;
+    for (auto& conn : connections)
+      if (user_name != registry::guest_name(conn.cid))
+        named.push_back(&conn);
     auto pending = std::make_shared<std::size_t>(1 + named.size());
     auto failed = std::make_shared<bool>(false);
     auto done = [this, pending, failed](bool ok) {
@@ -717,16 +709,16 @@ struct user_state : detail::user_host {
     auto why = static_cast<store::parcel_cause>(cause);
     self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name, make_parcel(why))
       .then([done](std::uint64_t) { done(true); }, on_error);
-    for (auto* cid : named)
-      self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, *cid,
-                    connection_parcel(*cid, connections[*cid], why))
+    for (auto* conn : named)
+      self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, conn->cid,
+                    connection_parcel(*conn, why))
         .then([done](std::uint64_t) { done(true); }, on_error);
   }
 
-  store::parcel connection_parcel(const std::string& cid, const connection_record& conn, store::parcel_cause why) {
-    store::connection_record rec{cid, user_name, {}};
-    for (auto& [page_id, page] : conn.pages)
-      rec.pages.push_back(page_id);
+  store::parcel connection_parcel(const connection_record& conn, store::parcel_cause why) {
+    store::connection_record rec{conn.cid, user_name, {}};
+    for (auto& page : conn.pages)
+      rec.pages.push_back(page.id);
     store::parcel p;
     p.generation = keeper->generation();
     p.writer_node = ctx->node_name;
@@ -749,7 +741,12 @@ struct user_state : detail::user_host {
   }
 
   void save_connection(const std::string& cid, caf::typed_response_promise<placement> promise) {
-    auto p = connection_parcel(cid, connections[cid], store::parcel_cause::login);
+    auto* conn = connections.find(cid);
+    if (!conn) {  // detached meanwhile: nothing to make durable
+      promise.deliver(where());
+      return;
+    }
+    auto p = connection_parcel(*conn, store::parcel_cause::login);
     auto write = self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, cid, std::move(p));
     if (mode != durability::reply) {  // interval: the write completes in the background
       write.then([](std::uint64_t) {}, [this](caf::error& err) { log_deposit_error("saving a connection", err); });
@@ -974,7 +971,7 @@ struct user_state : detail::user_host {
     backlog.clear();
     stopped = true;  // before the detaches: no census note for each
     while (!connections.empty())
-      detach(connections.begin()->first);
+      detach(std::string(connections.front().cid));
     self->quit();
   }
 };
@@ -1012,9 +1009,9 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.keeper->set_owner_epoch(spec.owner_epoch);
   st.keeper->set_group(spec.group);
   st.group_name = spec.group;
-  st.routes = router(spec.route_shapes);
+  static const router no_routes;
+  st.routes = spec.routes ? spec.routes : &no_routes;
   user_access::bind(st.keeper->app(), &st);
-  st.keeper->app().routes(st.routes);
   if (spec.wake && st.deposit) {
     st.note(registry::user_state::unfreezing);
     st.wake(std::move(spec.parcel));
@@ -1039,7 +1036,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     [=](adopt_atom, std::string& cid) -> caf::result<placement> {
       auto& st = self->state;
       actor_meter::scope metered{st.meter};
-      bool fresh = st.connections.try_emplace(cid).second;
+      bool fresh = st.connections.add(cid);
       if (fresh)
         st.note();
       if (!fresh || st.mode == durability::freeze || st.user_name == registry::guest_name(cid))

@@ -88,7 +88,7 @@ struct user_spec {
   user_supervisor supervisor;            ///< his worker
   caf::actor deposit;                    ///< the deposit actor
   const app_types::factory* factory = nullptr;
-  const router* route_shapes = nullptr;  ///< his type's routes parsed once (shared)
+  const router* routes = nullptr;        ///< his type's routes (built once, shared)
   node_context_ptr ctx;
   std::uint32_t restarts = 0;            ///< times his worker restarted him in the current window
   /// His placement's owner epoch (attach_order::owner_epoch): stamped on every

@@ -71,7 +71,7 @@ struct worker_state {
   worker_spec spec;
   const config::group_settings* settings = nullptr;
   const app_types::factory* factory = nullptr;
-  const router* route_shapes = nullptr;
+  const router* routes = nullptr;
   // By name; shared with the functor that takes them down when the worker stops.
   std::shared_ptr<std::unordered_map<std::string, user_handle>> users =
     std::make_shared<std::unordered_map<std::string, user_handle>>();
@@ -271,7 +271,7 @@ struct worker_state {
     us.supervisor = caf::actor_cast<user_supervisor>(self);
     us.deposit = spec.deposit;
     us.factory = factory;
-    us.route_shapes = route_shapes;
+    us.routes = routes;
     us.ctx = spec.ctx;
     us.owner_epoch = owner_epoch;
     us.gate = gate;
@@ -636,7 +636,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
   st.gauge.emplace(spec.ctx->metrics, actor_kind::worker);
   st.settings = spec.ctx->recipe.group(spec.group);
   st.factory = st.settings ? spec.ctx->apps.find(st.settings->user_type) : nullptr;
-  st.route_shapes = st.settings ? spec.ctx->apps.route_shapes(st.settings->user_type) : nullptr;
+  st.routes = st.settings ? spec.ctx->apps.routes(st.settings->user_type) : nullptr;
   st.spec = std::move(spec);
   if (!st.factory) {
     self->quit(make_error(errc::unavailable, "no user type for group " + st.spec.group));

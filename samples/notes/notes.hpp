@@ -39,23 +39,23 @@ public:
     return std::nullopt;
   }
 
-  void routes(troupe::router& r) override {
-    r.get("/api/whoami", [this](troupe::request&) { return json(identity()); });
-    r.post("/api/login", [this](troupe::request& q) { return login(q.json_string("user")); });
-    r.post("/api/logout", [this](troupe::request&) { return logout(); });
+  static void routes(troupe::route_table<notes_user>& r) {
+    r.get("/api/whoami", [](notes_user& u, troupe::request&) { return json(u.identity()); });
+    r.post("/api/login", [](notes_user& u, troupe::request& q) { return u.login(q.json_string("user")); });
+    r.post("/api/logout", [](notes_user& u, troupe::request&) { return u.logout(); });
 
-    r.get("/api/counter", [this](troupe::request&) { return json({{"count", state().count}}); });
-    r.post("/api/counter/incr", [this](troupe::request&) { return json({{"count", ++mutate().count}}); });
+    r.get("/api/counter", [](notes_user& u, troupe::request&) { return json({{"count", u.state().count}}); });
+    r.post("/api/counter/incr", [](notes_user& u, troupe::request&) { return json({{"count", ++u.mutate().count}}); });
 
-    r.get("/api/notes", [this](troupe::request&) { return json({{"notes", state().notes}}); });
-    r.post("/api/notes", [this](troupe::request& q) {
+    r.get("/api/notes", [](notes_user& u, troupe::request&) { return json({{"notes", u.state().notes}}); });
+    r.post("/api/notes", [](notes_user& u, troupe::request& q) {
       auto text = q.json_string("text");
       if (text.empty() || text.size() > max_note_bytes)
         throw troupe::bad_request("\"text\" must be 1-4096 bytes");
-      if (state().notes.size() >= max_notes)
+      if (u.state().notes.size() >= max_notes)
         throw troupe::bad_request("too many notes (at most 1000)");
-      mutate().notes.push_back(std::move(text));
-      return json({{"notes", state().notes}});
+      u.mutate().notes.push_back(std::move(text));
+      return json({{"notes", u.state().notes}});
     });
 
     r.post("/api/sleep", [](troupe::request& q) {
@@ -87,16 +87,16 @@ public:
     r.post("/api/exit", [](troupe::request& q) -> troupe::response {
       std::_Exit(static_cast<int>(bounded_integer(q, "code", 0, 255)));
     });
-    r.post("/api/grow", [this](troupe::request& q) {
+    r.post("/api/grow", [](notes_user& u, troupe::request& q) {
       auto mb = bounded_integer(q, "mb", 1, max_grow_mb);
-      if (ballast_mb_ + mb > max_ballast_mb)
+      if (u.ballast_mb_ + mb > max_ballast_mb)
         throw troupe::bad_request("at most " + std::to_string(max_ballast_mb) + " MB per user");
       std::string block(static_cast<std::size_t>(mb) << 20, '\0');
       for (std::size_t i = 0; i < block.size(); i += 4096)  // touched: resident, not just reserved
         block[i] = static_cast<char>(i);
-      ballast_.push_back(std::move(block));
-      ballast_mb_ += mb;
-      return json({{"held_mb", ballast_mb_}});
+      u.ballast_.push_back(std::move(block));
+      u.ballast_mb_ += mb;
+      return json({{"held_mb", u.ballast_mb_}});
     });
 
     // The global store, shared by every user: values are JSON, stored as text.

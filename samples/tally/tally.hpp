@@ -16,21 +16,21 @@ struct tally_state {
 
 class tally_user : public troupe::user_actor<tally_state> {
 public:
-  void routes(troupe::router& r) override {
-    r.get("/tally", [this](troupe::request&) { return json({{"user", user()}, {"tallies", state().tallies}}); });
-    r.get("/tally/{name}", [this](troupe::request& q) {
-      auto i = state().tallies.find(q.param("name"));
-      if (i == state().tallies.end())
+  static void routes(troupe::route_table<tally_user>& r) {
+    r.get("/tally", [](tally_user& u, troupe::request&) { return json({{"user", u.user()}, {"tallies", u.state().tallies}}); });
+    r.get("/tally/{name}", [](tally_user& u, troupe::request& q) {
+      auto i = u.state().tallies.find(q.param("name"));
+      if (i == u.state().tallies.end())
         throw troupe::http_error(404, "no such tally");
       return json({{"name", i->first}, {"value", i->second}});
     });
-    r.post("/tally/{name}", [this](troupe::request& q) {
+    r.post("/tally/{name}", [](tally_user& u, troupe::request& q) {
       auto name = q.param("name");
       if (name.size() > 64)
         throw troupe::bad_request("tally names are at most 64 bytes");
-      if (state().tallies.size() >= 256 && !state().tallies.count(name))
+      if (u.state().tallies.size() >= 256 && !u.state().tallies.count(name))
         throw troupe::bad_request("at most 256 tallies");
-      return json({{"name", name}, {"value", ++mutate().tallies[name]}});
+      return json({{"name", name}, {"value", ++u.mutate().tallies[name]}});
     });
   }
 };

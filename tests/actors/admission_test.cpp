@@ -33,13 +33,13 @@ struct tally {
 // POST /grow/{mb}: keeps that much resident memory (not in his store).
 class spin_app : public user_actor<tally> {
 public:
-  void routes(router& r) override {
-    r.post("/grow/{mb}", [this](request& q) {
+  static void routes(route_table<spin_app>& r) {
+    r.post("/grow/{mb}", [](spin_app& u, request& q) {
       std::string block(static_cast<std::size_t>(std::stoi(q.param("mb"))) << 20, '\0');
       for (std::size_t i = 0; i < block.size(); i += 4096)  // touched: resident
         block[i] = static_cast<char>(i);
-      ballast_.push_back(std::move(block));
-      return json({{"blocks", ballast_.size()}});
+      u.ballast_.push_back(std::move(block));
+      return json({{"blocks", u.ballast_.size()}});
     });
     r.post("/spin/{ms}", [](request& q) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoi(q.param("ms")));

@@ -15,19 +15,44 @@ response named(const char* name) {
 }
 }  // namespace
 
-TEST(router, matches_method_path_and_parameters) {
-  router r;
-  r.get("/api/counter", [](request&) { return named("get-counter"); });
-  r.post("/api/counter/incr", [](request&) { return named("incr"); });
-  r.get("/tally/{name}", [](request&) { return named("tally"); });
-  r.del("/rooms/{room}/members/{member}", [](request&) { return named("kick"); });
+namespace {
+struct st {
+  int x = 0;
+  MSGPACK_DEFINE(x);
+};
+
+// Routes in all three shapes: (Self&, request&), (request&), a member function.
+struct routed : user_actor<st> {
+  static void routes(route_table<routed>& r) {
+    r.get("/api/counter", [](routed& u, request&) { return named(u.tag.c_str()); });
+    r.post("/api/counter/incr", [](request&) { return named("incr"); });
+    r.get("/tally/{name}", &routed::tally);
+    r.del("/rooms/{room}/members/{member}", [](request&) { return named("kick"); });
+  }
+  response tally(request& q) { return named(("tally " + q.param("name")).c_str()); }
+  std::string tag = "instance";
+};
+struct a_plain : user_actor<st> {};
+}  // namespace
+
+TEST(router, matches_method_path_and_parameters_and_calls_the_instance_served) {
+  auto types = user_types<routed>("routed");
+  const router& r = *types.routes("routed");
   EXPECT_EQ(r.size(), 4u);
 
+  routed alice, bob;
+  bob.tag = "bob";
   auto m = r.find("GET", "/api/counter");
   ASSERT_NE(m.target, nullptr);
   http_request raw;
   request q(raw, {});
-  EXPECT_EQ((*m.target)(q).body, "get-counter");
+  EXPECT_EQ((*m.target)(alice, q).body, "instance");
+  EXPECT_EQ((*m.target)(bob, q).body, "bob");  // one table, the user served is the argument
+
+  m = r.find("GET", "/tally/t1");
+  ASSERT_NE(m.target, nullptr);
+  request qt(raw, m.params);
+  EXPECT_EQ((*m.target)(bob, qt).body, "tally t1");
 
   m = r.find("DELETE", "/rooms/r1/members/bob");
   ASSERT_NE(m.target, nullptr);
@@ -36,38 +61,22 @@ TEST(router, matches_method_path_and_parameters) {
   EXPECT_EQ(q2.param("room"), "r1");
   EXPECT_EQ(q2.param("member"), "bob");
   EXPECT_EQ(q2.param("absent"), "");
+  EXPECT_EQ((*m.target)(alice, q2).body, "kick");
 }
 
-TEST(router, shares_parsed_shapes_with_its_types_routes_and_keeps_its_own_handlers) {
-  router shapes;
-  shapes.get("/a/{x}", [](request&) { return named("prototype"); });
-  shapes.post("/b", [](request&) { return named("prototype"); });
-  EXPECT_EQ(shapes.own_shapes(), 2u);
-
-  router mine(&shapes);
-  mine.get("/a/{x}", [](request&) { return named("mine-a"); });
-  mine.post("/b", [](request&) { return named("mine-b"); });
-  mine.get("/c", [](request&) { return named("mine-c"); });  // not in the shapes: parsed here
-  EXPECT_EQ(mine.own_shapes(), 1u);
-  http_request raw;
-  auto m = mine.find("GET", "/a/7");
-  ASSERT_NE(m.target, nullptr);
-  request q(raw, m.params);
-  EXPECT_EQ((*m.target)(q).body, "mine-a");
-  EXPECT_EQ(q.param("x"), "7");
-  EXPECT_EQ((*mine.find("GET", "/c").target)(q).body, "mine-c");
-  EXPECT_TRUE(mine.find("GET", "/b").other_method);
-
-  router other_order(&shapes);  // a different route at a position: its own shape
-  other_order.post("/b", [](request&) { return named("x"); });
-  EXPECT_EQ(other_order.own_shapes(), 1u);
-  EXPECT_NE(other_order.find("POST", "/b").target, nullptr);
+TEST(router, a_type_is_given_its_routes_once_and_a_type_without_routes_has_none) {
+  auto types = user_types<routed>("routed");
+  types.add<a_plain>("plain");
+  EXPECT_EQ(types.routes("routed"), types.routes("routed"));
+  ASSERT_NE(types.routes("plain"), nullptr);
+  EXPECT_EQ(types.routes("plain")->size(), 0u);
+  EXPECT_EQ(types.routes("absent"), nullptr);
 }
 
 TEST(router, tells_unknown_paths_from_other_methods) {
   router r;
-  r.get("/api/counter", [](request&) { return named("x"); });
-  r.get("/tally/{name}", [](request&) { return named("y"); });
+  r.on("GET", "/api/counter", [](user_actor_base&, request&) { return named("x"); });
+  r.on("GET", "/tally/{name}", [](user_actor_base&, request&) { return named("y"); });
   auto wrong_method = r.find("POST", "/api/counter");
   EXPECT_EQ(wrong_method.target, nullptr);
   EXPECT_TRUE(wrong_method.other_method);
@@ -124,13 +133,7 @@ TEST(response, helpers_build_json_and_errors) {
 }
 
 namespace {
-struct st {
-  int x = 0;
-  MSGPACK_DEFINE(x);
-};
-struct a : user_actor<st> {
-  void routes(router&) override {}
-};
+struct a : user_actor<st> {};
 }  // namespace
 
 TEST(app_types, finds_registered_types) {
@@ -144,7 +147,6 @@ TEST(app_types, finds_registered_types) {
 
 namespace {
 struct global_probe : user_actor<st> {
-  void routes(router&) override {}
   using user_actor_base::global_commit;
   using user_actor_base::global_erase;
   using user_actor_base::global_set;

@@ -42,15 +42,15 @@ public:
     return std::nullopt;
   }
 
-  void routes(router& r) override {
-    r.get("/n", [this](request&) { return json({{"n", state().n}, {"user", user()}}); });
-    r.post("/n", [this](request&) { return json({{"n", ++mutate().n}}); });
-    r.post("/login", [this](request& q) { return login(q.json_string("user")); });
-    r.post("/logout", [this](request&) { return logout(); });
+  static void routes(route_table<counter_app>& r) {
+    r.get("/n", [](counter_app& u, request&) { return json({{"n", u.state().n}, {"user", u.user()}}); });
+    r.post("/n", [](counter_app& u, request&) { return json({{"n", ++u.mutate().n}}); });
+    r.post("/login", [](counter_app& u, request& q) { return u.login(q.json_string("user")); });
+    r.post("/logout", [](counter_app& u, request&) { return u.logout(); });
     r.post("/boom", [](request&) -> response { throw std::logic_error("boom"); });
     // Changes the state, then fails: the change must not survive the restart.
-    r.post("/half", [this](request&) -> response {
-      mutate().n += 100;
+    r.post("/half", [](counter_app& u, request&) -> response {
+      u.mutate().n += 100;
       throw std::runtime_error("half done");
     });
     r.post("/teapot", [](request&) -> response { throw http_error(418, "short and stout"); });

@@ -37,6 +37,7 @@ struct fake_host : detail::user_host {
   const std::string& worker() const override { return name; }
   void changed() override { ++changes; }
   caf::local_actor* actor() override { return nullptr; }
+  void push(detail::push_order) override {}
 };
 
 fake_host host;
@@ -50,7 +51,6 @@ std::unique_ptr<T> hosted() {
 
 class shop_v1 : public user_actor<cart_v1> {
 public:
-  void routes(router&) override {}
   cart_v1& edit() { return mutate(); }
   const cart_v1& view() const { return state(); }
 };
@@ -64,7 +64,6 @@ public:
     auto v1 = old.as<cart_v1>();
     return cart_v2{std::stoll(v1.count), {}};
   }
-  void routes(router&) override {}
   const cart_v2& view() const { return state(); }
   cart_v2& edit() { return mutate(); }
 };
@@ -73,7 +72,6 @@ public:
 class strict_v2 : public user_actor<cart_v2> {
 public:
   std::uint32_t state_version() const noexcept override { return 2; }
-  void routes(router&) override {}
   const cart_v2& view() const { return state(); }
 };
 
