@@ -33,7 +33,7 @@ class console_session : public std::enable_shared_from_this<console_session> {
 public:
   // `counted`: authenticated by the upgrade's header, and counted in
   // front::console_opened() already; else it waits for its token, costing no slot.
-  console_session(beast::tcp_stream&& stream, front& owner, bool counted)
+  console_session(front_stream&& stream, front& owner, bool counted)
     : ws_(std::move(stream)), front_(owner), timer_(ws_.get_executor()), authed_(counted) {}
   ~console_session() {
     if (authed_)
@@ -211,7 +211,7 @@ private:
     bool answered_ = false;
   };
 
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<front_stream> ws_;
   front& front_;
   net::steady_timer timer_;
   beast::flat_buffer in_;
@@ -236,7 +236,7 @@ private:
 
 }  // namespace
 
-void start_console_session(beast::tcp_stream&& stream, http::request<http::string_body>&& upgrade, front& owner,
+void start_console_session(front_stream&& stream, http::request<http::string_body>&& upgrade, front& owner,
                            bool counted) {
   std::make_shared<console_session>(std::move(stream), owner, counted)->run(std::move(upgrade));
 }

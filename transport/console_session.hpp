@@ -6,7 +6,7 @@
 /// census query in flight per console, at most 4 messages queued: a slow
 /// console skips ticks instead of growing the node's memory.
 
-#include <boost/beast/core/tcp_stream.hpp>
+#include "transport/front_stream.hpp"
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -24,7 +24,7 @@ std::string_view console_page();
 /// admin token and took a console slot (front::console_opened); otherwise the
 /// channel waits (at most 10 s) for the token as its first message and takes
 /// a slot only then.
-void start_console_session(boost::beast::tcp_stream&& stream,
+void start_console_session(front_stream&& stream,
                            boost::beast::http::request<boost::beast::http::string_body>&& upgrade, front& owner,
                            bool counted);
 

@@ -156,7 +156,7 @@ private:
   void linger_close();
   void close();
 
-  beast::tcp_stream stream_;
+  front_stream stream_;
   front& front_;
   const front_limits& limits_;
   beast::flat_buffer buffer_;
