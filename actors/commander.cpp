@@ -472,7 +472,7 @@ struct commander_state {
   }
 
   void resolve(placement_promise p, const std::string& cid, bool minted) {
-    if (const std::string* user = index->user_of(cid))
+    if (auto user = index->user_of(cid))
       return attach(std::move(p), *user, cid, {}, true);
     if (minted) {  // a first visit: nothing of his can be in the deposit
       index->bind(cid, registry::guest_name(cid));
@@ -909,7 +909,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       if (!st.index || !registry::is_guest(user) || st.index->worker_of(user) || st.departing.count(user))
         return;
       auto cid = user.substr(6);  // guest_<cid>: one lookup, never a scan of every connection
-      if (auto* owner = st.index->user_of(cid); owner && *owner == user)
+      if (auto owner = st.index->user_of(cid); owner && *owner == user)
         st.index->unbind(cid);
     },
     [=](thaw_atom, const std::string& user, std::uint64_t epoch) {

@@ -5,6 +5,7 @@
 #include "actors/errors.hpp"
 #include "actors/census.hpp"
 #include "actors/connection_table.hpp"
+#include "actors/lazy.hpp"
 #include "actors/user_access.hpp"
 #include "actors/user_store.hpp"
 #include "registry/census_model.hpp"
@@ -114,7 +115,7 @@ struct user_state : detail::user_host {
   // His parcel is quarantined (it does not verify, or does not load as his
   // state): he answers 503 to everything and writes nothing until an operator
   // drops him or puts back a parcel that loads (docs/deposit.md).
-  std::optional<std::string> refused;
+  lazy<std::string> refused;  // lazy<>: a pointer while empty, as in every idle user (S5)
   std::shared_ptr<const group_gate> gate;  // his group degraded: he refuses every request
   // His placement's owner epoch, and whether the deposit refused it as stale
   // (a newer placement holds him elsewhere): then he leaves, writing nothing.
@@ -140,8 +141,8 @@ struct user_state : detail::user_host {
   bool busy = false;
   bool stopped = false;  // quit() was called: serve nothing more
   std::list<pending_call> backlog;  // a list: an empty deque allocates ~600 bytes, per user
-  std::optional<pending_call> deferred_call;
-  std::function<response()> deferred_then;
+  lazy<pending_call> deferred_call;
+  lazy_function<response> deferred_then;
   std::uint64_t deferral_id = 0;
 
   // Freezing: his parcels are being written; he serves nothing meanwhile.

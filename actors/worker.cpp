@@ -7,6 +7,7 @@
 #include "actors/group.hpp"
 #include "registry/ids.hpp"
 #include "registry/proc_stats.hpp"
+#include "registry/short_name.hpp"
 #include "registry/worker_admission.hpp"
 #include "store/parcel.hpp"
 
@@ -73,9 +74,10 @@ struct worker_state {
   const app_types::factory* factory = nullptr;
   const router* routes = nullptr;
   // By name; shared with the functor that takes them down when the worker stops.
-  std::shared_ptr<std::unordered_map<std::string, user_handle>> users =
-    std::make_shared<std::unordered_map<std::string, user_handle>>();
-  std::unordered_map<caf::actor_id, std::string> names;      // child id → name
+  // (Names are short_names: a guest's fits inline, so these per-user entries allocate no string; S5.)
+  using user_map = std::unordered_map<registry::short_name, user_handle, registry::short_name_hash>;
+  std::shared_ptr<user_map> users = std::make_shared<user_map>();
+  std::unordered_map<caf::actor_id, registry::short_name> names;      // child id → name
   std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
   std::unordered_map<caf::actor_id, caf::typed_response_promise<bool>> dropping;  // answered at their down
   // Attaches whose user was found dead before his down message came: redone at it.
@@ -86,7 +88,7 @@ struct worker_state {
   std::unordered_map<std::string, store::bytes> restart_from;
   // The owner epoch of each hosted user's placement: a crashed user is
   // restarted under the same placement, so with the same epoch.
-  std::unordered_map<std::string, std::uint64_t> epochs;
+  std::unordered_map<registry::short_name, std::uint64_t, registry::short_name_hash> epochs;
   bool draining = false;
   // Its group's degradation, shared with its users (each checks it per request).
   std::shared_ptr<group_gate> gate;
@@ -208,7 +210,7 @@ struct worker_state {
     std::vector<std::pair<std::string_view, std::uint64_t>> figures;
     figures.reserve(users->size());
     for (auto& [name, h] : *users)
-      if (auto b = busy.find(h.id()); b != busy.end() && !offloading.count(name))
+      if (auto b = busy.find(h.id()); b != busy.end() && !offloading.count(name.str()))
         figures.emplace_back(name, b->second->busy_ns.load(std::memory_order_relaxed));
     auto pick = offload_ledger.beat(figures);
     if (!pick || draining)
@@ -390,8 +392,8 @@ struct worker_state {
     }
   }
 
-  void judge_down(caf::down_msg& dm, std::unordered_map<caf::actor_id, std::string>::iterator n) {
-    auto user = std::move(n->second);
+  void judge_down(caf::down_msg& dm, std::unordered_map<caf::actor_id, registry::short_name>::iterator n) {
+    auto user = n->second.str();
     names.erase(n);
     busy.erase(dm.source.id());
     if (auto d = dropping.find(dm.source.id()); d != dropping.end()) {
@@ -687,7 +689,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
       hosted.reserve(st.users->size());
       epochs.reserve(st.users->size());
       for (auto& [name, h] : *st.users) {
-        hosted.push_back(name);
+        hosted.emplace_back(name.view());
         auto e = st.epochs.find(name);
         epochs.push_back(e == st.epochs.end() ? 0 : e->second);
       }

@@ -15,9 +15,11 @@ placement_index::placement_index(std::size_t workers, std::string group)
     throw std::invalid_argument("placement_index needs at least one worker");
 }
 
-const std::string* placement_index::user_of(const std::string& cid) const {
+std::optional<std::string> placement_index::user_of(const std::string& cid) const {
   auto i = connections_.find(cid);
-  return i == connections_.end() ? nullptr : &i->second.user;
+  if (i == connections_.end())
+    return std::nullopt;
+  return i->second.user.str();
 }
 
 std::optional<std::string> placement_index::bind(const std::string& cid, const std::string& user) {
@@ -25,7 +27,8 @@ std::optional<std::string> placement_index::bind(const std::string& cid, const s
   if (fresh)
     return std::nullopt;
   i->second.seen_unplaced = false;
-  std::string before = std::exchange(i->second.user, user);
+  std::string before = i->second.user.str();
+  i->second.user = user;
   return before;
 }
 
@@ -143,7 +146,7 @@ std::vector<std::string> placement_index::retire_slot(std::size_t slot) {
   in_service_[slot] = false;
   for (auto i = users_.begin(); i != users_.end();) {
     if (i->second.slot == slot) {
-      gone.push_back(i->first);
+      gone.push_back(i->first.str());
       i = users_.erase(i);
     } else {
       ++i;
@@ -177,8 +180,8 @@ bool placement_index::set_in_service(std::size_t slot, bool in_service) {
 std::vector<std::string> placement_index::unbind_user(const std::string& user) {
   std::vector<std::string> cids;
   for (auto i = connections_.begin(); i != connections_.end();) {
-    if (i->second.user == user) {
-      cids.push_back(i->first);
+    if (i->second.user.view() == user) {
+      cids.push_back(i->first.str());
       i = connections_.erase(i);
     } else {
       ++i;

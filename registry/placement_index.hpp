@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "registry/short_name.hpp"
+
 namespace troupe::registry {
 
 /// Connection → user → worker slot, with per-worker user counts for placement.
@@ -26,7 +28,7 @@ public:
   explicit placement_index(std::size_t workers, std::string group = {});
 
   /// The user a connection belongs to, if the connection is known.
-  const std::string* user_of(const std::string& cid) const;
+  std::optional<std::string> user_of(const std::string& cid) const;
 
   /// Binds a connection to a user (the user need not be placed yet).
   /// Returns the user it belonged to before, if any.
@@ -125,16 +127,18 @@ public:
   std::size_t connections() const noexcept { return connections_.size(); }
 
 private:
+  // One entry per connection and one per live user: keyed by short_names, so
+  // a connection id and a guest's name take no allocation (issue 14, S5).
   struct binding {
-    std::string user;
+    short_name user;
     bool seen_unplaced;  // his user was not placed at the last forget_unplaced_connections()
   };
-  std::unordered_map<std::string, binding> connections_;      // cid → user
+  std::unordered_map<short_name, binding, short_name_hash> connections_;      // cid → user
   struct placed {
     std::size_t slot;
     std::uint64_t owner_epoch;  // 0: unknown
   };
-  std::unordered_map<std::string, placed> users_;             // user → where, under which epoch
+  std::unordered_map<short_name, placed, short_name_hash> users_;             // user → where, under which epoch
   std::vector<std::size_t> loads_;
   std::vector<bool> in_service_;
   std::vector<bool> retired_;

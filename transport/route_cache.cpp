@@ -16,20 +16,23 @@ void route_cache::put(const std::string& cid, caf::actor actor) {
   if (!actor)
     return;
   auto addr = actor.address();
-  bool first_route = false;
+  registry::short_name key(cid);
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    by_cid_[cid] = actor;
-    auto [routes, fresh] = by_actor_.try_emplace(addr);
-    routes->second.push_back(cid);
-    first_route = fresh;
+    auto [i, fresh] = by_cid_.try_emplace(key, actor);
+    if (!fresh) {
+      if (i->second == actor)
+        return;  // routed there already, and watched
+      i->second = actor;
+    }
   }
+  // One watch per route (its key with it): an id routed anew to another actor
+  // leaves the old actor's watch behind, which finds nothing when it fires.
   // Outside the lock: for an actor that is already dead the functor runs at once.
-  if (first_route)
-    actor->attach_functor([weak = weak_from_this(), addr] {
-      if (auto self = weak.lock())
-        self->forget_actor(addr);
-    });
+  actor->attach_functor([weak = weak_from_this(), addr, key = std::move(key)] {
+    if (auto self = weak.lock())
+      self->forget_route(key, addr);
+  });
 }
 
 void route_cache::erase(const std::string& cid) {
@@ -42,24 +45,17 @@ std::size_t route_cache::size() const {
   return by_cid_.size();
 }
 
-void route_cache::forget_actor(const caf::actor_addr& addr) {
+void route_cache::forget_route(const registry::short_name& cid, const caf::actor_addr& addr) {
   std::lock_guard<std::mutex> guard{mutex_};
-  auto routes = by_actor_.find(addr);
-  if (routes == by_actor_.end())
-    return;
-  for (auto& cid : routes->second)
-    if (auto i = by_cid_.find(cid); i != by_cid_.end() && i->second.address() == addr)
-      by_cid_.erase(i);
-  by_actor_.erase(routes);
+  if (auto i = by_cid_.find(cid); i != by_cid_.end() && i->second.address() == addr)
+    by_cid_.erase(i);
 }
 
 void route_cache::forget_node(const caf::node_id& node) {
   std::lock_guard<std::mutex> guard{mutex_};
   for (auto i = by_cid_.begin(); i != by_cid_.end();)
     i = i->second.node() == node ? by_cid_.erase(i) : std::next(i);
-  // Their functors stay attached to the proxies and find nothing when they run.
-  for (auto i = by_actor_.begin(); i != by_actor_.end();)
-    i = i->first.node() == node ? by_actor_.erase(i) : std::next(i);
+  // Their watches stay attached to the proxies and find nothing when they run.
 }
 
 }  // namespace troupe

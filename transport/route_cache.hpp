@@ -3,17 +3,21 @@
 /// The front's routing cache: connection id → the actor serving its user.
 /// Every actor it points at is watched (attach_functor), so an entry dies with
 /// its actor; the front never routes to a known-dead actor.
+/// One entry per live connection (issue 14, S5): keyed by a short_name (a
+/// connection id inline, no allocation), and each route's watch carries its
+/// own key, so no reverse index (actor → its ids) is kept.
 
 #include <caf/actor.hpp>
 #include <caf/actor_addr.hpp>
 #include <caf/node_id.hpp>
+
+#include "registry/short_name.hpp"
 
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 namespace troupe {
 
@@ -35,12 +39,11 @@ public:
   std::size_t size() const;
 
 private:
-  void forget_actor(const caf::actor_addr& addr);
+  // The watch of route `cid` → `addr` fired: forgets it if it still goes there.
+  void forget_route(const registry::short_name& cid, const caf::actor_addr& addr);
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, caf::actor> by_cid_;
-  // Watched actors, by address: an actor id is unique on its node only.
-  std::unordered_map<caf::actor_addr, std::vector<std::string>> by_actor_;
+  std::unordered_map<registry::short_name, caf::actor, registry::short_name_hash> by_cid_;
 };
 
 }  // namespace troupe

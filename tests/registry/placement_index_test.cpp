@@ -8,16 +8,16 @@ using troupe::registry::placement_index;
 
 TEST(placement_index, binds_connections_and_reports_the_previous_user) {
   placement_index ix{2};
-  EXPECT_EQ(ix.user_of("c1"), nullptr);
+  EXPECT_FALSE(ix.user_of("c1"));
   EXPECT_FALSE(ix.bind("c1", "guest_c1"));
-  ASSERT_NE(ix.user_of("c1"), nullptr);
+  ASSERT_TRUE(ix.user_of("c1"));
   EXPECT_EQ(*ix.user_of("c1"), "guest_c1");
   auto before = ix.bind("c1", "alice");
   ASSERT_TRUE(before);
   EXPECT_EQ(*before, "guest_c1");
   EXPECT_EQ(*ix.user_of("c1"), "alice");
   ix.unbind("c1");
-  EXPECT_EQ(ix.user_of("c1"), nullptr);
+  EXPECT_FALSE(ix.user_of("c1"));
   EXPECT_EQ(ix.connections(), 0u);
 }
 
@@ -61,8 +61,8 @@ TEST(placement_index, unbinds_every_connection_of_a_user) {
   auto cids = idx.unbind_user("alice");
   std::sort(cids.begin(), cids.end());
   EXPECT_EQ(cids, (std::vector<std::string>{"c1", "c3"}));
-  EXPECT_EQ(idx.user_of("c1"), nullptr);
-  ASSERT_NE(idx.user_of("c2"), nullptr);
+  EXPECT_FALSE(idx.user_of("c1"));
+  ASSERT_TRUE(idx.user_of("c2"));
   EXPECT_EQ(idx.connections(), 1u);
 }
 
@@ -120,10 +120,10 @@ TEST(PlacementIndex, ConnectionsOfUsersNoLongerLiveAreForgottenAtTheSecondSweep)
   EXPECT_EQ(ix.forget_unplaced_connections(), 0u) << "the first sweep only notes them";
   ASSERT_TRUE(ix.place("cai"));
   EXPECT_EQ(ix.forget_unplaced_connections(), 1u);
-  EXPECT_EQ(ix.user_of("c-frozen"), nullptr);
-  ASSERT_NE(ix.user_of("c-live"), nullptr);
+  EXPECT_FALSE(ix.user_of("c-frozen"));
+  ASSERT_TRUE(ix.user_of("c-live"));
   EXPECT_EQ(*ix.user_of("c-live"), "ann");
-  ASSERT_NE(ix.user_of("c-soon"), nullptr) << "placed before the second sweep";
+  ASSERT_TRUE(ix.user_of("c-soon")) << "placed before the second sweep";
   ix.remove("ann");
   ix.bind("c-live", "ann");  // used again (a login rebinds): noted afresh
   EXPECT_EQ(ix.forget_unplaced_connections(), 0u);
