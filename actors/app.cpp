@@ -140,6 +140,56 @@ response response::text(std::string body, std::uint16_t status) {
   return r;
 }
 
+namespace {
+response streaming(stream_handlers h, bool ndjson) {
+  response r;
+  auto next = std::make_shared<detail::continuation>();
+  next->what = detail::continuation::kind::stream;
+  next->ndjson = ndjson;
+  next->handlers = std::move(h);
+  r.next = std::move(next);
+  return r;
+}
+}  // namespace
+
+response response::sse(stream_handlers h) {
+  return streaming(std::move(h), false);
+}
+
+response response::ndjson(stream_handlers h) {
+  return streaming(std::move(h), true);
+}
+
+// -- stream (the writer; the user actor's host does the work) ---------------------
+
+stream_write stream::event(std::string_view data, std::string_view name, std::string_view id) {
+  return host_ ? host_->stream_send(id_, data, name, id, false) : stream_write::closed;
+}
+
+stream_write stream::json(const nlohmann::json& value) {
+  if (!host_)
+    return stream_write::closed;
+  auto text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return host_->stream_send(id_, text, {}, {}, true);
+}
+
+void stream::close() {
+  if (host_)
+    host_->stream_close(id_);
+}
+
+bool stream::is_open() const {
+  return host_ && host_->stream_state(id_).open;
+}
+
+bool stream::is_slow() const {
+  return host_ && host_->stream_state(id_).slow;
+}
+
+std::uint64_t stream::credit() const {
+  return host_ ? host_->stream_state(id_).credit : 0;
+}
+
 // -- router --------------------------------------------------------------------
 
 router& router::on(std::string_view method, std::string_view pattern, handler h) {

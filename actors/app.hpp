@@ -87,7 +87,61 @@ private:
 
 namespace detail {
 struct continuation;
+class user_host;
 }
+
+// -- streaming responses (docs/streaming.md) ---------------------------------------
+
+/// What a write to a stream did.
+enum class stream_write : std::uint8_t {
+  written,  ///< queued for the client
+  slow,     ///< refused: the credit ran out (the client reads slower than you write); wait for `ready`
+  too_big,  ///< refused: larger than limits.stream_max_event_bytes
+  closed,   ///< refused: the stream is closed or its client gone (the writer is a no-op now)
+};
+
+/// The writer of one streaming response (SSE or NDJSON), a small handle to
+/// keep in the actor (copies write to the same stream) and feed from later
+/// handlers, timers (user_actor_base::later) and the stream's own callbacks.
+/// Valid in its user actor only. Writes never block: one that would exceed
+/// the stream's credit is refused (stream_write::slow) and the actor is told
+/// (`slow`), then told again when the client has caught up (`ready`).
+class stream {
+public:
+  stream() = default;
+  /// Made by the platform (the handle of stream `id` of `host`).
+  stream(detail::user_host* host, std::uint64_t id) noexcept : host_(host), id_(id) {}
+
+  /// SSE: one event (`data` split in `data:` lines; optional `event:` and
+  /// `id:` fields). NDJSON: `data` as a JSON string line.
+  stream_write event(std::string_view data, std::string_view name = {}, std::string_view id = {});
+  /// NDJSON: one line. SSE: one event whose data is `value` as JSON.
+  stream_write json(const nlohmann::json& value);
+  /// Ends the response once what was written is out; later writes are `closed`.
+  void close();
+
+  /// True until close() or the client's disconnect.
+  bool is_open() const;
+  /// True while writes are refused for lack of credit (between `slow` and `ready`).
+  bool is_slow() const;
+  /// Bytes that may be written now without being refused.
+  std::uint64_t credit() const;
+  std::uint64_t id() const noexcept { return id_; }
+
+private:
+  detail::user_host* host_ = nullptr;
+  std::uint64_t id_ = 0;
+};
+
+/// What a stream tells its actor, each called in the actor with the stream's
+/// writer; any may be empty. A callback that throws is a failed handler (the
+/// actor restarts, his streams are cut).
+struct stream_handlers {
+  std::function<void(stream&)> open;   ///< the response head goes out: start writing
+  std::function<void(stream&)> slow;   ///< the credit ran out: writes are refused until `ready`
+  std::function<void(stream&)> ready;  ///< the client caught up after `slow`: write again
+  std::function<void(stream&)> gone;   ///< the client disconnected (or the front cut the stream): writes are no-ops
+};
 
 /// What a handler returns: a status and a body, or a deferred answer
 /// (login, logout, after) that the platform completes.
@@ -103,7 +157,12 @@ struct response {
   /// {"error": message}.
   static response error(std::uint16_t status, const std::string& message);
   /// A plain-text body.
-  static response text(std::string body, std::uint16_t status = 200);
+  static response text(std::string body, std::uint16_t status = 200);  /// A Server-Sent Events stream (text/event-stream, chunked): `h.open`
+  /// gets its writer once the client is connected. The request deadline no
+  /// longer applies; the actor serves his other requests meanwhile.
+  static response sse(stream_handlers h);
+  /// An NDJSON stream (application/x-ndjson, one JSON value per line), as sse().
+  static response ndjson(stream_handlers h);
 };
 
 namespace detail {
@@ -131,12 +190,14 @@ struct global_reply {
 
 /// A deferred answer, completed by the user actor's host.
 struct continuation {
-  enum class kind { after, login, logout, global } what;
+  enum class kind { after, login, logout, global, stream } what;
   std::chrono::milliseconds delay{0};
   std::function<response()> then;                          // after
   std::string user;                                        // login
   global_op op;                                            // global
   std::function<response(const global_reply&)> on_reply;  // global
+  bool ndjson = false;                                     // stream: NDJSON, else SSE
+  stream_handlers handlers;                                // stream
 };
 
 }  // namespace detail
@@ -244,6 +305,21 @@ public:
   virtual void changed() = 0;
   virtual caf::local_actor* actor() = 0;
   virtual void push(push_order order) = 0;
+  // Streams (docs/streaming.md); the defaults: a host without streams (tests).
+  /// Writes `data` framed for stream `id` (as_json: NDJSON line / SSE data of a JSON value).
+  virtual stream_write stream_send(std::uint64_t, std::string_view, std::string_view, std::string_view, bool) {
+    return stream_write::closed;
+  }
+  virtual void stream_close(std::uint64_t) {}
+  /// {open, slow, credit} of stream `id`.
+  struct stream_status {
+    bool open = false;
+    bool slow = false;
+    std::uint64_t credit = 0;
+  };
+  virtual stream_status stream_state(std::uint64_t) const { return {}; }
+  /// Runs `fn` in this actor after `delay`; false when too many are pending.
+  virtual bool later(std::chrono::milliseconds, std::function<void()>) { return false; }
 };
 struct user_access;
 }  // namespace detail
@@ -370,6 +446,12 @@ protected:
   /// no open channel: he is not woken for a push, his pages count as not delivered).
   void push_users(std::vector<std::string> users, std::string path, nlohmann::json data,
                   std::function<void(const push_outcome&)> done = {});
+
+  /// Runs `fn` in this actor after `delay`, blocking nothing (a timer, e.g.
+  /// to feed a stream). False, and nothing scheduled, when
+  /// limits.user_queue_length timers are pending already. A `fn` that throws
+  /// is a failed handler (the actor restarts).
+  bool later(std::chrono::milliseconds delay, std::function<void()> fn) { return host_->later(delay, std::move(fn)); }
 
   /// Tells the platform the state changed (user_actor::mutate() calls it).
   void changed() { host_->changed(); }

@@ -5,6 +5,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/page.hpp"
+#include "actors/stream.hpp"
 #include "actors/worker_process.hpp"
 
 #include <caf/all.hpp>
@@ -59,6 +60,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<census_handle>("troupe.census_handle");
   cfg.add_message_type<census_member_view>("troupe.census_member_view");
   cfg.add_message_type<probe_handle>("troupe.probe_handle");
+  register_stream_types(cfg);
 }
 
 }  // namespace troupe

@@ -157,13 +157,16 @@ struct http_response {
   std::uint32_t retry_after = 0;  ///< seconds for a Retry-After header (503), 0: none
   /// A new connection id for the client's cookie (login and logout rotate it;
   /// the request's id is dead), "" when the id is unchanged.
-  std::string set_cid;
+  std::string set_cid;  /// Not 0: the answer is a streaming response (content_type says SSE or
+  /// NDJSON), this stream of the answering actor: the front opens a stream
+  /// sink for it (transport/stream_sink.hpp) instead of writing `body`.
+  std::uint64_t stream_id = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_response& x) {
   return f(caf::meta::type_name("troupe.http_response"), x.status, x.body, x.content_type, x.route,
-           x.retry_after, x.set_cid);
+           x.retry_after, x.set_cid, x.stream_id);
 }
 
 /// The front's side of one in-flight request: it holds the request (shared,

@@ -106,6 +106,20 @@ std::string node_metrics::prometheus_text() const {
           node_failovers.load(std::memory_order_relaxed));
   counter("troupe_requests_expired_total", "Requests dropped from a user's queue past their deadline, never run.",
           requests_expired.load(std::memory_order_relaxed));
+  out += "# HELP troupe_stream_open Streaming responses (SSE, NDJSON) open on this node's front.\n"
+         "# TYPE troupe_stream_open gauge\n";
+  line("troupe_stream_open", "", stream.open.load(std::memory_order_relaxed));
+  out += "# HELP troupe_stream_queued_bytes Bytes queued for streaming clients (written by actors, not yet by the socket).\n"
+         "# TYPE troupe_stream_queued_bytes gauge\n";
+  line("troupe_stream_queued_bytes", "", stream.queued_bytes.load(std::memory_order_relaxed));
+  counter("troupe_stream_events_total", "Events streamed actors handed to this node's streams.",
+          stream.events.load(std::memory_order_relaxed));
+  counter("troupe_stream_slow_total", "Slow notices: a streaming actor ran out of credit (its client reads slower).",
+          stream.slow.load(std::memory_order_relaxed));
+  counter("troupe_stream_disconnects_total", "Streaming clients that went away mid-stream (their actor is told).",
+          stream.disconnects.load(std::memory_order_relaxed));
+  counter("troupe_stream_refusals_total", "Streams refused (503): limits.max_streams or limits.max_streams_per_user.",
+          stream.refusals.load(std::memory_order_relaxed));
   counter("troupe_changes_rolled_back_total", "Changes the deposit refused (durability reply): state put back, 503.",
           changes_rolled_back.load(std::memory_order_relaxed));
   counter("troupe_users_refused_total", "Users whose stored state does not load: parcel quarantined, user refused.",

@@ -105,6 +105,15 @@ struct node_metrics {
   } forwarded;
   /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
   const store::deposit_counters* deposit = nullptr;
+  /// Streaming responses (docs/streaming.md): troupe_stream_*.
+  struct stream_counters {
+    std::atomic<std::int64_t> open{0};          ///< streams whose socket this node's front holds
+    std::atomic<std::int64_t> queued_bytes{0};  ///< bytes in this node's stream queues (in flight included)
+    std::atomic<std::uint64_t> events{0};       ///< events this node's streams took from their writers
+    std::atomic<std::uint64_t> slow{0};         ///< writers on this node told their client is slow (credit ran out)
+    std::atomic<std::uint64_t> disconnects{0};  ///< clients that went away mid-stream (the writer is told)
+    std::atomic<std::uint64_t> refusals{0};     ///< streams refused: limits.max_streams, max_streams_per_user
+  } stream;
   /// troupe_admission_rejections_total{reason}, by troupe::refusal_reason.
   std::array<std::atomic<std::uint64_t>, 4> admission_rejections{};
   /// One entry per recipe group, made before any actor starts (add_group), never removed.

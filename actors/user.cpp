@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include <list>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <variant>
@@ -56,6 +57,7 @@ constexpr std::uint8_t idle_tick = 0;
 constexpr std::chrono::milliseconds idle_timer_horizon{10000};
 constexpr std::uint8_t checkpoint_tick = 1;
 constexpr std::uint8_t resume_tick = 2;
+constexpr std::uint8_t later_tick = 3;  // a timer of later(), number `arg`
 constexpr auto deposit_timeout = std::chrono::seconds(30);
 
 // Counts one handler in his user_busy: when he was last active and, with CPU
@@ -183,6 +185,232 @@ struct user_state : detail::user_host {
       none.not_delivered = order.to == detail::push_order::scope::page ? 1 : 0;
       order.done(none);
     }
+  }
+
+  // -- streams and timers (docs/streaming.md) -------------------------------------
+  struct stream_entry {
+    stream_format format = stream_format::sse;
+    stream_handlers handlers;
+    streaming::credit_window credit;
+    caf::actor sink;  // set when the front's sink opened it
+    std::chrono::steady_clock::time_point since;
+  };
+  // Only a user who streams or sets timers pays for them (one pointer otherwise).
+  struct stream_books {
+    std::map<std::uint64_t, stream_entry> streams;
+    std::uint64_t stream_seq = 0;
+    std::map<std::uint64_t, std::function<void()>> timers;
+    std::uint64_t timer_seq = 0;
+  };
+  std::unique_ptr<stream_books> books;
+
+  stream_books& the_books() {
+    if (!books)
+      books = std::make_unique<stream_books>();
+    return *books;
+  }
+  bool streaming_now() const { return books && !books->streams.empty(); }
+  stream_entry* find_stream(std::uint64_t id) {
+    if (!books)
+      return nullptr;
+    auto it = books->streams.find(id);
+    return it == books->streams.end() ? nullptr : &it->second;
+  }
+
+  void open_stream(pending_call&& call, detail::continuation&& next) {
+    auto& b = the_books();
+    // A stream the front never opened (its session went away before the
+    // answer reached it) is dropped after a request timeout: it holds a place.
+    auto stale = std::chrono::steady_clock::now() - millis_of(ctx->recipe.limits.request_timeout_seconds);
+    for (auto it = b.streams.begin(); it != b.streams.end();)
+      it = (!it->second.sink && it->second.since < stale) ? b.streams.erase(it) : std::next(it);
+    if (b.streams.size() >= ctx->recipe.limits.max_streams_per_user) {
+      ctx->metrics.stream.refusals.fetch_add(1, std::memory_order_relaxed);
+      respond(call.to, error_response(503, "this user has too many open streams (limits.max_streams_per_user)", 1));
+      return;
+    }
+    auto id = ++b.stream_seq;
+    stream_entry e;
+    e.format = next.ndjson ? stream_format::ndjson : stream_format::sse;
+    e.handlers = std::move(next.handlers);
+    e.since = std::chrono::steady_clock::now();
+    http_response r;
+    r.status = 200;
+    r.content_type = content_type_of(e.format);
+    r.stream_id = id;
+    b.streams.emplace(id, std::move(e));
+    respond(call.to, std::move(r));
+  }
+
+  void end_stream_here(std::uint64_t id) {
+    if (auto* e = find_stream(id)) {
+      if (e->sink)
+        self->demonitor(e->sink);
+      books->streams.erase(id);
+    }
+  }
+
+  void on_stream_event(stream_event& ev) {
+    using kind = stream_event::kind;
+    auto* e = find_stream(ev.id);
+    switch (static_cast<kind>(ev.what)) {
+      case kind::open:
+        if (!e || e->sink || !ev.sink) {  // closed (or dropped) before the front opened it: end it
+          if (ev.sink)
+            caf::anon_send(ev.sink, stream_msg_atom::value, stream_chunk{ev.id, {}, true});
+          return;
+        }
+        e->sink = ev.sink;
+        e->credit = streaming::credit_window(ev.bytes);
+        self->monitor(e->sink);
+        return notify(ev.id, &stream_handlers::open);
+      case kind::credit:
+        if (e && e->credit.grant(ev.bytes))
+          notify(ev.id, &stream_handlers::ready);
+        return;
+      case kind::slow:
+        if (e && e->credit.slow())
+          notify(ev.id, &stream_handlers::slow);
+        return;
+      case kind::gone: {
+        if (!e)
+          return;
+        auto gone = std::move(e->handlers.gone);
+        end_stream_here(ev.id);
+        if (gone)
+          call_app([&] {
+            stream w(this, ev.id);
+            gone(w);
+          });
+        return;
+      }
+    }
+  }
+
+  // Runs the stream's callback `which`, if it has one (it may end the stream).
+  void notify(std::uint64_t id, std::function<void(stream&)> stream_handlers::*which) {
+    auto* e = find_stream(id);
+    if (!e || !(e->handlers.*which))
+      return;
+    auto fn = e->handlers.*which;  // a copy: the callback may close (erase) its own stream
+    call_app([&] {
+      stream w(this, id);
+      fn(w);
+    });
+  }
+
+  // Application code outside a request (stream callbacks, timers): what a
+  // request handler would do — a throw is a failed handler.
+  template <class F>
+  void call_app(F&& fn) {
+    if (stopped)
+      return;
+    busy_scope timed{cost.get()};
+    current_cid = &no_name;
+    current_page = &no_name;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      return fail_outside(e.what());
+    } catch (...) {
+      return fail_outside("unknown exception");
+    }
+    if (std::exchange(changed_now, false))
+      keeper->keep_as_good();
+  }
+
+  void fail_outside(const char* what) {
+    ctx->metrics.handler_failures.fetch_add(1, std::memory_order_relaxed);
+    ctx->handler_failure_log("user {} on {}: a stream callback or timer failed: {}; the worker restarts him",
+                             registry::redact(user_name), worker_name, what);
+    stopped = true;
+    self->send(supervisor, restart_atom::value, user_name, keeper->last_good_encoded(ctx->node_name, worker_name));
+    self->quit(make_error(errc::handler_failed));
+  }
+
+  stream_write stream_send(std::uint64_t id, std::string_view data, std::string_view name, std::string_view event_id,
+                           bool as_json) override {
+    auto* e = find_stream(id);
+    if (!e || !e->sink || stopped)
+      return stream_write::closed;
+    std::string frame;
+    if (e->format == stream_format::ndjson) {
+      if (as_json) {
+        frame.reserve(data.size() + 1);
+        frame.append(data);
+        frame += '\n';
+      } else {
+        frame = streaming::ndjson_line(nlohmann::json(std::string(data)));
+      }
+    } else {
+      frame = streaming::sse_event(data, name, event_id);
+    }
+    if (frame.size() > ctx->recipe.limits.stream_max_event_bytes)
+      return stream_write::too_big;
+    if (!e->credit.take(frame.size())) {
+      if (e->credit.became_slow()) {  // told once per spell, as a message: never inside the write that ran out
+        ctx->metrics.stream.slow.fetch_add(1, std::memory_order_relaxed);
+        stream_event notice;
+        notice.id = id;
+        notice.what = static_cast<std::uint8_t>(stream_event::kind::slow);
+        self->send(self, stream_msg_atom::value, std::move(notice));
+      }
+      return stream_write::slow;
+    }
+    caf::anon_send(e->sink, stream_msg_atom::value, stream_chunk{id, std::move(frame), false});
+    return stream_write::written;
+  }
+
+  void stream_close(std::uint64_t id) override {
+    auto* e = find_stream(id);
+    if (!e)
+      return;
+    if (e->sink)
+      caf::anon_send(e->sink, stream_msg_atom::value, stream_chunk{id, {}, true});
+    end_stream_here(id);  // not yet opened: the sink's open finds it gone and ends the stream
+  }
+
+  stream_status stream_state(std::uint64_t id) const override {
+    if (!books)
+      return {};
+    auto it = books->streams.find(id);
+    if (it == books->streams.end() || !it->second.sink)
+      return {};
+    return {true, it->second.credit.slow(), it->second.credit.available()};
+  }
+
+  // A sink went down (its node, its front): as if the client went away.
+  void on_down(const caf::down_msg& m) {
+    if (!books)
+      return;
+    for (auto& [id, e] : books->streams)
+      if (e.sink && e.sink.address() == m.source) {
+        stream_event gone;
+        gone.id = id;
+        gone.what = static_cast<std::uint8_t>(stream_event::kind::gone);
+        return on_stream_event(gone);
+      }
+  }
+
+  bool later(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    auto& b = the_books();
+    if (stopped || b.timers.size() >= ctx->recipe.limits.user_queue_length)
+      return false;
+    auto id = ++b.timer_seq;
+    b.timers.emplace(id, std::move(fn));
+    schedule(std::max(delay, std::chrono::milliseconds(0)), later_tick, id);
+    return true;
+  }
+
+  void run_timer(std::uint64_t id) {
+    if (!books)
+      return;
+    auto it = books->timers.find(id);
+    if (it == books->timers.end())
+      return;
+    auto fn = std::move(it->second);
+    books->timers.erase(it);
+    call_app([&] { fn(); });
   }
 
   // -- the census -------------------------------------------------------------------
@@ -367,6 +595,11 @@ struct user_state : detail::user_host {
       return;
     }
     auto next = std::move(out.next);
+    if (next->what == detail::continuation::kind::stream) {  // answered now: a stream is not a pending request
+      if (std::exchange(changed_now, false))
+        keeper->keep_as_good();
+      return open_stream(std::move(call), std::move(*next));
+    }
     busy = true;
     switch (next->what) {
       case detail::continuation::kind::after:
@@ -380,6 +613,8 @@ struct user_state : detail::user_host {
         return move_connection(std::move(call), std::nullopt);
       case detail::continuation::kind::global:
         return await_global(std::move(call), std::move(*next));
+      case detail::continuation::kind::stream:
+        return;  // handled above
     }
   }
 
@@ -417,6 +652,8 @@ struct user_state : detail::user_host {
       checkpoint();
     else if (which == resume_tick)
       resume(arg);
+    else if (which == later_tick)
+      run_timer(arg);
   }
 
   void resume(std::uint64_t id) {
@@ -831,7 +1068,7 @@ struct user_state : detail::user_host {
     auto last = std::max(clocks.last_activity(), started);
     auto idle_for = std::chrono::duration_cast<std::chrono::milliseconds>(now - last);
     auto threshold = idle_threshold();
-    if (idle_for >= threshold && !busy)
+    if (idle_for >= threshold && !busy && !streaming_now())  // an open stream is not idleness
       return freeze(static_cast<std::uint8_t>(store::parcel_cause::freeze), std::nullopt);
     schedule_idle(busy ? threshold : threshold - idle_for);
   }
@@ -1013,6 +1250,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   static const router no_routes;
   st.routes = spec.routes ? spec.routes : &no_routes;
   user_access::bind(st.keeper->app(), &st);
+  self->set_down_handler([self](caf::down_msg& m) { self->state.on_down(m); });  // his streams' sinks
   if (spec.wake && st.deposit) {
     st.note(registry::user_state::unfreezing);
     st.wake(std::move(spec.parcel));
@@ -1054,6 +1292,10 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     [=](tick_atom, std::uint8_t which, std::uint64_t arg) {
       actor_meter::scope metered{self->state.meter};
       self->state.on_tick(which, arg);
+    },
+    [=](stream_msg_atom, stream_event& e) {
+      actor_meter::scope metered{self->state.meter};
+      self->state.on_stream_event(e);
     },
   };
 }

@@ -8,6 +8,7 @@
 #include "actors/group_gate.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
+#include "actors/stream.hpp"
 #include "store/codec.hpp"
 
 #include <caf/actor.hpp>
@@ -52,7 +53,9 @@ using user_handle = caf::typed_actor<
   caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
   /// Internal: a timer is due — check idleness (0), checkpoint (1), or
   /// deferred answer number `arg` (2). Forwarded by his worker (user_supervisor).
-  caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>>;
+  caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>,
+  /// One of his streams: opened by its sink, credit, the client gone (docs/streaming.md).
+  caf::reacts_to<stream_msg_atom, stream_event>>;
 
 /// What a user actor needs of his worker (a part of the worker's interface).
 using user_supervisor = caf::typed_actor<

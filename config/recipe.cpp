@@ -154,6 +154,12 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"max_live_users", &L::max_live_users, at_least(1)},
     {"max_pages_per_user", &L::max_pages_per_user, at_least(1)},
     {"max_forwarded_requests", &L::max_forwarded_requests, at_least(1)},
+    {"max_streams", &L::max_streams, at_least(1)},
+    {"max_streams_per_user", &L::max_streams_per_user, at_least(1)},
+    {"stream_queue_bytes", &L::stream_queue_bytes, at_least(64)},
+    {"stream_credit_bytes", &L::stream_credit_bytes, at_least(64)},
+    {"stream_max_event_bytes", &L::stream_max_event_bytes, at_least(16)},
+    {"stream_keepalive_seconds", &L::stream_keepalive_seconds, between(0, max_seconds)},
   };
   return f;
 }
@@ -832,6 +838,15 @@ void validate(const recipe& r) {
   split_listen(r.node.listen);
   check_fields(r.node, node_fields(), "node");
   check_fields(r.limits, limits_fields(), "limits");
+  // The sink's queue holds what the writer's credit lets it send: credit ≤ queue, and one event fits the credit.
+  if (r.limits.stream_credit_bytes > r.limits.stream_queue_bytes)
+    throw recipe_error("limits.stream_credit_bytes", "must be at most limits.stream_queue_bytes (" +
+                                                        std::to_string(r.limits.stream_queue_bytes) + "; got " +
+                                                        std::to_string(r.limits.stream_credit_bytes) + ")");
+  if (r.limits.stream_max_event_bytes > r.limits.stream_credit_bytes)
+    throw recipe_error("limits.stream_max_event_bytes", "must be at most limits.stream_credit_bytes (" +
+                                                           std::to_string(r.limits.stream_credit_bytes) + "; got " +
+                                                           std::to_string(r.limits.stream_max_event_bytes) + ")");
   check_fields(r.deposit, deposit_fields(), "deposit");
   check_fields(r.commander, commander_fields(), "commander");
   check_fields(r.cluster, cluster_fields(), "cluster");

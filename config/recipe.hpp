@@ -65,6 +65,13 @@ struct limits_settings {
   std::uint64_t max_live_users = 100000;       ///< live user actors on the node; newcomers get 503 past it
   std::uint64_t max_pages_per_user = 64;       ///< live pages of one user over all his connections; 429 past it
   std::uint64_t max_forwarded_requests = 10000; ///< requests in flight to users on other nodes; 503 past it
+  // Streaming responses (SSE, NDJSON; docs/streaming.md).
+  std::uint64_t max_streams = 1000;            ///< open streams on this node's front; 503 + Retry-After past it
+  std::uint64_t max_streams_per_user = 8;      ///< open streams of one user; 503 + Retry-After past it
+  std::uint64_t stream_queue_bytes = 262144;   ///< bytes queued per stream (in flight included), at most
+  std::uint64_t stream_credit_bytes = 65536;   ///< the writer's credit window (≤ stream_queue_bytes)
+  std::uint64_t stream_max_event_bytes = 65536; ///< one framed event, at most (≤ stream_credit_bytes)
+  double stream_keepalive_seconds = 15;        ///< an SSE comment on a stream quiet this long; 0: none
 };
 
 /// `[deposit]`

@@ -5,6 +5,7 @@
 #include "registry/ids.hpp"
 #include "transport/console_session.hpp"
 #include "transport/http_framing.hpp"
+#include "transport/stream_sink.hpp"
 #include "registry/url.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -93,6 +94,8 @@ public:
       deadline_(stream_.get_executor()) {}
 
   ~http_session() {
+    if (streaming_ && !streaming_->gone)  // the session ends under its stream (the front stopped): the sink ends too
+      caf::anon_send(streaming_->sink, gone_atom::value);
     release_body();
     front_.session_ended();
   }
@@ -105,6 +108,8 @@ public:
     net::post(stream_.get_executor(), [self = shared_from_this()] {
       if (self->idle_)
         self->close();
+      else if (self->streaming_)  // shutting down: an open stream is cut (its writer is told)
+        self->stream_gone();
     });
   }
 
@@ -122,6 +127,9 @@ public:
   void on_dropped(std::uint64_t call);
   void on_placed(std::uint64_t call, placement&& where);
   void on_resolve_failed(std::uint64_t call, const caf::error& err);
+  // A streaming response (docs/streaming.md), from its sink (posted onto the strand).
+  void stream_write(std::string bytes);
+  void stream_end(bool clean);
 
 private:
   // Idle keep-alive: wait (idle_timeout) for the first byte of the next request.
@@ -182,6 +190,33 @@ private:
   std::uint64_t call_seq_ = 0;
   std::uint64_t current_call_ = 0;  // 0: nothing awaited
   std::chrono::steady_clock::time_point started_;
+  caf::actor target_;  // the actor the current call went to (a stream's writer)
+
+  // -- a streaming response (docs/streaming.md) -----------------------------------
+  // The sink actor keeps the queue and sends one batch at a time; the session
+  // writes it as one chunk and tells the sink when it is out. A read stays
+  // posted meanwhile, to notice the client's disconnect (no request deadline
+  // applies; a client that takes nothing for read_timeout is cut).
+  struct stream_io {
+    stream_sink_handle sink;
+    http::response<http::empty_body> head;
+    std::optional<http::response_serializer<http::empty_body>> head_writer;
+    bool head_done = false;
+    std::optional<std::string> pending;  // the first batch, when it came before the head was out
+    std::string out;                     // the batch on the wire
+    bool writing = false;
+    bool ending = false, end_clean = false, last_out = false;
+    bool gone = false;                   // the sink was told (or has ended): tell it nothing more
+    std::array<char, 512> discard{};
+  };
+  std::unique_ptr<stream_io> streaming_;
+  void start_stream(http_response&& r);
+  void on_stream_head(beast::error_code ec);
+  void do_stream_chunk(std::string bytes);
+  void on_stream_chunk(beast::error_code ec, std::size_t n);
+  void finish_stream_end();
+  void do_watch_client();
+  void stream_gone();
 };
 
 namespace {
@@ -613,6 +648,7 @@ void http_session::dispatch(bool retry) {
 void http_session::send_to(const caf::actor& actor, std::uint64_t id) {
   // The slot shares the request: one the actor does not take (not_here, died) is sent once more.
   auto slot = std::make_shared<http_call>(weak_from_this(), stream_.get_executor(), id, call_req_);
+  target_ = actor;
   forwarded_ = front_.is_remote(actor);
   if (forwarded_)  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
     return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
@@ -692,6 +728,8 @@ void http_session::finish(http_response&& r) {
     counted_ = false;
     front_.context().metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
   }
+  if (r.stream_id != 0)
+    return start_stream(std::move(r));
   do_write(r.status, std::move(r.body), r.content_type, r.retry_after);
 }
 
@@ -777,6 +815,208 @@ void http_session::close() {
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
   stream_.close();
+}
+
+// -- streaming responses (docs/streaming.md) ------------------------------------------
+
+namespace {
+
+// The session as its stream's sink sees it: calls are posted onto the strand,
+// dropped when the session is gone (its destructor told the sink).
+class session_stream_port final : public stream_port {
+public:
+  session_stream_port(std::weak_ptr<http_session> s, net::any_io_executor ex)
+    : session_(std::move(s)), ex_(std::move(ex)) {}
+  void write(std::string bytes) override {
+    post([b = std::move(bytes)](http_session& s) mutable { s.stream_write(std::move(b)); });
+  }
+  void end(bool clean) override {
+    post([clean](http_session& s) { s.stream_end(clean); });
+  }
+
+private:
+  template <class F>
+  void post(F fn) {
+    net::post(ex_, [s = session_, fn = std::move(fn)]() mutable {
+      if (auto session = s.lock())
+        fn(*session);
+    });
+  }
+  std::weak_ptr<http_session> session_;
+  net::any_io_executor ex_;
+};
+
+}  // namespace
+
+void http_session::start_stream(http_response&& r) {
+  auto& ctx = front_.context();
+  const auto& lim = ctx.recipe.limits;
+  auto tell_writer_gone = [&] {
+    stream_event e;
+    e.id = r.stream_id;
+    e.what = static_cast<std::uint8_t>(stream_event::kind::gone);
+    if (target_)
+      caf::anon_send(target_, stream_msg_atom::value, std::move(e));
+  };
+  if (req_.method() == http::verb::head) {  // the head only: no stream behind it
+    tell_writer_gone();
+    return do_write(200, {}, r.content_type);
+  }
+  auto& open = ctx.metrics.stream.open;
+  if (!target_ || open.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(lim.max_streams)) {
+    if (target_)
+      open.fetch_sub(1, std::memory_order_relaxed);
+    ctx.metrics.stream.refusals.fetch_add(1, std::memory_order_relaxed);
+    tell_writer_gone();
+    return do_write(503, error_body("the node has too many open streams (limits.max_streams), retry"),
+                    "application/json", 1);
+  }
+  // Counted in troupe_stream_open now; the sink counts itself out when it ends.
+  ctx.metrics.count_request(200);
+  release_body();
+  streaming_ = std::make_unique<stream_io>();
+  auto& io = *streaming_;
+  stream_sink_spec spec;
+  spec.writer = target_;
+  spec.id = r.stream_id;
+  spec.format = r.content_type == content_type_of(stream_format::ndjson) ? stream_format::ndjson : stream_format::sse;
+  spec.port = std::make_shared<session_stream_port>(weak_from_this(), stream_.get_executor());
+  spec.queue_bytes = lim.stream_queue_bytes;
+  spec.credit_bytes = lim.stream_credit_bytes;
+  spec.keepalive = to_millis(lim.stream_keepalive_seconds);
+  spec.metrics = &ctx.metrics;
+  io.sink = spawn_stream_sink(front_.bridge()->home_system(), std::move(spec));
+
+  io.head.version(req_.version() ? req_.version() : 11);
+  io.head.result(http::status::ok);
+  io.head.set(http::field::server, "troupe");
+  io.head.set(http::field::content_type, r.content_type);
+  io.head.set(http::field::cache_control, "no-cache");
+  io.head.set("X-Accel-Buffering", "no");  // proxies must not hold events back
+  if (!rotated_cid_.empty() || (minted_ && call_req_))
+    io.head.set(http::field::set_cookie, std::string(cookie_name) + "="
+                                             + (rotated_cid_.empty() ? call_req_->cid : rotated_cid_)
+                                             + "; Path=/; HttpOnly; SameSite=Lax");
+  minted_ = false;
+  rotated_cid_.clear();
+  io.head.keep_alive(false);  // the connection ends with the stream
+  io.head.chunked(true);
+  io.head_writer.emplace(io.head);
+  do_watch_client();
+  stream_.expires_after(limits_.read_timeout);
+  http::async_write_header(stream_, *io.head_writer, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    self->on_stream_head(ec);
+  });
+}
+
+void http_session::on_stream_head(beast::error_code ec) {
+  if (ec)
+    return stream_gone();
+  auto& io = *streaming_;
+  io.head_done = true;
+  if (io.pending) {
+    auto first = std::move(*io.pending);
+    io.pending.reset();
+    return do_stream_chunk(std::move(first));
+  }
+  if (io.ending)
+    finish_stream_end();
+}
+
+void http_session::stream_write(std::string bytes) {
+  if (!streaming_ || streaming_->gone || streaming_->ending)
+    return;
+  auto& io = *streaming_;
+  if (!io.head_done || io.writing) {  // the sink sends one batch at a time: at most one waits here
+    io.pending = std::move(bytes);
+    return;
+  }
+  do_stream_chunk(std::move(bytes));
+}
+
+void http_session::do_stream_chunk(std::string bytes) {
+  auto& io = *streaming_;
+  io.out = std::move(bytes);
+  io.writing = true;
+  stream_.expires_after(limits_.read_timeout);  // the write timer only: the watching read never expires
+  net::async_write(stream_, http::make_chunk(net::buffer(io.out)),
+                   [self = shared_from_this(), n = io.out.size()](beast::error_code ec, std::size_t) {
+                     self->on_stream_chunk(ec, n);
+                   });
+}
+
+void http_session::on_stream_chunk(beast::error_code ec, std::size_t n) {
+  auto& io = *streaming_;
+  io.writing = false;
+  if (ec)
+    return stream_gone();
+  io.out.clear();
+  if (!io.gone)
+    caf::anon_send(io.sink, written_atom::value, static_cast<std::uint64_t>(n));
+  if (io.pending) {
+    auto next = std::move(*io.pending);
+    io.pending.reset();
+    return do_stream_chunk(std::move(next));
+  }
+  if (io.ending)
+    finish_stream_end();
+}
+
+void http_session::stream_end(bool clean) {
+  if (!streaming_ || streaming_->gone)
+    return;
+  auto& io = *streaming_;
+  io.gone = true;  // the sink has ended: nothing more to tell it
+  io.ending = true;
+  io.end_clean = clean;
+  if (!clean)
+    return close();
+  if (io.head_done && !io.writing && !io.pending)
+    finish_stream_end();
+}
+
+// The last chunk, then a half-close; the watching read sees the client close (or a short linger cuts it).
+void http_session::finish_stream_end() {
+  auto& io = *streaming_;
+  if (!io.end_clean)
+    return close();
+  if (io.last_out)
+    return;
+  io.last_out = true;
+  stream_.expires_after(limits_.read_timeout);
+  net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (ec)
+      return self->close();
+    beast::error_code ignored;
+    self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    self->deadline_.expires_after(std::chrono::seconds(2));
+    self->deadline_.async_wait([self](beast::error_code e) {
+      if (!e)
+        self->close();
+    });
+  });
+}
+
+void http_session::do_watch_client() {
+  stream_.expires_never();  // no request deadline while streaming: the read only watches for the client's end
+  stream_.async_read_some(net::buffer(streaming_->discard), [self = shared_from_this()](beast::error_code ec,
+                                                                                       std::size_t) {
+    if (!ec)
+      return self->do_watch_client();  // a client has nothing to say on a stream: discarded
+    if (self->streaming_->last_out)
+      return self->close();  // the stream ended and the client closed: done
+    self->stream_gone();
+  });
+}
+
+// The client went away (or cannot be written to): the sink is told once, the socket closed.
+void http_session::stream_gone() {
+  auto& io = *streaming_;
+  if (!io.gone) {
+    io.gone = true;
+    caf::anon_send(io.sink, gone_atom::value);
+  }
+  close();
 }
 
 // -- the listener --------------------------------------------------------------------

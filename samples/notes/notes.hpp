@@ -5,8 +5,11 @@
 #include <troupe/troupe.hpp>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -30,6 +33,9 @@ public:
   static constexpr std::int64_t max_sleep_ms = 60000;
   static constexpr std::int64_t max_grow_mb = 1024;    // per /api/grow
   static constexpr std::int64_t max_ballast_mb = 4096;  // per user
+  static constexpr std::int64_t max_ticks = 1000000;   // per /api/ticks stream
+  static constexpr std::int64_t max_tick_every_ms = 10000;
+  static constexpr std::int64_t max_tick_pad = 8192;     // bytes of padding per tick event
 
   /// The login routing hook (README "Groups"): users named staff_* log in
   /// to group "staff" when the recipe has one (the default group otherwise).
@@ -158,9 +164,128 @@ public:
         });
       });
     });
+
+    // Streaming (docs/streaming.md). SSE: GET /api/ticks?n=N[&every_ms=M][&pad=P]
+    // sends N events `tick` (data {"tick":k,"of":N}, P bytes of padding), one
+    // every M ms (default 100; 0: as fast as the client reads), then ends.
+    // A slow client pauses it (its writes are refused) until it caught up.
+    r.get("/api/ticks", [](notes_user& u, troupe::request& q) {
+      ticker t;
+      t.n = query_integer(q, "n", 1, max_ticks, 10);
+      t.every_ms = query_integer(q, "every_ms", 0, max_tick_every_ms, 100);
+      t.pad = static_cast<std::size_t>(query_integer(q, "pad", 0, max_tick_pad, 0));
+      return troupe::response::sse(u.feed([&u, t](troupe::stream& s) {
+        u.tickers_[s.id()] = t;
+        u.tickers_[s.id()].out = s;
+        u.tick(s.id());
+      }));
+    });
+    // NDJSON: every note as one line {"index": i, "text": ...}, then the end.
+    r.get("/api/notes.ndjson", [](notes_user& u, troupe::request&) {
+      return troupe::response::ndjson(u.feed([&u](troupe::stream& s) {
+        ticker t;  // a cursor over the notes
+        t.listing = true;
+        t.out = s;
+        u.tickers_[s.id()] = t;
+        u.tick(s.id());
+      }));
+    });
+    // What this user's actor was told about its streams (it lives in the actor, not in the store).
+    r.get("/api/streams", [](notes_user& u, troupe::request&) {
+      return json({{"open", u.tickers_.size()}, {"opened", u.seen_.opened}, {"slow", u.seen_.slow},
+                   {"ready", u.seen_.ready}, {"gone", u.seen_.gone}, {"ended", u.seen_.ended}});
+    });
   }
 
 private:
+  // One open stream of this user: ticks, or the listing of his notes.
+  struct ticker {
+    troupe::stream out;
+    bool listing = false;    // /api/notes.ndjson
+    std::int64_t next = 1;   // the next tick (or 1 + the next note's index)
+    std::int64_t n = 0, every_ms = 0;
+    std::size_t pad = 0;
+    bool scheduled = false;  // a later() is pending for it
+  };
+  std::map<std::uint64_t, ticker> tickers_;  // by stream id
+  struct { std::int64_t opened = 0, slow = 0, ready = 0, gone = 0, ended = 0; } seen_;
+
+  troupe::stream_handlers feed(std::function<void(troupe::stream&)> open) {
+    troupe::stream_handlers h;
+    h.open = [this, open = std::move(open)](troupe::stream& s) {
+      ++seen_.opened;
+      open(s);
+    };
+    h.slow = [this](troupe::stream&) { ++seen_.slow; };  // tick() stopped at the refused write
+    h.ready = [this](troupe::stream& s) {
+      ++seen_.ready;
+      auto it = tickers_.find(s.id());
+      if (it != tickers_.end() && !it->second.scheduled)
+        tick(s.id());
+    };
+    h.gone = [this](troupe::stream& s) {
+      ++seen_.gone;
+      tickers_.erase(s.id());
+    };
+    return h;
+  }
+
+  // Writes what stream `id` may write now: one tick (a burst when every_ms
+  // is 0, or the notes listing), stopping at a refused write (slow: `ready` resumes it).
+  void tick(std::uint64_t id) {
+    auto it = tickers_.find(id);
+    if (it == tickers_.end())
+      return;
+    auto& t = it->second;
+    t.scheduled = false;
+    std::int64_t last = t.listing ? static_cast<std::int64_t>(state().notes.size()) : t.n;
+    for (int burst = (t.listing || t.every_ms == 0) ? 64 : 1; burst > 0 && t.next <= last; --burst) {
+      troupe::stream_write w;
+      if (t.listing) {
+        auto i = static_cast<std::size_t>(t.next - 1);
+        w = t.out.json({{"index", i}, {"text", state().notes[i]}});
+      } else {
+        nlohmann::json data{{"tick", t.next}, {"of", t.n}};
+        if (t.pad)
+          data["pad"] = std::string(t.pad, '.');
+        w = t.out.event(data.dump(), "tick", std::to_string(t.next));
+      }
+      if (w == troupe::stream_write::slow)
+        return;  // the client is slow: `ready` resumes
+      if (w != troupe::stream_write::written) {
+        tickers_.erase(it);
+        return;
+      }
+      ++t.next;
+    }
+    if (t.next > last) {
+      t.out.close();
+      ++seen_.ended;
+      tickers_.erase(it);
+      return;
+    }
+    t.scheduled = later(std::chrono::milliseconds(t.listing ? 0 : t.every_ms), [this, id] { tick(id); });
+    if (!t.scheduled) {  // too many timers pending: end this stream rather than leave it stuck
+      t.out.close();
+      tickers_.erase(it);
+    }
+  }
+
+  // ?key=integer in [lo, hi] (default `dflt` when absent), or 400.
+  static std::int64_t query_integer(troupe::request& q, const char* key, std::int64_t lo, std::int64_t hi,
+                                    std::int64_t dflt) {
+    auto v = q.query(key);
+    if (!v)
+      return dflt;
+    char* end = nullptr;
+    errno = 0;
+    long long n = std::strtoll(v->c_str(), &end, 10);
+    if (v->empty() || *end != '\0' || errno != 0 || n < lo || n > hi)
+      throw troupe::bad_request(std::string("?") + key + " must be an integer from " + std::to_string(lo) + " to " +
+                                std::to_string(hi));
+    return n;
+  }
+
   // {"<key>": integer in [lo, hi]} or 400.
   static std::int64_t bounded_integer(troupe::request& q, const char* key, std::int64_t lo, std::int64_t hi) {
     const auto& body = q.json();

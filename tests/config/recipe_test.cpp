@@ -775,3 +775,31 @@ TEST(Recipe, GroupPoliciesThatBoundEachOtherAreCheckedTogether) {
   EXPECT_FALSE(r.group("staff")->process_isolation());
   EXPECT_EQ(load_recipe({}).default_group().name, "default");
 }
+
+// Streaming limits (docs/streaming.md): from the file and --set, and the
+// credit window must fit the queue and one event the credit.
+TEST(recipe, stream_limits_come_from_the_file_and_from_set_and_must_nest) {
+  temp_dir dir;
+  auto r = from_file(dir, "[limits]\nmax_streams = 7\nmax_streams_per_user = 2\nstream_queue_bytes = 4096\n"
+                          "stream_credit_bytes = 2048\nstream_max_event_bytes = 1024\nstream_keepalive_seconds = 0\n");
+  EXPECT_EQ(r.limits.max_streams, 7u);
+  EXPECT_EQ(r.limits.max_streams_per_user, 2u);
+  EXPECT_EQ(r.limits.stream_queue_bytes, 4096u);
+  EXPECT_EQ(r.limits.stream_credit_bytes, 2048u);
+  EXPECT_EQ(r.limits.stream_max_event_bytes, 1024u);
+  EXPECT_EQ(r.limits.stream_keepalive_seconds, 0.0);
+  recipe_sources s;
+  s.sets = {"limits.max_streams=3"};
+  EXPECT_EQ(load_recipe(s).limits.max_streams, 3u);
+
+  s.sets = {"limits.stream_credit_bytes=300000"};  // over the default queue (262144)
+  auto e = error_of([&] { load_recipe(s); });
+  EXPECT_EQ(e.key(), "limits.stream_credit_bytes");
+  EXPECT_NE(std::string(e.what()).find("stream_queue_bytes"), std::string::npos) << e.what();
+  s.sets = {"limits.stream_max_event_bytes=70000"};  // over the default credit (65536)
+  EXPECT_EQ(error_of([&] { load_recipe(s); }).key(), "limits.stream_max_event_bytes");
+  s.sets = {"limits.max_streams=0"};
+  EXPECT_EQ(error_of([&] { load_recipe(s); }).key(), "limits.max_streams");
+  s.sets = {"limits.stream_keepalive_seconds=-1"};
+  EXPECT_EQ(error_of([&] { load_recipe(s); }).key(), "limits.stream_keepalive_seconds");
+}
