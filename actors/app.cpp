@@ -479,4 +479,47 @@ void user_actor_base::push_users(std::vector<std::string> users, std::string pat
   host_->push(std::move(o));
 }
 
+namespace {
+response deferred_push(detail::push_order o, std::function<response(const push_outcome&)> then) {
+  response r;
+  r.next = std::make_shared<detail::continuation>();
+  r.next->what = detail::continuation::kind::push;
+  r.next->push = std::make_shared<detail::push_order>(std::move(o));
+  // The outcome reaches the request through the order's done (user.cpp).
+  r.next->then = nullptr;
+  r.next->push->done = nullptr;
+  r.next->on_pushed = std::move(then);
+  return r;
+}
+}  // namespace
+
+response user_actor_base::after_push_all(std::string path, nlohmann::json data,
+                                         std::function<response(const push_outcome&)> then) {
+  detail::push_order o;
+  o.to = detail::push_order::scope::own_pages;
+  o.path = std::move(path);
+  o.data = std::move(data);
+  return deferred_push(std::move(o), std::move(then));
+}
+
+response user_actor_base::after_push(std::string page, std::string path, nlohmann::json data,
+                                     std::function<response(const push_outcome&)> then) {
+  detail::push_order o;
+  o.to = detail::push_order::scope::page;
+  o.page = std::move(page);
+  o.path = std::move(path);
+  o.data = std::move(data);
+  return deferred_push(std::move(o), std::move(then));
+}
+
+response user_actor_base::after_push_users(std::vector<std::string> users, std::string path, nlohmann::json data,
+                                           std::function<response(const push_outcome&)> then) {
+  detail::push_order o;
+  o.to = detail::push_order::scope::users;
+  o.users = std::move(users);
+  o.path = std::move(path);
+  o.data = std::move(data);
+  return deferred_push(std::move(o), std::move(then));
+}
+
 }  // namespace troupe

@@ -28,6 +28,7 @@ class local_actor;
 namespace troupe {
 
 struct http_request;
+struct push_outcome;
 class user_actor_base;
 
 /// Thrown by a handler to answer `status` with {"error": what()}. Unlike any
@@ -188,9 +189,11 @@ struct global_reply {
   std::optional<std::string> current() const { return found ? std::optional<std::string>(value) : std::nullopt; }
 };
 
+struct push_order;
+
 /// A deferred answer, completed by the user actor's host.
 struct continuation {
-  enum class kind { after, login, logout, global, stream } what;
+  enum class kind { after, login, logout, global, stream, push } what;
   std::chrono::milliseconds delay{0};
   std::function<response()> then;                          // after
   std::string user;                                        // login
@@ -198,6 +201,8 @@ struct continuation {
   std::function<response(const global_reply&)> on_reply;  // global
   bool ndjson = false;                                     // stream: NDJSON, else SSE
   stream_handlers handlers;                                // stream
+  std::shared_ptr<push_order> push;                        // push
+  std::function<response(const push_outcome&)> on_pushed;  // push
 };
 
 }  // namespace detail
@@ -446,6 +451,17 @@ protected:
   /// no open channel: he is not woken for a push, his pages count as not delivered).
   void push_users(std::vector<std::string> users, std::string path, nlohmann::json data,
                   std::function<void(const push_outcome&)> done = {});
+  /// Pushes to every page of this user and answers the request with
+  /// `then(outcome)` once every page has been tried (later requests of this
+  /// user wait their turn meanwhile, as with after()).
+  static response after_push_all(std::string path, nlohmann::json data,
+                                 std::function<response(const push_outcome&)> then);
+  /// Pushes to page `page` (as push()) and answers with `then(outcome)`.
+  static response after_push(std::string page, std::string path, nlohmann::json data,
+                             std::function<response(const push_outcome&)> then);
+  /// Pushes to the pages of `users` (as push_users()) and answers with `then(outcome)`.
+  static response after_push_users(std::vector<std::string> users, std::string path, nlohmann::json data,
+                                   std::function<response(const push_outcome&)> then);
 
   /// Runs `fn` in this actor after `delay`, blocking nothing (a timer, e.g.
   /// to feed a stream). False, and nothing scheduled, when

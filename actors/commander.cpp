@@ -890,6 +890,14 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
         return make_error(errc::no_such_user, user);
       return self->delegate(st.slots[*slot].handle, freeze_atom::value, user);
     },
+    [=](push_atom, const std::string& user, std::string& path,
+        std::string& data) -> caf::result<std::uint32_t, std::uint32_t> {
+      auto& st = self->state;
+      auto slot = st.index ? st.index->worker_of(user) : std::nullopt;
+      if (!slot || st.departing.count(user))  // frozen, unknown or leaving: not woken for a push
+        return {std::uint32_t{0}, std::uint32_t{1}};
+      return self->delegate(st.slots[*slot].handle, push_atom::value, user, std::move(path), std::move(data));
+    },
     // Notices name the placement they are about (its owner epoch): one from a
     // stale placement (a fenced member's user, placed again elsewhere since)
     // changes nothing.

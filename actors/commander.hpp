@@ -42,6 +42,10 @@ using commander_handle = caf::typed_actor<
   caf::reacts_to<node_down_atom, caf::node_id>,
   /// Freeze user `name` now (an operator's order): answers once he is durable; no_such_user if not hosted.
   caf::replies_to<freeze_atom, std::string>::with<bool>,
+  /// push_users: push {path, data (JSON text)} to every page of user `name`
+  /// through his worker when he is live; a frozen or unknown user is not woken
+  /// and counts as (0, 1). Answers (delivered, not delivered).
+  caf::replies_to<push_atom, std::string, std::string, std::string>::with<std::uint32_t, std::uint32_t>,
   /// From a user actor (name, his owner epoch; the three notices): he starts
   /// freezing; requests for him are held until frozen or thaw. A notice whose
   /// epoch is not his current placement's is ignored.

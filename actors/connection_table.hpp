@@ -9,8 +9,11 @@
 
 #include "registry/clocks.hpp"
 
+#include <caf/actor.hpp>
+
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,9 +21,18 @@
 namespace troupe {
 
 /// One page (tab) of a connection: its id (X-Troupe-Page) and clocks.
+/// What only a page with an open channel needs (docs/channels.md): the
+/// socket actor it is bound to and how its calls are served. Never frozen: a
+/// woken user has no binding, and his pages open their channels again.
+struct page_channel {
+  caf::actor socket;        ///< a channel_handle (actors/channel.hpp)
+  bool sequential = false;  ///< its calls are served one at a time, in order (by the socket's session)
+};
+
 struct page_record {
   std::string id;
   registry::clocks clocks;
+  std::unique_ptr<page_channel> channel;  ///< null while the page has no open channel: the idle record stays small
 };
 
 /// One connection (the cookie's id) of a user: its clocks and its pages.

@@ -1,6 +1,7 @@
 #include "actors/messages.hpp"
 
 #include "actors/census.hpp"
+#include "actors/channel.hpp"
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
@@ -42,6 +43,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<user_handle>("troupe.user_handle");
   cfg.add_message_type<connection_handle>("troupe.connection_handle");
   cfg.add_message_type<page_handle>("troupe.page_handle");
+  cfg.add_message_type<channel_push>("troupe.channel_push");
+  cfg.add_message_type<channel_handle>("troupe.channel_handle");
   cfg.add_message_type<worker_handle>("troupe.worker_handle");
   cfg.add_message_type<std::vector<worker_handle>>("troupe.worker_actors");
   cfg.add_message_type<group_handle>("troupe.group_handle");

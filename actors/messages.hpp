@@ -9,6 +9,7 @@
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
+#include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
@@ -133,12 +134,16 @@ struct http_request {
   std::string page;     ///< X-Troupe-Page, empty when none
   std::vector<http_header> headers;
   std::int64_t deadline_ms = 0;  ///< unix ms after which nobody waits for the answer: never run then (0: none)
+  /// Set for a channel call (a frame on /_troupe/ws): the socket's actor (a
+  /// channel_handle, actors/channel.hpp), which openchannel binds the page to;
+  /// invalid for a plain HTTP request.
+  caf::actor channel;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_request& x) {
   return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
-           x.page, x.headers, x.deadline_ms);
+           x.page, x.headers, x.deadline_ms, x.channel);
 }
 
 /// What the front must do with its routing cache after a reply.

@@ -138,6 +138,25 @@ std::string node_metrics::prometheus_text() const {
           login_carries_dropped.load(std::memory_order_relaxed));
   counter("troupe_guests_retired_total", "Guests who never had a state, retired without writing a parcel.",
           guests_retired.load(std::memory_order_relaxed));
+  out += "# HELP troupe_channel_sockets Open page channel sockets (/_troupe/ws).\n"
+         "# TYPE troupe_channel_sockets gauge\n";
+  line("troupe_channel_sockets", "", channel.sockets.load(std::memory_order_relaxed));
+  counter("troupe_channel_frames_in_total", "Frames read from page channels.", channel.frames_in.load());
+  counter("troupe_channel_frames_out_total", "Frames written on page channels (replies and pushes).",
+          channel.frames_out.load());
+  counter("troupe_channel_bad_frames_total", "Channel frames answered 400 (not JSON, not an envelope).",
+          channel.bad_frames.load());
+  counter("troupe_channel_pushes_delivered_total", "Pages a push reached (their socket queued the frame).",
+          channel_pushes_delivered.load());
+  counter("troupe_channel_pushes_not_delivered_total",
+          "Pages (or users) a push did not reach: no open channel, gone, another connection's, refused.",
+          channel_pushes_not_delivered.load());
+  counter("troupe_channel_overflow_closes_total", "Sockets closed 1013 because their outgoing queue was full.",
+          channel.overflow_closes.load());
+  counter("troupe_channel_overflow_drops_total", "Queued frames dropped for newer ones (channel.overflow = drop_oldest).",
+          channel.overflow_drops.load());
+  counter("troupe_channel_sockets_refused_total", "Channel upgrades closed at once (no valid cookie, past max_sockets).",
+          channel.sockets_refused.load());
   if (deposit) {
     counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());
     counter("troupe_deposit_writes_total", "Parcels written durably to the deposit.", deposit->writes.load());

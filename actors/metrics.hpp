@@ -103,6 +103,18 @@ struct node_metrics {
     std::atomic<std::uint64_t> failed{0};       ///< any other error of the remote request: 502
     std::atomic<std::int64_t> pending{0};       ///< in flight now
   } forwarded;
+  /// The page channels on /_troupe/ws (docs/channels.md): troupe_channel_*.
+  struct channel_counters {
+    std::atomic<std::int64_t> sockets{0};             ///< open channel sockets now
+    std::atomic<std::uint64_t> frames_in{0};          ///< frames read from clients
+    std::atomic<std::uint64_t> frames_out{0};         ///< frames written to clients (replies and pushes)
+    std::atomic<std::uint64_t> bad_frames{0};         ///< frames answered 400 (not JSON, not an envelope)
+    std::atomic<std::uint64_t> overflow_closes{0};    ///< sockets closed 1013: outgoing queue full (overflow = close)
+    std::atomic<std::uint64_t> overflow_drops{0};     ///< queued frames dropped (overflow = drop_oldest)
+    std::atomic<std::uint64_t> sockets_refused{0};    ///< upgrades closed at once: no valid cookie, or past max_sockets
+  } channel;
+  std::atomic<std::uint64_t> channel_pushes_delivered{0};      ///< pages a push reached (their socket queued it)
+  std::atomic<std::uint64_t> channel_pushes_not_delivered{0};  ///< pages (or users) a push did not reach
   /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
   const store::deposit_counters* deposit = nullptr;
   /// Streaming responses (docs/streaming.md): troupe_stream_*.

@@ -4,6 +4,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/census.hpp"
+#include "actors/channel.hpp"
 #include "actors/connection_table.hpp"
 #include "actors/lazy.hpp"
 #include "actors/user_access.hpp"
@@ -16,6 +17,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <list>
 #include <map>
 #include <optional>
@@ -178,14 +180,7 @@ struct user_state : detail::user_host {
       schedule_checkpoint();
   }
   caf::local_actor* actor() override { return self; }
-  // FOUNDATION STUB (issue 14, channels helper replaces it): nothing is delivered yet.
-  void push(detail::push_order order) override {
-    if (order.done) {
-      push_outcome none;
-      none.not_delivered = order.to == detail::push_order::scope::page ? 1 : 0;
-      order.done(none);
-    }
-  }
+  void push(detail::push_order order) override { push_now(std::move(order)); }
 
   // -- streams and timers (docs/streaming.md) -------------------------------------
   struct stream_entry {
@@ -528,7 +523,12 @@ struct user_state : detail::user_host {
     auto now = registry::wall_clock::now();
     clocks.stamp_rpc(now);
     conn->clocks.stamp_rpc(now);
-    if (!call.req->page.empty())
+    if (call.req->channel) {  // a channel call: openchannel, or a page that must have opened it (docs/channels.md)
+      if (auto answer = channel_gate(*conn, *call.req, now)) {
+        respond(call.to, std::move(*answer));
+        return;
+      }
+    } else if (!call.req->page.empty())
       if (auto refusal = touch_page(*conn, call.req->page, now)) {
         respond(call.to, std::move(*refusal));
         return;
@@ -553,6 +553,12 @@ struct user_state : detail::user_host {
     busy_scope timed{cost.get()};
     current_cid = &call.req->cid;
     current_page = &call.req->page;
+    // Outside the handler no request is being served: identities read "" (a
+    // push from a timer or a message looks its page up on every connection).
+    struct unset {
+      user_state& st;
+      ~unset() { st.current_cid = st.current_page = &no_name; }
+    } unset_after{*this};
     response out;
     try {
       out = fn();
@@ -615,6 +621,8 @@ struct user_state : detail::user_host {
         return await_global(std::move(call), std::move(*next));
       case detail::continuation::kind::stream:
         return;  // handled above
+      case detail::continuation::kind::push:
+        return await_push(std::move(call), std::move(*next));
     }
   }
 
@@ -643,6 +651,23 @@ struct user_state : detail::user_host {
                                        : error_response(503, "the global store did not answer, retry", 1));
           drain();
         });
+  }
+
+  // after_push / after_push_all: the push goes out, and once every page has
+  // been tried the handler's next step answers the request.
+  void await_push(pending_call&& call, detail::continuation&& step) {
+    auto waiting = std::make_shared<pending_call>(std::move(call));
+    auto order = std::move(*step.push);
+    order.done = [this, waiting, then = std::move(step.on_pushed)](const push_outcome& o) {
+      // Runs in this actor, at once when nothing was to be tried, else when the last page answered.
+      auto answer = [this, waiting, then, o] {
+        busy = false;
+        run(std::move(*waiting), [&] { return then ? then(o) : response::json({{"delivered", o.delivered}}); });
+        drain();
+      };
+      answer();
+    };
+    push_now(std::move(order));
   }
 
   void on_tick(std::uint8_t which, std::uint64_t arg) {
@@ -700,6 +725,186 @@ struct user_state : detail::user_host {
       case outcome::known: t.page->clocks.stamp_rpc(now); return std::nullopt;
     }
     return std::nullopt;
+  }
+
+  // -- channels (docs/channels.md) ------------------------------------------------------
+
+  // A channel call's gate: openchannel is answered here (binding the page to
+  // the call's socket); any other call naming a page goes on only when that
+  // page opened its channel on this very socket. nullopt: serve the call.
+  std::optional<http_response> channel_gate(connection_record& conn, const http_request& req,
+                                            registry::wall_clock::time_point now) {
+    const bool open = req.path == "/_troupe/openchannel";
+    const auto& id = req.page;
+    if (id.empty())
+      return open ? std::optional<http_response>(error_response(
+                      400, "openchannel names no page: put it in the envelope's \"page\""))
+                  : std::nullopt;  // a call of the connection, not of a page
+    for (auto& other : connections)
+      if (&other != &conn && other.find_page(id))
+        return error_response(403, "page '" + id + "' is not this connection's");
+    if (!open) {
+      auto* p = conn.find_page(id);
+      if (!p || !p->channel || p->channel->socket != req.channel)
+        return error_response(409, "page '" + id + "' has no open channel on this socket: send "
+                                   "/_troupe/openchannel for it first");
+      p->clocks.stamp_rpc(now);
+      return std::nullopt;
+    }
+    bool sequential = false;
+    if (!req.body.empty()) {
+      auto params = nlohmann::json::parse(req.body, nullptr, false);
+      if (params.is_discarded() || !(params.is_object() || params.is_null()))
+        return error_response(400, "openchannel: data must be an object like {\"sequential\": true}");
+      if (params.is_object() && params.contains("sequential")) {
+        if (!params["sequential"].is_boolean())
+          return error_response(400, "openchannel: \"sequential\" must be true or false");
+        sequential = params["sequential"].get<bool>();
+      }
+    }
+    if (auto refusal = touch_page(conn, id, now))
+      return refusal;
+    auto* p = conn.find_page(id);
+    if (!p->channel)
+      p->channel = std::make_unique<page_channel>();
+    // Opening twice on the same socket changes nothing; a new socket (a
+    // reconnecting browser) takes the page over from the old one.
+    if (p->channel->socket != req.channel) {
+      if (p->channel->socket)
+        self->send(caf::actor_cast<channel_handle>(p->channel->socket), unbind_atom::value, id);
+      p->channel->socket = req.channel;
+      p->channel->sequential = sequential;
+      // Sent before the answer: a push this user makes after it reaches the
+      // socket after the binding (one sender, one receiver: in order).
+      self->send(caf::actor_cast<channel_handle>(req.channel), bind_atom::value, conn.cid, id,
+                 caf::actor_cast<caf::actor>(self));
+    }
+    http_response r;
+    r.body = nlohmann::json{{"channel", "open"}, {"page", id}, {"sequential", p->channel->sequential}}.dump();
+    return r;
+  }
+
+  // The socket `socket` went (or refused): page `page` of `cid` has no channel any more.
+  void forget_channel(const std::string& cid, const std::string& page, const caf::actor& socket) {
+    if (auto* conn = connections.find(cid))
+      if (auto* p = conn->find_page(page); p && p->channel && p->channel->socket == socket)
+        p->channel.reset();
+  }
+
+  // What a push has reached so far; `done` runs (in this actor) when nothing is pending.
+  struct push_tally {
+    push_outcome out;
+    std::size_t pending = 1;  // the push itself, until every target has been tried
+    std::function<void(const push_outcome&)> done;
+    void settle() {
+      if (--pending == 0 && done) {
+        auto d = std::move(done);
+        d(out);
+      }
+    }
+  };
+
+  std::chrono::milliseconds push_timeout() const { return millis_of(ctx->recipe.channel.push_timeout_seconds); }
+
+  void not_delivered(push_tally& t, std::uint32_t n = 1) {
+    t.out.not_delivered += n;
+    ctx->metrics.channel_pushes_not_delivered.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  // One page: written only through its bound socket, which checks the binding again.
+  void push_to(const std::shared_ptr<push_tally>& t, const std::string& cid, page_record& p, const std::string& frame) {
+    if (!p.channel || !p.channel->socket)
+      return not_delivered(*t);
+    ++t->pending;
+    auto socket = p.channel->socket;
+    self->request(caf::actor_cast<channel_handle>(socket), push_timeout(), push_atom::value,
+                  channel_push{cid, p.id, frame})
+      .then(
+        [this, t](bool ok) {
+          if (ok) {
+            ++t->out.delivered;
+            ctx->metrics.channel_pushes_delivered.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            not_delivered(*t);
+          }
+          t->settle();
+        },
+        [this, t, cid, page = p.id, socket](caf::error&) {
+          forget_channel(cid, page, socket);  // its socket is gone: the binding with it
+          not_delivered(*t);
+          t->settle();
+        });
+  }
+
+  void push_own(const std::shared_ptr<push_tally>& t, const std::string& frame) {
+    for (auto& conn : connections)
+      for (auto& p : conn.pages)
+        push_to(t, conn.cid, p, frame);
+  }
+
+  // `encoded`: the data as JSON text already (a push_users from another user).
+  void push_now(detail::push_order order, const std::string* encoded = nullptr) {
+    auto t = std::make_shared<push_tally>();
+    t->done = std::move(order.done);
+    auto data = encoded ? *encoded : order.data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    auto frame = push_frame(order.path, data);
+    using scope = detail::push_order::scope;
+    switch (order.to) {
+      case scope::page: {
+        // A page id is unique within its connection: while serving a request
+        // it is looked up on that request's connection only (another
+        // connection's page is not written to); outside a request, on any.
+        connection_record* conn = nullptr;
+        page_record* p = nullptr;
+        if (!current_cid->empty()) {
+          conn = connections.find(*current_cid);
+          p = conn ? conn->find_page(order.page) : nullptr;
+        } else {
+          for (auto& c : connections)
+            if (auto* found = c.find_page(order.page)) {
+              conn = &c;
+              p = found;
+              break;
+            }
+        }
+        if (p)
+          push_to(t, conn->cid, *p, frame);
+        else
+          not_delivered(*t);
+        break;
+      }
+      case scope::own_pages: push_own(t, frame); break;
+      case scope::users: {
+        std::sort(order.users.begin(), order.users.end());
+        order.users.erase(std::unique(order.users.begin(), order.users.end()), order.users.end());
+        if (order.users.size() > ctx->recipe.channel.max_push_users) {  // refused whole: nothing half-sent
+          not_delivered(*t, static_cast<std::uint32_t>(order.users.size()));
+          break;
+        }
+        for (auto& name : order.users) {
+          if (name == user_name) {
+            push_own(t, frame);
+            continue;
+          }
+          // Through the commander and his worker: a live user is reached, a
+          // frozen one is not woken (he has no open channel).
+          ++t->pending;
+          self->request(commander, push_timeout(), push_atom::value, name, order.path, data)
+            .then(
+              [t](std::uint32_t delivered, std::uint32_t missed) {
+                t->out.delivered += delivered;  // counted in metrics where his pages are
+                t->out.not_delivered += missed;
+                t->settle();
+              },
+              [this, t](caf::error&) {
+                not_delivered(*t);
+                t->settle();
+              });
+        }
+        break;
+      }
+    }
+    t->settle();
   }
 
   void detach(const std::string& cid) {
@@ -1289,6 +1494,20 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
       return promise;
     },
     [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
+    [=](unbind_atom, const std::string& cid, const std::string& page, const caf::actor& socket) {
+      self->state.forget_channel(cid, page, socket);
+    },
+    [=](push_atom, std::string& path, std::string& data) -> caf::result<std::uint32_t, std::uint32_t> {
+      auto& st = self->state;
+      actor_meter::scope metered{st.meter};
+      auto promise = self->make_response_promise<std::uint32_t, std::uint32_t>();
+      detail::push_order order;
+      order.to = detail::push_order::scope::own_pages;
+      order.path = std::move(path);
+      order.done = [promise](const push_outcome& o) mutable { promise.deliver(o.delivered, o.not_delivered); };
+      st.push_now(std::move(order), &data);
+      return promise;
+    },
     [=](tick_atom, std::uint8_t which, std::uint64_t arg) {
       actor_meter::scope metered{self->state.meter};
       self->state.on_tick(which, arg);

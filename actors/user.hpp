@@ -5,6 +5,7 @@
 /// deferred answer is pending, in its bounded queue), keeps his connections
 /// and pages, and carries out login/logout with the commander.
 
+#include "actors/channel.hpp"
 #include "actors/group_gate.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
@@ -51,6 +52,11 @@ using user_handle = caf::typed_actor<
   caf::replies_to<freeze_atom, std::uint8_t>::with<bool>,
   /// The census's probe (sent with high priority): live figures, in detail when asked.
   caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
+  /// Socket `socket` (a channel_handle) closed: page (cid, page) has no channel any more.
+  caf::reacts_to<unbind_atom, std::string, std::string, caf::actor>,
+  /// push_users from another user: push {path, data (JSON text)} to all his
+  /// pages; answers (delivered, not delivered).
+  caf::replies_to<push_atom, std::string, std::string>::with<std::uint32_t, std::uint32_t>,
   /// Internal: a timer is due — check idleness (0), checkpoint (1), or
   /// deferred answer number `arg` (2). Forwarded by his worker (user_supervisor).
   caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>,

@@ -678,6 +678,13 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
         return make_error(errc::no_such_user, user);
       return self->delegate(i->second, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze));
     },
+    [=](push_atom, const std::string& user, std::string& path,
+        std::string& data) -> caf::result<std::uint32_t, std::uint32_t> {
+      auto i = self->state.users->find(user);
+      if (i == self->state.users->end())
+        return {std::uint32_t{0}, std::uint32_t{1}};
+      return self->delegate(i->second, push_atom::value, std::move(path), std::move(data));
+    },
     [=](quit_atom) { return self->state.quit(); },
     [=](drain_atom) { return self->state.drain(); },
     [=](drop_atom, const std::string& user) { return self->state.drop(user); },

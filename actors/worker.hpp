@@ -71,6 +71,9 @@ using worker_handle = caf::typed_actor<
   caf::reacts_to<release_atom, std::string>,
   /// Freeze this user now (an operator's order); answers once his parcels are durable.
   caf::replies_to<freeze_atom, std::string>::with<bool>,
+  /// push_users: push {path, data (JSON text)} to every page of user `name`
+  /// if he lives here (never woken: else (0, 1)); answers (delivered, not delivered).
+  caf::replies_to<push_atom, std::string, std::string, std::string>::with<std::uint32_t, std::uint32_t>,
   /// Soft quit: freeze every user (each within 90% of node.shutdown_freeze_seconds);
   /// answers how many were frozen and the names of those who were not.
   caf::replies_to<quit_atom>::with<std::uint64_t, std::vector<std::string>>,

@@ -553,6 +553,13 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
     [=](freeze_atom a, std::string& user) {
       return self->state.template relay<bool>(false, requests, a, std::move(user));
     },
+    [=](push_atom a, std::string& user, std::string& path,
+        std::string& data) -> caf::result<std::uint32_t, std::uint32_t> {
+      if (self->state.phase != slot_phase::open)  // no child up: no user lives in it
+        return caf::make_result(std::uint32_t{0}, std::uint32_t{1});
+      return self->state.template relay<std::uint32_t, std::uint32_t>(false, requests, a, std::move(user),
+                                                                       std::move(path), std::move(data));
+    },
     [=](quit_atom a) -> caf::result<std::uint64_t, std::vector<std::string>> {
       if (self->state.phase != slot_phase::open)  // no child up: no user lives in it
         return caf::make_result(std::uint64_t{0}, std::vector<std::string>{});

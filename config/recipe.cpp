@@ -209,6 +209,22 @@ const std::vector<field<cluster_settings>>& cluster_fields() {
   return f;
 }
 
+const std::vector<field<channel_settings>>& channel_fields() {
+  using C = channel_settings;
+  static const std::vector<field<C>> f{
+    {"overflow", &C::overflow, one_of("close|drop_oldest")},
+    {"max_queued_frames", &C::max_queued_frames, at_least(1)},
+    {"max_queued_bytes", &C::max_queued_bytes, at_least(1024)},
+    {"max_frame_bytes", &C::max_frame_bytes, at_least(256)},
+    {"max_sockets", &C::max_sockets, at_least(1)},
+    {"max_calls_per_socket", &C::max_calls_per_socket, at_least(1)},
+    {"idle_timeout_seconds", &C::idle_timeout_seconds, positive(max_seconds)},
+    {"push_timeout_seconds", &C::push_timeout_seconds, positive(max_seconds)},
+    {"max_push_users", &C::max_push_users, at_least(1)},
+  };
+  return f;
+}
+
 const std::vector<field<group_settings>>& group_fields() {
   using G = group_settings;
   static const std::vector<field<G>> f{
@@ -262,7 +278,7 @@ std::string suggestion(const std::vector<field<S>>& fields, const std::string& n
   return best ? " (did you mean " + prefix + "." + best->name + "?)" : "";
 }
 
-const char* const sections = "node, limits, deposit, commander, cluster or group";
+const char* const sections = "node, limits, deposit, commander, cluster, channel or group";
 
 bool valid_group_name(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;
@@ -589,6 +605,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "deposit") apply_section(r.deposit, deposit_fields(), v, name);
     else if (name == "commander") apply_section(r.commander, commander_fields(), v, name);
     else if (name == "cluster") apply_section(r.cluster, cluster_fields(), v, name);
+    else if (name == "channel") apply_section(r.channel, channel_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
     else throw recipe_error(name, std::string("unknown key (the recipe has ") + sections + ")" + at_line(v));
   }
@@ -662,6 +679,10 @@ void apply_set(recipe& r, const std::string& arg) {
       if (!set_in(r.cluster, cluster_fields(), sec, name, value, label)) unknown(cluster_fields(), key, name, sec, label);
       return;
     }
+    if (sec == "channel") {
+      if (!set_in(r.channel, channel_fields(), sec, name, value, label)) unknown(channel_fields(), key, name, sec, label);
+      return;
+    }
     if (sec == "group") throw recipe_error(key, label, "unknown key (a group's key is group.NAME.KEY)");
   }
   if (parts.size() == 3 && parts[0] == "group") {
@@ -704,6 +725,7 @@ void apply_env(recipe& r, const std::string& var, const std::string& value) {
   if (env_in(r.deposit, deposit_fields(), "deposit", rest, value, var)) return;
   if (env_in(r.commander, commander_fields(), "commander", rest, value, var)) return;
   if (env_in(r.cluster, cluster_fields(), "cluster", rest, value, var)) return;
+  if (env_in(r.channel, channel_fields(), "channel", rest, value, var)) return;
 
   if (starts_with(rest, "group_")) {
     // group_<name>_<key>: names may contain '_', so try every existing group
@@ -850,6 +872,7 @@ void validate(const recipe& r) {
   check_fields(r.deposit, deposit_fields(), "deposit");
   check_fields(r.commander, commander_fields(), "commander");
   check_fields(r.cluster, cluster_fields(), "cluster");
+  check_fields(r.channel, channel_fields(), "channel");
   check_cluster(r.cluster);
   if (r.groups.empty()) throw recipe_error("group", "at least one [[group]] is required");
   for (std::size_t i = 0; i < r.groups.size(); ++i) {

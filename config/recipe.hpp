@@ -74,6 +74,19 @@ struct limits_settings {
   double stream_keepalive_seconds = 15;        ///< an SSE comment on a stream quiet this long; 0: none
 };
 
+/// `[channel]`: the page channels on /_troupe/ws (docs/channels.md).
+struct channel_settings {
+  std::string overflow = "close";            ///< a socket's full outgoing queue: close (1013) | drop_oldest
+  std::uint64_t max_queued_frames = 256;     ///< frames waiting to be written on one socket
+  std::uint64_t max_queued_bytes = 1048576;  ///< bytes waiting to be written on one socket
+  std::uint64_t max_frame_bytes = 65536;     ///< a larger incoming frame closes the socket (1009)
+  std::uint64_t max_sockets = 10000;         ///< open channel sockets on the node; one more is closed (1013)
+  std::uint64_t max_calls_per_socket = 128;  ///< calls in flight (or queued on a sequential page) per socket; 503 past it
+  double idle_timeout_seconds = 60;          ///< nothing received (pings included) for this long: closed
+  double push_timeout_seconds = 5;           ///< how long a push waits for a socket or a user to answer
+  std::uint64_t max_push_users = 1000;       ///< users one push_users may name; more: refused, nothing sent
+};
+
 /// `[deposit]`
 struct deposit_settings {
   std::string backend = "filesystem";  ///< filesystem (parcels under path) | postgres (tables at url)
@@ -155,6 +168,7 @@ struct recipe {
   deposit_settings deposit;
   commander_settings commander;
   cluster_settings cluster;
+  channel_settings channel;
   std::vector<group_settings> groups{group_settings{}};  ///< never empty; "default" first if present
 
   /// The group called `name`, or nullptr.

@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "actors/user.hpp"
 #include "registry/ids.hpp"
+#include "transport/channel_session.hpp"
 #include "transport/console_session.hpp"
 #include "transport/http_framing.hpp"
 #include "transport/stream_sink.hpp"
@@ -480,6 +481,17 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
       return refuse_method("GET, HEAD");
     auto h = assess_health(ctx.health, ctx.recipe.node.health_max_restart_rate, &ctx.metrics);
     return do_write(h.status, std::move(h.body), "application/json");
+  }
+  // The page channels: for every client (a valid cookie is their credential), not the admin surface.
+  if (path == "/_troupe/ws") {
+    if (req_.method() != http::verb::get)
+      return refuse_method("GET");
+    if (!beast::websocket::is_upgrade(req_))
+      return do_write(426, error_body("a WebSocket upgrade is expected here"), "application/json");
+    std::string cid(cookie_cid(req_));
+    if (!ctx.cids->verify(cid))
+      cid.clear();  // refused with 1008 once the handshake is done
+    return start_channel_session(std::move(stream_), std::move(req_), front_, std::move(cid));
   }
   if (ctx.recipe.node.admin_token.empty())  // the admin surface is off
     return do_write(404, error_body("not found"), "application/json");

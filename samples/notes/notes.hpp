@@ -53,6 +53,46 @@ public:
     r.get("/api/counter", [](notes_user& u, troupe::request&) { return json({{"count", u.state().count}}); });
     r.post("/api/counter/incr", [](notes_user& u, troupe::request&) { return json({{"count", ++u.mutate().count}}); });
 
+    // Pushes (docs/channels.md): {"push": "/notes/broadcast", "data": {"text"}} on
+    // every open channel of this user's pages; answers what was delivered.
+    r.post("/api/broadcast", [](troupe::request& q) {
+      auto text = q.json_string("text");
+      if (text.empty() || text.size() > max_note_bytes)
+        throw troupe::bad_request("\"text\" must be 1-4096 bytes");
+      return after_push_all("/notes/broadcast", {{"text", text}}, [](const troupe::push_outcome& o) {
+        return json({{"delivered", o.delivered}, {"not_delivered", o.not_delivered}});
+      });
+    });
+    // The same to one page of this connection ({"page", "text"}).
+    r.post("/api/push", [](troupe::request& q) {
+      auto page = q.json_string("page");
+      auto text = q.json_string("text");
+      if (text.size() > max_note_bytes)
+        throw troupe::bad_request("\"text\" must be at most 4096 bytes");
+      return after_push(page, "/notes/push", {{"text", text}}, [](const troupe::push_outcome& o) {
+        return json({{"delivered", o.delivered}, {"not_delivered", o.not_delivered}});
+      });
+    });
+
+    // The same to every page of each named user who is live ({"users": [...], "text"}).
+    r.post("/api/push_users", [](troupe::request& q) {
+      const auto& body = q.json();
+      if (!body.contains("users") || !body["users"].is_array())
+        throw troupe::bad_request("\"users\" must be an array of user names");
+      std::vector<std::string> users;
+      for (auto& u : body["users"]) {
+        if (!u.is_string())
+          throw troupe::bad_request("\"users\" must be an array of user names");
+        users.push_back(u.get<std::string>());
+      }
+      auto text = q.json_string("text");
+      if (text.size() > max_note_bytes)
+        throw troupe::bad_request("\"text\" must be at most 4096 bytes");
+      return after_push_users(std::move(users), "/notes/push", {{"text", text}}, [](const troupe::push_outcome& o) {
+        return json({{"delivered", o.delivered}, {"not_delivered", o.not_delivered}});
+      });
+    });
+
     r.get("/api/notes", [](notes_user& u, troupe::request&) { return json({{"notes", u.state().notes}}); });
     r.post("/api/notes", [](notes_user& u, troupe::request& q) {
       auto text = q.json_string("text");

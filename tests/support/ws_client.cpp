@@ -18,6 +18,8 @@ struct ws_client::impl {
   websocket::stream<beast::tcp_stream> ws{ioc};
   beast::flat_buffer buffer;
   int close_code = 0;
+  std::string close_reason;
+  bool failed = false;
   // A read that timed out stays pending: the next read() waits for it.
   bool reading = false;
   bool read_done = false;
@@ -87,8 +89,11 @@ std::optional<std::string> ws_client::read(milliseconds timeout) {
     return std::nullopt;  // still pending
   p.reading = false;
   if (p.read_ec) {
-    if (p.read_ec == websocket::error::closed)
+    p.failed = true;
+    if (p.read_ec == websocket::error::closed) {
       p.close_code = p.ws.reason().code;
+      p.close_reason = std::string(p.ws.reason().reason.c_str());
+    }
     return std::nullopt;
   }
   auto text = beast::buffers_to_string(p.buffer.data());
@@ -98,6 +103,18 @@ std::optional<std::string> ws_client::read(milliseconds timeout) {
 
 int ws_client::close_code() const {
   return p_->close_code;
+}
+
+std::string ws_client::close_reason() const {
+  return p_->close_reason;
+}
+
+bool ws_client::open() const {
+  return !p_->failed && p_->ws.is_open();
+}
+
+void ws_client::set_receive_buffer(int bytes) {
+  beast::get_lowest_layer(p_->ws).socket().set_option(net::socket_base::receive_buffer_size(bytes));
 }
 
 }  // namespace troupe::test

@@ -24,8 +24,13 @@ public:
   // or nothing came within `timeout` (the read stays pending: the next call goes on
   // waiting for the same message).
   std::optional<std::string> read(milliseconds timeout = default_timeout);
-  // The close code the server sent (0 when none).
+  // The close code the server sent (0 when none), and its reason.
   int close_code() const;
+  std::string close_reason() const;
+  // False once the socket is closed (a read saw the close, an error or EOF).
+  bool open() const;
+  // Shrinks the socket's receive buffer (a slow reader's small TCP window).
+  void set_receive_buffer(int bytes);
 
 private:
   struct impl;

@@ -1,0 +1,55 @@
+#pragma once
+/// \file
+/// The channel (WebSocket) of a page, as the actors see it: the socket actor's
+/// typed interface and the messages of a push (docs/channels.md).
+///
+/// A socket is represented by a small actor on its front's node, activated
+/// when the socket's first call arrives (transport/channel_actor.hpp). Its
+/// handle travels in every channel call (http_request::channel) to the user
+/// actor, wherever he lives; an `openchannel` binds the page record to it, and
+/// pushes are typed messages to it. Every type here is inspectable and
+/// registered (register_types): a user on another node pushes the same way.
+
+#include "actors/messages.hpp"
+
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace troupe {
+
+using bind_atom = caf::atom_constant<caf::atom("chbind")>;      ///< a page of this socket opened its channel
+using unbind_atom = caf::atom_constant<caf::atom("chunbind")>;  ///< a binding ends (page rebound, socket gone)
+using push_atom = caf::atom_constant<caf::atom("push")>;        ///< write a frame on a page's channel
+
+/// One frame pushed to one page: delivered only when `page` of connection
+/// `cid` is bound to the receiving socket.
+struct channel_push {
+  std::string cid;
+  std::string page;
+  std::string frame;  ///< the whole JSON text written on the socket: {"push": path, "data": data}
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, channel_push& x) {
+  return f(caf::meta::type_name("troupe.channel_push"), x.cid, x.page, x.frame);
+}
+
+/// The socket actor's typed interface (one per open WebSocket on /_troupe/ws).
+using channel_handle = caf::typed_actor<
+  /// Page `page` of connection `cid` opened its channel on this socket; `user`
+  /// is told (unbind) when the socket goes.
+  caf::reacts_to<bind_atom, std::string, std::string, caf::actor>,
+  /// Page `page` was opened on another socket: this one no longer carries it.
+  caf::reacts_to<unbind_atom, std::string>,
+  /// Queue the frame if the page is bound here; true: the socket's outgoing
+  /// queue took it; false: not bound here, socket closed, or refused by the
+  /// overflow policy.
+  caf::replies_to<push_atom, channel_push>::with<bool>>;
+
+/// The pushed frame's text: {"push": path, "data": data}, data being JSON text
+/// ("" for null).
+std::string push_frame(const std::string& path, const std::string& data_json);
+
+}  // namespace troupe

@@ -1,0 +1,70 @@
+#include "transport/channel_outbox.hpp"
+
+namespace troupe {
+
+channel_outbox::offer_result channel_outbox::offer(std::string frame, std::size_t* dropped) {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (dropped)
+    *dropped = 0;
+  if (closed_)
+    return offer_result::closed;
+  if (frame.size() > limits_.max_bytes)
+    return offer_result::too_big;
+  auto full = [&] { return frames_.size() + 1 > limits_.max_frames || bytes_ + frame.size() > limits_.max_bytes; };
+  if (full()) {
+    if (limits_.overflow == policy::close) {
+      overflowed_ = closed_ = true;
+      frames_.clear();
+      bytes_ = 0;
+      return offer_result::overflow;
+    }
+    while (!frames_.empty() && full()) {
+      bytes_ -= frames_.front().size();
+      frames_.pop_front();
+      if (dropped)
+        ++*dropped;
+    }
+  }
+  bytes_ += frame.size();
+  frames_.push_back(std::move(frame));
+  return offer_result::queued;
+}
+
+std::optional<std::string> channel_outbox::take() {
+  std::lock_guard<std::mutex> guard{mutex_};
+  if (closed_ || frames_.empty())
+    return std::nullopt;
+  auto f = std::move(frames_.front());
+  frames_.pop_front();
+  bytes_ -= f.size();
+  return f;
+}
+
+void channel_outbox::close() {
+  std::lock_guard<std::mutex> guard{mutex_};
+  closed_ = true;
+  frames_.clear();
+  bytes_ = 0;
+}
+
+bool channel_outbox::closed() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return closed_;
+}
+
+bool channel_outbox::overflowed() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return overflowed_;
+}
+
+std::size_t channel_outbox::size() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return frames_.size();
+}
+
+std::size_t channel_outbox::bytes() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return bytes_;
+}
+
+}  // namespace troupe

@@ -1,0 +1,184 @@
+#include "transport/user_call.hpp"
+
+#include "actors/errors.hpp"
+#include "actors/user.hpp"
+#include "transport/front.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <caf/all.hpp>
+
+namespace troupe {
+
+namespace net = boost::asio;
+
+namespace {
+
+class user_call : public std::enable_shared_from_this<user_call> {
+public:
+  user_call(front& f, net::any_io_executor ex, std::shared_ptr<http_request> req,
+            std::function<void(http_response&&)> done, bool minted)
+    : front_(f), ex_(std::move(ex)), req_(std::move(req)), deadline_(ex_), done_(std::move(done)), minted_(minted) {}
+
+  void start(std::chrono::milliseconds timeout) {
+    // The pending wait holds the call alive until it is answered (then cancelled) or due.
+    deadline_.expires_after(timeout);
+    deadline_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec)
+        self->finish(error_response(504, "the request was not answered in time"));
+    });
+    dispatch(false);
+  }
+
+  void on_reply(std::uint64_t attempt, http_response&& r) {
+    if (attempt != attempt_ || finished_)
+      return;
+    switch (r.route) {
+      case route_note::not_here:
+        front_.routes().erase(req_->cid);
+        if (!retried_)
+          return dispatch(true);
+        return finish(error_response(503, "the user cannot be reached right now, retry", 1));
+      case route_note::changed: front_.routes().erase(req_->cid); break;
+      case route_note::keep: break;
+    }
+    if (!r.set_cid.empty())
+      front_.routes().erase(req_->cid);
+    finish(std::move(r));
+  }
+
+  void on_dropped(std::uint64_t attempt) {
+    if (attempt != attempt_ || finished_)
+      return;
+    front_.routes().erase(req_->cid);
+    if (forwarded_ && req_->method != "GET")  // it may have run on the remote node: unknown outcome
+      return finish(error_response(503, "the user's node went away while serving this request: its outcome is unknown"));
+    if (!retried_)
+      return dispatch(true);
+    finish(error_response(503, "the user's actor went away, retry", 1));
+  }
+
+  void on_placed(std::uint64_t attempt, placement&& where) {
+    if (attempt != attempt_ || finished_)
+      return;
+    front_.routes().put(req_->cid, where.actor);
+    send_to(where.actor);
+  }
+
+  void on_resolve_failed(std::uint64_t attempt, const caf::error& err) {
+    if (attempt != attempt_ || finished_)
+      return;
+    if (is(err, errc::bad_request))
+      return finish(error_response(400, "bad request"));
+    auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
+    if (auto r = refusal_of(err))
+      return finish(error_response(503, r->text, r->retry_after));
+    if (is(err, errc::too_many_users))
+      return finish(error_response(503, "the node is at its limit of live users, retry", hold));
+    front_.no_placement_log("front: no placement for a channel call: {}", to_string(err));
+    finish(error_response(503, "the user cannot be served right now, retry", hold));
+  }
+
+private:
+  // Answers on the call's strand, if the call is still waiting, tagged with its attempt.
+  class link {
+  public:
+    link(std::weak_ptr<user_call> c, net::any_io_executor ex, std::uint64_t attempt)
+      : call_(std::move(c)), ex_(std::move(ex)), attempt_(attempt) {}
+
+  protected:
+    template <class F>
+    void post(F fn) {
+      answered_ = true;
+      net::post(ex_, [c = call_, a = attempt_, fn = std::move(fn)]() mutable {
+        if (auto call = c.lock())
+          fn(*call, a);
+      });
+    }
+    bool answered() const noexcept { return answered_; }
+
+  private:
+    std::weak_ptr<user_call> call_;
+    net::any_io_executor ex_;
+    std::uint64_t attempt_;
+    bool answered_ = false;
+  };
+
+  class reply final : public reply_slot, link {
+  public:
+    reply(std::weak_ptr<user_call> c, net::any_io_executor ex, std::uint64_t a, std::shared_ptr<const http_request> req)
+      : link(std::move(c), std::move(ex), a), req_(std::move(req)) {}
+    const http_request& request() const override { return *req_; }
+    void deliver(http_response&& r) override {
+      post([r = std::move(r)](user_call& c, std::uint64_t a) mutable { c.on_reply(a, std::move(r)); });
+    }
+    ~reply() override {
+      if (!answered())
+        post([](user_call& c, std::uint64_t a) { c.on_dropped(a); });
+    }
+
+  private:
+    std::shared_ptr<const http_request> req_;
+  };
+
+  class resolve final : public resolve_slot, link {
+  public:
+    using link::link;
+    void placed(placement&& where) override {
+      post([w = std::move(where)](user_call& c, std::uint64_t a) mutable { c.on_placed(a, std::move(w)); });
+    }
+    void failed(const caf::error& err) override {
+      post([err](user_call& c, std::uint64_t a) { c.on_resolve_failed(a, err); });
+    }
+    ~resolve() override {
+      if (!answered())
+        post([](user_call& c, std::uint64_t a) { c.on_resolve_failed(a, make_error(errc::unavailable, "bridge gone")); });
+    }
+  };
+
+  void dispatch(bool retry) {
+    retried_ = retry;
+    ++attempt_;
+    if (auto actor = front_.routes().find(req_->cid))
+      return send_to(*actor);
+    auto slot = std::make_shared<resolve>(weak_from_this(), ex_, attempt_);
+    caf::anon_send(front_.bridge(), resolve_atom::value, req_->cid, minted_, local_resolve{std::move(slot)});
+  }
+
+  void send_to(const caf::actor& actor) {
+    auto slot = std::make_shared<reply>(weak_from_this(), ex_, attempt_, req_);
+    forwarded_ = front_.is_remote(actor);
+    if (forwarded_)
+      return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
+    caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, local_reply{std::move(slot)});
+  }
+
+  void finish(http_response&& r) {
+    if (finished_)
+      return;
+    finished_ = true;
+    deadline_.cancel();
+    auto done = std::move(done_);
+    done(std::move(r));
+  }
+
+  front& front_;
+  net::any_io_executor ex_;
+  std::shared_ptr<http_request> req_;
+  net::steady_timer deadline_;
+  std::function<void(http_response&&)> done_;
+  bool minted_;
+  std::uint64_t attempt_ = 0;
+  bool retried_ = false;
+  bool forwarded_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+void call_user(front& owner, net::any_io_executor ex, std::shared_ptr<http_request> req,
+               std::chrono::milliseconds timeout, std::function<void(http_response&&)> done, bool minted) {
+  std::make_shared<user_call>(owner, std::move(ex), std::move(req), std::move(done), minted)->start(timeout);
+}
+
+}  // namespace troupe
