@@ -103,6 +103,13 @@ struct node_metrics {
     std::atomic<std::uint64_t> failed{0};       ///< any other error of the remote request: 502
     std::atomic<std::int64_t> pending{0};       ///< in flight now
   } forwarded;
+  /// The front's TLS (issue 14, docs/tls.md); all 0 while TLS is off.
+  struct tls_counters {
+    std::atomic<std::uint64_t> reloads_ok{0};          ///< troupe_tls_reloads_total{result="ok"}
+    std::atomic<std::uint64_t> reloads_refused{0};     ///< a bad pair kept out, the old one served
+    std::atomic<std::uint64_t> handshake_failures{0};  ///< handshakes that failed or passed their deadline
+    std::atomic<std::int64_t> not_after_unix{0};       ///< expiry of the certificate served now
+  } tls;
   /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
   const store::deposit_counters* deposit = nullptr;
   /// troupe_admission_rejections_total{reason}, by troupe::refusal_reason.

@@ -130,6 +130,10 @@ const std::vector<field<node_settings>>& node_fields() {
     {"cookie_secret", &node_settings::cookie_secret, {}},
     {"health_probe_seconds", &node_settings::health_probe_seconds, positive(max_seconds)},
     {"health_max_restart_rate", &node_settings::health_max_restart_rate, positive(1e9)},
+    {"tls_cert", &node_settings::tls_cert, {}},            // read and checked at start (transport/tls_credentials)
+    {"tls_key", &node_settings::tls_key, {}},
+    {"tls_client_ca", &node_settings::tls_client_ca, {}},
+    {"plain_listen", &node_settings::plain_listen, {}},    // checked by split_listen when set
   };
   return f;
 }
@@ -154,6 +158,7 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"max_live_users", &L::max_live_users, at_least(1)},
     {"max_pages_per_user", &L::max_pages_per_user, at_least(1)},
     {"max_forwarded_requests", &L::max_forwarded_requests, at_least(1)},
+    {"tls_handshake_timeout_seconds", &L::tls_handshake_timeout_seconds, positive(max_seconds)},
   };
   return f;
 }
@@ -831,6 +836,16 @@ void check_group_policies(const group_settings& g, const std::string& prefix) {
 void validate(const recipe& r) {
   split_listen(r.node.listen);
   check_fields(r.node, node_fields(), "node");
+  if (r.node.tls_cert.empty() != r.node.tls_key.empty())
+    throw recipe_error(r.node.tls_cert.empty() ? "node.tls_cert" : "node.tls_key",
+                       "node.tls_cert and node.tls_key go together (TLS needs both)");
+  if (!r.node.tls_client_ca.empty() && r.node.tls_cert.empty())
+    throw recipe_error("node.tls_client_ca", "needs node.tls_cert and node.tls_key (TLS is off)");
+  if (!r.node.plain_listen.empty()) {
+    if (r.node.tls_cert.empty())
+      throw recipe_error("node.plain_listen", "needs node.tls_cert and node.tls_key (without TLS, node.listen is plain HTTP already)");
+    split_listen(r.node.plain_listen, "node.plain_listen");
+  }
   check_fields(r.limits, limits_fields(), "limits");
   check_fields(r.deposit, deposit_fields(), "deposit");
   check_fields(r.commander, commander_fields(), "commander");

@@ -45,6 +45,11 @@ struct node_settings {
   std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit
   double health_probe_seconds = 5;         ///< with no deposit write for this long, health probes the deposit
   double health_max_restart_rate = 10;     ///< user restarts per second (last minute) past which health is degraded
+  // TLS (issue 14, docs/tls.md): `listen` serves HTTPS/WSS when tls_cert and tls_key are set.
+  std::string tls_cert;                    ///< PEM certificate chain; "": plain HTTP on listen
+  std::string tls_key;                     ///< PEM private key of tls_cert (unencrypted)
+  std::string tls_client_ca;               ///< PEM CAs: client certificates required and verified; "": none asked
+  std::string plain_listen;                ///< HOST:PORT of a second, plain-HTTP listener (TLS only); "": none
 };
 
 /// `[limits]`
@@ -65,6 +70,7 @@ struct limits_settings {
   std::uint64_t max_live_users = 100000;       ///< live user actors on the node; newcomers get 503 past it
   std::uint64_t max_pages_per_user = 64;       ///< live pages of one user over all his connections; 429 past it
   std::uint64_t max_forwarded_requests = 10000; ///< requests in flight to users on other nodes; 503 past it
+  double tls_handshake_timeout_seconds = 10;   ///< a TLS handshake (and a TLS close) must complete within this
 };
 
 /// `[deposit]`
