@@ -93,6 +93,10 @@ std::variant<tls_loaded, std::string> load_tls(const tls_paths& paths) {
     return fail("node.tls_cert: " + paths.cert + " is not a PEM certificate chain: " + openssl_reason(ec));
   const auto& key_pem = std::get<0>(key);
   ctx->use_private_key(boost::asio::buffer(key_pem), ssl::context::pem, ec);
+  if (ec && ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH) {
+    ERR_clear_error();  // OpenSSL checks the pair as it takes the key
+    return fail("node.tls_key: " + paths.key + " does not match the certificate of node.tls_cert (" + paths.cert + ")");
+  }
   if (ec)
     return fail("node.tls_key: " + paths.key + " is not an unencrypted PEM private key: " + openssl_reason(ec));
   if (SSL_CTX_check_private_key(native) != 1) {

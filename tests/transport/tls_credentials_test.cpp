@@ -82,7 +82,7 @@ TEST_F(TlsCredentials, ReloadSwapsAGoodPairAndKeepsTheOldOneOnARefusal) {
   fs::copy_file(pki_->key("a"), key, fs::copy_options::overwrite_existing);
   auto first = load_tls({cert, key, ""});
   ASSERT_EQ(first.index(), 0u);
-  tls_credentials creds({cert, key, ""}, std::get<0>(first));
+  tls_credentials creds({cert, key, ""}, std::move(std::get<0>(first)));
   auto before = creds.current();
   EXPECT_EQ(creds.identity().serial, "AA01");
 
