@@ -223,6 +223,15 @@ std::string node_metrics::prometheus_text() const {
   out += "# HELP troupe_user_wake_seconds Time from a user actor's start to his installed parcel.\n"
          "# TYPE troupe_user_wake_seconds histogram\n";
   user_wake_seconds.write(out, "troupe_user_wake_seconds");
+  out += "# HELP troupe_tls_reloads_total TLS certificate reloads (POST /_troupe/tls/reload, SIGHUP), by result.\n"
+         "# TYPE troupe_tls_reloads_total counter\n";
+  line("troupe_tls_reloads_total", "result=\"ok\"", tls.reloads_ok.load(std::memory_order_relaxed));
+  line("troupe_tls_reloads_total", "result=\"refused\"", tls.reloads_refused.load(std::memory_order_relaxed));
+  counter("troupe_tls_handshake_failures_total", "TLS handshakes that failed or passed limits.tls_handshake_timeout_seconds.",
+          tls.handshake_failures.load(std::memory_order_relaxed));
+  out += "# HELP troupe_tls_certificate_expiry_seconds Expiry (unix seconds) of the certificate served to new connections; 0: TLS off.\n"
+         "# TYPE troupe_tls_certificate_expiry_seconds gauge\n";
+  line("troupe_tls_certificate_expiry_seconds", "", tls.not_after_unix.load(std::memory_order_relaxed));
   return out;
 }
 

@@ -115,6 +115,13 @@ struct node_metrics {
   } channel;
   std::atomic<std::uint64_t> channel_pushes_delivered{0};      ///< pages a push reached (their socket queued it)
   std::atomic<std::uint64_t> channel_pushes_not_delivered{0};  ///< pages (or users) a push did not reach
+  /// The front's TLS (issue 14, docs/tls.md); all 0 while TLS is off.
+  struct tls_counters {
+    std::atomic<std::uint64_t> reloads_ok{0};          ///< troupe_tls_reloads_total{result="ok"}
+    std::atomic<std::uint64_t> reloads_refused{0};     ///< a bad pair kept out, the old one served
+    std::atomic<std::uint64_t> handshake_failures{0};  ///< handshakes that failed or passed their deadline
+    std::atomic<std::int64_t> not_after_unix{0};       ///< expiry of the certificate served now
+  } tls;
   /// The deposit's own counters (reads, writes, failures, quarantined); set at start.
   const store::deposit_counters* deposit = nullptr;
   /// Streaming responses (docs/streaming.md): troupe_stream_*.

@@ -130,6 +130,10 @@ const std::vector<field<node_settings>>& node_fields() {
     {"cookie_secret", &node_settings::cookie_secret, {}},
     {"health_probe_seconds", &node_settings::health_probe_seconds, positive(max_seconds)},
     {"health_max_restart_rate", &node_settings::health_max_restart_rate, positive(1e9)},
+    {"tls_cert", &node_settings::tls_cert, {}},            // read and checked at start (transport/tls_credentials)
+    {"tls_key", &node_settings::tls_key, {}},
+    {"tls_client_ca", &node_settings::tls_client_ca, {}},
+    {"plain_listen", &node_settings::plain_listen, {}},    // checked by split_listen when set
   };
   return f;
 }
@@ -160,6 +164,7 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"stream_credit_bytes", &L::stream_credit_bytes, at_least(64)},
     {"stream_max_event_bytes", &L::stream_max_event_bytes, at_least(16)},
     {"stream_keepalive_seconds", &L::stream_keepalive_seconds, between(0, max_seconds)},
+    {"tls_handshake_timeout_seconds", &L::tls_handshake_timeout_seconds, positive(max_seconds)},
   };
   return f;
 }
@@ -859,6 +864,16 @@ void check_group_policies(const group_settings& g, const std::string& prefix) {
 void validate(const recipe& r) {
   split_listen(r.node.listen);
   check_fields(r.node, node_fields(), "node");
+  if (r.node.tls_cert.empty() != r.node.tls_key.empty())
+    throw recipe_error(r.node.tls_cert.empty() ? "node.tls_cert" : "node.tls_key",
+                       "node.tls_cert and node.tls_key go together (TLS needs both)");
+  if (!r.node.tls_client_ca.empty() && r.node.tls_cert.empty())
+    throw recipe_error("node.tls_client_ca", "needs node.tls_cert and node.tls_key (TLS is off)");
+  if (!r.node.plain_listen.empty()) {
+    if (r.node.tls_cert.empty())
+      throw recipe_error("node.plain_listen", "needs node.tls_cert and node.tls_key (without TLS, node.listen is plain HTTP already)");
+    split_listen(r.node.plain_listen, "node.plain_listen");
+  }
   check_fields(r.limits, limits_fields(), "limits");
   // The sink's queue holds what the writer's credit lets it send: credit ≤ queue, and one event fits the credit.
   if (r.limits.stream_credit_bytes > r.limits.stream_queue_bytes)

@@ -45,6 +45,11 @@ struct node_settings {
   std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit
   double health_probe_seconds = 5;         ///< with no deposit write for this long, health probes the deposit
   double health_max_restart_rate = 10;     ///< user restarts per second (last minute) past which health is degraded
+  // TLS (issue 14, docs/tls.md): `listen` serves HTTPS/WSS when tls_cert and tls_key are set.
+  std::string tls_cert;                    ///< PEM certificate chain; "": plain HTTP on listen
+  std::string tls_key;                     ///< PEM private key of tls_cert (unencrypted)
+  std::string tls_client_ca;               ///< PEM CAs: client certificates required and verified; "": none asked
+  std::string plain_listen;                ///< HOST:PORT of a second, plain-HTTP listener (TLS only); "": none
 };
 
 /// `[limits]`
@@ -72,6 +77,7 @@ struct limits_settings {
   std::uint64_t stream_credit_bytes = 65536;   ///< the writer's credit window (≤ stream_queue_bytes)
   std::uint64_t stream_max_event_bytes = 65536; ///< one framed event, at most (≤ stream_credit_bytes)
   double stream_keepalive_seconds = 15;        ///< an SSE comment on a stream quiet this long; 0: none
+  double tls_handshake_timeout_seconds = 10;   ///< a TLS handshake (and a TLS close) must complete within this
 };
 
 /// `[channel]`: the page channels on /_troupe/ws (docs/channels.md).

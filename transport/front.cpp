@@ -17,6 +17,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
@@ -80,15 +81,19 @@ front_limits front_limits::from(const config::limits_settings& l) {
                       to_millis(l.idle_timeout_seconds),
                       to_millis(l.read_timeout_seconds),
                       l.max_connections,
-                      l.max_buffered_body_bytes};
+                      l.max_buffered_body_bytes,
+                      to_millis(l.tls_handshake_timeout_seconds)};
 }
 
 // -- one TCP connection ---------------------------------------------------------------
 
 class http_session : public std::enable_shared_from_this<http_session> {
 public:
-  http_session(tcp::socket&& socket, front& owner)
-    : stream_(std::move(socket)),
+  // `tls`: the context of a TLS listener's connection (null: plain TCP).
+  http_session(tcp::socket&& socket, front& owner, std::shared_ptr<net::ssl::context> tls)
+    : stream_(tls ? front_stream(beast::tcp_stream(std::move(socket)), std::move(tls),
+                                 owner.limits().tls_handshake_timeout)
+                  : front_stream(beast::tcp_stream(std::move(socket)))),
       front_(owner),
       limits_(owner.limits()),
       buffer_(limits_.max_header_bytes + limits_.max_body_bytes + 65536),
@@ -102,7 +107,11 @@ public:
   }
 
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_wait(); });
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->stream_.is_tls())
+        return self->do_handshake();
+      self->do_wait();
+    });
   }
 
   void shutdown_if_idle() {
@@ -133,6 +142,9 @@ public:
   void stream_end(bool clean);
 
 private:
+  // TLS: the handshake comes before the first read, within limits.tls_handshake_timeout_seconds.
+  void do_handshake();
+  void on_handshake(beast::error_code ec);
   // Idle keep-alive: wait (idle_timeout) for the first byte of the next request.
   void do_wait();
   void on_first_bytes(beast::error_code ec, std::size_t n);
@@ -150,6 +162,7 @@ private:
   void handle();
   void handle_admin(std::string_view path, std::string_view query);
   void handle_census(std::string_view query);
+  void handle_tls_reload();
   void refuse_method(const char* allowed);
   void order(std::string what, std::string target);
   template <class Send>
@@ -310,6 +323,21 @@ public:
 };
 
 }  // namespace
+
+void http_session::do_handshake() {
+  stream_.expires_after(limits_.tls_handshake_timeout);
+  stream_.tls().async_handshake(net::ssl::stream_base::server,
+                                beast::bind_front_handler(&http_session::on_handshake, shared_from_this()));
+}
+
+void http_session::on_handshake(beast::error_code ec) {
+  if (ec) {  // counted, and logged at most once a second: a scan must not flood the log
+    front_.context().metrics.tls.handshake_failures.fetch_add(1, std::memory_order_relaxed);
+    front_.tls_handshake_log("front: TLS handshake failed: {}", ec.message());
+    return close();
+  }
+  do_wait();
+}
 
 void http_session::do_wait() {
   idle_ = true;
@@ -535,6 +563,8 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
     });
   if (path == "/_troupe/census")
     return handle_census(query);
+  if (path == "/_troupe/tls/reload")
+    return req_.method() == http::verb::post ? handle_tls_reload() : refuse_method("POST");
   if (path == "/_troupe/orchestration/log") {
     std::uint32_t tail = 100;
     auto params = registry::parse_query(query);
@@ -595,6 +625,21 @@ void http_session::order(std::string what, std::string target) {
   admin_call_to_bridge([o = std::move(o)](front& f, local_admin slot) mutable {
     caf::anon_send(f.bridge(), order_atom::value, std::move(o), std::move(slot));
   });
+}
+
+// POST /_troupe/tls/reload: 200 with what is served now, or 409 with why the
+// new pair was refused (the old one still served) or that TLS is off. Reading
+// two small files is the only I/O: it runs here, on the io thread, rarely.
+void http_session::handle_tls_reload() {
+  if (!front_.tls_enabled())
+    return do_write(409, error_body("TLS is off (node.tls_cert and node.tls_key are not set)"), "application/json");
+  auto r = front_.reload_tls();
+  nlohmann::json served{{"subject", r.identity.subject}, {"serial", r.identity.serial},
+                        {"not_after", r.identity.not_after_unix}};
+  if (!r.ok)
+    return do_write(409, nlohmann::json{{"error", r.reason}, {"result", "refused"}, {"served", served}}.dump(),
+                    "application/json");
+  do_write(200, nlohmann::json{{"result", "ok"}, {"served", served}}.dump(), "application/json");
 }
 
 // GET /_troupe/census: its parameters (docs/census.md); a bad one is a 400 naming it.
@@ -811,6 +856,10 @@ void http_session::refuse_and_close(std::uint16_t status, const std::string& tex
 // Half-close, then discard what the client still sends for a moment, so that
 // the reply is not lost to a reset caused by unread request bytes.
 void http_session::linger_close() {
+  if (stream_.is_tls()) {  // close_notify, then the peer's, within limits.tls_handshake_timeout_seconds
+    stream_.expires_after(limits_.tls_handshake_timeout);
+    return stream_.tls().async_shutdown([self = shared_from_this()](beast::error_code) { self->close(); });
+  }
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   stream_.expires_after(std::chrono::seconds(2));
@@ -1041,8 +1090,7 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
     forwarder_(std::move(forwarder)),
     local_node_(forwarder_ ? forwarder_.node() : caf::node_id{}),
     routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
-    acceptor_(ioc_),
-    accept_pause_(ioc_) {}
+    main_(ioc_, false) {}
 
 front::~front() {
   stop();
@@ -1054,13 +1102,47 @@ bool front::admin_token_matches(std::string_view presented) const noexcept {
          && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0;
 }
 
-void front::listen(const std::string& host, std::uint16_t port) {
+void front::bind(listener& l, const std::string& host, std::uint16_t port) {
   tcp::endpoint ep{net::ip::make_address(host), port};
-  acceptor_.open(ep.protocol());
-  acceptor_.set_option(net::socket_base::reuse_address(true));
-  acceptor_.bind(ep);
-  acceptor_.listen(net::socket_base::max_listen_connections);
-  port_ = acceptor_.local_endpoint().port();
+  l.acceptor.open(ep.protocol());
+  l.acceptor.set_option(net::socket_base::reuse_address(true));
+  l.acceptor.bind(ep);
+  l.acceptor.listen(net::socket_base::max_listen_connections);
+  l.port = l.acceptor.local_endpoint().port();
+}
+
+void front::use_tls(std::shared_ptr<tls_credentials> credentials) {
+  tls_ = std::move(credentials);
+  main_.tls = tls_ != nullptr;
+  ctx_->metrics.tls.not_after_unix.store(tls_ ? tls_->identity().not_after_unix : 0, std::memory_order_relaxed);
+}
+
+void front::listen_plain(const std::string& host, std::uint16_t port) {
+  plain_ = std::make_unique<listener>(ioc_, false);
+  bind(*plain_, host, port);
+  do_accept(*plain_);
+}
+
+tls_credentials::reload_result front::reload_tls() {
+  if (!tls_)
+    return {false, "TLS is off (node.tls_cert and node.tls_key are not set)", {}};
+  auto r = tls_->reload();
+  auto& m = ctx_->metrics.tls;
+  if (r.ok) {
+    m.reloads_ok.fetch_add(1, std::memory_order_relaxed);
+    m.not_after_unix.store(r.identity.not_after_unix, std::memory_order_relaxed);
+    spdlog::info("front: TLS pair reloaded: new connections get {} (serial {})", r.identity.subject, r.identity.serial);
+  } else {
+    m.reloads_refused.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("front: TLS reload refused, still serving {} (serial {}): {}", r.identity.subject, r.identity.serial,
+                 r.reason);
+  }
+  return r;
+}
+
+void front::listen(const std::string& host, std::uint16_t port) {
+  bind(main_, host, port);
+  port_ = main_.port;
   // limits.max_connections refuses cleanly only below the descriptor limit:
   // raise the soft limit towards the hard one when it needs it (no privilege
   // needed), and say so when even that is not enough.
@@ -1079,30 +1161,31 @@ void front::listen(const std::string& host, std::uint16_t port) {
                    "lower limits.max_connections)",
                    limits_.max_connections, want, fds.rlim_cur);
   }
-  do_accept();
+  do_accept(main_);
 }
 
-void front::do_accept() {
-  acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-    on_accept(ec, std::move(socket));
+void front::do_accept(listener& l) {
+  l.acceptor.async_accept(net::make_strand(ioc_), [this, &l](beast::error_code ec, tcp::socket socket) {
+    on_accept(l, ec, std::move(socket));
   });
 }
 
-void front::on_accept(const beast::error_code& ec, tcp::socket socket) {
-  if (closing() || !acceptor_.is_open())
+void front::on_accept(listener& l, const beast::error_code& ec, tcp::socket socket) {
+  if (closing() || !l.acceptor.is_open())
     return;
   if (!ec) {
-    accept_backoff_ = millis(0);
+    l.backoff = millis(0);
     if (static_cast<std::uint64_t>(live_sessions_.load(std::memory_order_relaxed)) >= limits_.max_connections)
-      refuse_connection(std::move(socket));
+      refuse_connection(std::move(socket), l.tls);
     else {
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
-      auto session = std::make_shared<http_session>(std::move(socket), *this);
+      // A TLS listener's connection takes the credentials current now: a reload later changes it not.
+      auto session = std::make_shared<http_session>(std::move(socket), *this, l.tls ? tls_->current() : nullptr);
       session_started(session);
       session->start();
     }
-    return do_accept();
+    return do_accept(l);
   }
   // Out of descriptors or memory (or any error but a client's abort), accepting
   // again at once fails again at once: pause (50 ms, doubling up to 1 s) while
@@ -1111,22 +1194,22 @@ void front::on_accept(const beast::error_code& ec, tcp::socket socket) {
                    || ec == net::error::interrupted || ec == net::error::try_again;
   bool exhausted = !transient;
   if (exhausted)
-    accept_backoff_ = std::min<millis>(std::max<millis>(accept_backoff_ * 2, millis(50)), millis(1000));
+    l.backoff = std::min<millis>(std::max<millis>(l.backoff * 2, millis(50)), millis(1000));
   auto now = std::chrono::steady_clock::now();
   ++accept_failures_unlogged_;
   if (now - accept_logged_ >= std::chrono::seconds(10)) {
     spdlog::warn("front: accept failed: {} ({} failure(s) since the last report){}", ec.message(),
                  accept_failures_unlogged_,
-                 exhausted ? fmt::format("; pausing accepts for {} ms", accept_backoff_.count()) : std::string{});
+                 exhausted ? fmt::format("; pausing accepts for {} ms", l.backoff.count()) : std::string{});
     accept_logged_ = now;
     accept_failures_unlogged_ = 0;
   }
   if (!exhausted)
-    return do_accept();  // a connection aborted before it was accepted, and the like
-  accept_pause_.expires_after(accept_backoff_);
-  accept_pause_.async_wait([this](beast::error_code wait_ec) {
+    return do_accept(l);  // a connection aborted before it was accepted, and the like
+  l.pause.expires_after(l.backoff);
+  l.pause.async_wait([this, &l](beast::error_code wait_ec) {
     if (!wait_ec && !closing())
-      do_accept();
+      do_accept(l);
   });
 }
 
@@ -1148,8 +1231,13 @@ constexpr std::int64_t max_refusing = 64;
 
 }  // namespace
 
-void front::refuse_connection(tcp::socket socket) {
+void front::refuse_connection(tcp::socket socket, bool tls) {
   ctx_->metrics.count_request(503);
+  if (tls) {  // a canned answer would need a handshake: closed unanswered
+    beast::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
   if (refusing_.fetch_add(1, std::memory_order_relaxed) >= max_refusing) {
     refusing_.fetch_sub(1, std::memory_order_relaxed);
     beast::error_code ignored;
@@ -1248,8 +1336,12 @@ void front::begin_shutdown() {
   closing_.store(true, std::memory_order_release);
   net::post(ioc_, [this] {
     beast::error_code ignored;
-    acceptor_.close(ignored);
-    accept_pause_.cancel();
+    main_.acceptor.close(ignored);
+    main_.pause.cancel();
+    if (plain_) {
+      plain_->acceptor.close(ignored);
+      plain_->pause.cancel();
+    }
   });
   std::lock_guard<std::mutex> guard{sessions_mutex_};
   for (auto& w : sessions_)

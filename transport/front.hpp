@@ -11,6 +11,7 @@
 #include "transport/bridge.hpp"
 #include "transport/forwarder.hpp"
 #include "transport/route_cache.hpp"
+#include "transport/tls_credentials.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -42,6 +43,7 @@ struct front_limits {
   std::chrono::milliseconds read_timeout;
   std::uint64_t max_connections;
   std::uint64_t max_buffered_body_bytes;
+  std::chrono::milliseconds tls_handshake_timeout;
 
   static front_limits from(const config::limits_settings& limits);
 };
@@ -60,6 +62,17 @@ public:
 
   /// The port actually bound (useful with port 0).
   std::uint16_t port() const noexcept { return port_; }
+
+  /// Before listen(): the main listener serves TLS (HTTPS, WSS) with `credentials`.
+  void use_tls(std::shared_ptr<tls_credentials> credentials);
+  bool tls_enabled() const noexcept { return tls_ != nullptr; }
+  /// With TLS: a second listener serving plain HTTP (node.plain_listen); throws like listen().
+  void listen_plain(const std::string& host, std::uint16_t port);
+  std::uint16_t plain_port() const noexcept { return plain_ ? plain_->port : 0; }
+  /// Loads the TLS pair again (POST /_troupe/tls/reload, SIGHUP): new connections
+  /// take it, open ones keep theirs; a bad pair is refused and the old one kept.
+  /// Counted (troupe_tls_reloads_total) and logged. TLS off: refused, nothing counted.
+  tls_credentials::reload_result reload_tls();
 
   /// Starts `threads` threads running the front.
   void start(int threads);
@@ -103,7 +116,7 @@ public:
   void console_authenticated_or_gone(std::uint64_t ticket);
   void session_ended() noexcept;
   /// Per-request warnings, at most one line a second each (overload must not flood the log).
-  rate_limited_log no_placement_log, timeout_log;
+  rate_limited_log no_placement_log, timeout_log, tls_handshake_log{spdlog::level::info};
   /// Reserves `bytes` of limits.max_buffered_body_bytes for a body being read; false past it.
   bool reserve_body(std::uint64_t bytes) noexcept;
   void release_body(std::uint64_t bytes) noexcept {
@@ -111,10 +124,22 @@ public:
   }
 
 private:
-  void do_accept();
-  void on_accept(const boost::system::error_code& ec, boost::asio::ip::tcp::socket socket);
-  // Past limits.max_connections: a canned 503, then the socket is closed.
-  void refuse_connection(boost::asio::ip::tcp::socket socket);
+  // One listening socket: node.listen (TLS when configured) or node.plain_listen.
+  struct listener {
+    listener(boost::asio::io_context& ioc, bool is_tls) : acceptor(ioc), pause(ioc), tls(is_tls) {}
+    boost::asio::ip::tcp::acceptor acceptor;
+    // Out of file descriptors (EMFILE/ENFILE): accepting pauses this long (growing).
+    boost::asio::steady_timer pause;
+    std::chrono::milliseconds backoff{0};
+    bool tls;
+    std::uint16_t port = 0;
+  };
+  void bind(listener& l, const std::string& host, std::uint16_t port);
+  void do_accept(listener& l);
+  void on_accept(listener& l, const boost::system::error_code& ec, boost::asio::ip::tcp::socket socket);
+  // Past limits.max_connections: a canned 503, then the socket is closed
+  // (on a TLS listener it is closed unanswered: a handshake to refuse costs what it saves).
+  void refuse_connection(boost::asio::ip::tcp::socket socket, bool tls);
 
   node_context_ptr ctx_;
   front_limits limits_;
@@ -135,11 +160,10 @@ private:
   std::mutex sessions_mutex_;
   std::vector<std::weak_ptr<http_session>> sessions_;  // for shutdown; pruned as they end
   boost::asio::io_context ioc_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  // Out of file descriptors (EMFILE/ENFILE): accepting pauses this long (growing), and
-  // the failures are logged once per interval with a count.
-  boost::asio::steady_timer accept_pause_;
-  std::chrono::milliseconds accept_backoff_{0};
+  std::shared_ptr<tls_credentials> tls_;  // null: no TLS
+  listener main_;
+  std::unique_ptr<listener> plain_;       // node.plain_listen, with TLS only
+  // Accept failures are logged once per interval with a count.
   std::chrono::steady_clock::time_point accept_logged_{};
   std::uint64_t accept_failures_unlogged_ = 0;
   std::uint16_t port_ = 0;

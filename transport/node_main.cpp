@@ -128,6 +128,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reloads the TLS pair (docs/tls.md)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // -- the recipe -------------------------------------------------------------------
@@ -162,11 +163,22 @@ int run_node(const node_flags& flags, const app_types& types) {
   // Before the deposit is opened: what it logs at start (a directory narrowed)
   // goes to stderr, never to stdout, which carries the ready line alone.
   setup_logging(recipe.node.log_level);
-  std::pair<std::string, std::uint16_t> listen;
+  std::pair<std::string, std::uint16_t> listen, plain_listen;
   try {
     listen = config::split_listen(recipe.node.listen);
+    if (!recipe.node.plain_listen.empty())
+      plain_listen = config::split_listen(recipe.node.plain_listen, "node.plain_listen");
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
+  }
+  // A pair that does not load stops the start here, before anything runs.
+  std::shared_ptr<tls_credentials> tls;
+  if (!recipe.node.tls_cert.empty()) {
+    tls_paths paths{recipe.node.tls_cert, recipe.node.tls_key, recipe.node.tls_client_ca};
+    auto loaded = load_tls(paths);
+    if (loaded.index() == 1)
+      return usage_error(std::get<1>(loaded));
+    tls = std::make_shared<tls_credentials>(std::move(paths), std::move(std::get<0>(loaded)));
   }
   if (recipe.deposit.backend != "filesystem") {  // deposit.path holds the node's own files only
     std::error_code ec;
@@ -476,24 +488,50 @@ int run_node(const node_flags& flags, const app_types& types) {
 
   // -- the front ------------------------------------------------------------------------
   auto http = std::make_unique<front>(ctx, bridge, forwarder, routes);
+  if (tls)
+    http->use_tls(tls);
   try {
     http->listen(listen.first, listen.second);
   } catch (const std::exception& e) {
     stop_actors();
     return usage_error("node.listen: cannot listen on " + recipe.node.listen + ": " + e.what());
   }
+  if (!recipe.node.plain_listen.empty()) {
+    try {
+      http->listen_plain(plain_listen.first, plain_listen.second);
+    } catch (const std::exception& e) {
+      stop_actors();
+      return usage_error("node.plain_listen: cannot listen on " + recipe.node.plain_listen + ": " + e.what());
+    }
+  }
   http->start(recipe.node.io_threads);
-  std::string shown_host = listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first;
-  std::cout << "troupe node listening on http://" << shown_host << ":" << http->port() << std::endl;
+  auto shown = [](const std::string& host) { return host.find(':') != std::string::npos ? "[" + host + "]" : host; };
+  std::string shown_host = shown(listen.first);
+  const char* scheme = tls ? "https" : "http";
+  std::cout << "troupe node listening on " << scheme << "://" << shown_host << ":" << http->port();
+  if (http->plain_port())  // the same one ready line: "... and http://HOST:PORT"
+    std::cout << " and http://" << shown(plain_listen.first) << ":" << http->plain_port();
+  std::cout << std::endl;
+  if (tls) {
+    auto id = tls->identity();
+    spdlog::info("TLS: serving {} (serial {}){}; SIGHUP or POST /_troupe/tls/reload loads the pair again", id.subject,
+                 id.serial, recipe.node.tls_client_ca.empty() ? "" : ", client certificates required");
+  }
   if (!recipe.node.admin_token.empty())  // stdout carries the one ready line only
-    spdlog::info("console on http://{}:{}/_troupe/console", shown_host, http->port());
+    spdlog::info("console on {}://{}:{}/_troupe/console", scheme, shown_host, http->port());
   log_node("start", "ok", {{"listen", shown_host + ":" + std::to_string(http->port())}, {"groups", recipe.groups.size()}});
   spdlog::info("node {} up: group {} hosts '{}' on {} worker(s); {} io thread(s), {} actor thread(s)",
                ctx->node_name, recipe.groups.front().name, recipe.groups.front().user_type,
                recipe.groups.front().workers, recipe.node.io_threads, recipe.node.actor_threads);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (sigwait(&signals, &sig); sig == SIGHUP; sigwait(&signals, &sig)) {
+    if (!http->tls_enabled()) {
+      spdlog::info("SIGHUP: TLS is off, nothing to reload");
+      continue;
+    }
+    http->reload_tls();  // logs and counts its outcome
+  }
 
   // -- orderly stop ---------------------------------------------------------------------
   auto grace = std::chrono::milliseconds(static_cast<std::int64_t>(recipe.node.shutdown_grace_seconds * 1000));

@@ -171,7 +171,9 @@ node_process::node_process(std::vector<std::string> extra_args, node_options opt
   out_fd_ = fds[0];
 
   // Read stdout until the ready line.
-  static const std::regex ready_re(R"(^troupe node listening on http://([^:/]+):([0-9]+)$)");
+  // With TLS: "https://HOST:PORT", and " and http://HOST:PORT" with node.plain_listen.
+  static const std::regex ready_re(
+    R"(^troupe node listening on (https?)://([^:/]+):([0-9]+)(?: and http://[^:/]+:([0-9]+))?$)");
   auto deadline = clock_type::now() + opts.start_timeout;
   std::string pending;
   std::string failure;
@@ -219,8 +221,11 @@ node_process::node_process(std::vector<std::string> extra_args, node_options opt
       std::smatch m;
       if (std::regex_match(line, m, ready_re)) {
         ready_line_ = line;
-        host_ = m[1];
-        port_ = static_cast<uint16_t>(std::stoul(m[2]));
+        tls_ = m[1] == "https";
+        host_ = m[2];
+        port_ = static_cast<uint16_t>(std::stoul(m[3]));
+        if (m[4].matched)
+          plain_port_ = static_cast<uint16_t>(std::stoul(m[4]));
         found = true;
         break;
       }

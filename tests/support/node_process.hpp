@@ -45,6 +45,8 @@ public:
   node_process& operator=(const node_process&) = delete;
 
   uint16_t port() const { return port_; }
+  bool tls() const { return tls_; }                 // the ready line said https://
+  uint16_t plain_port() const { return plain_port_; }  // node.plain_listen's port, 0: none
   const std::string& host() const { return host_; }
   pid_t pid() const { return pid_; }
   const std::string& ready_line() const { return ready_line_; }
@@ -77,6 +79,8 @@ private:
   bool exited_ = false;
   int exit_code_ = -1;
   uint16_t port_ = 0;
+  uint16_t plain_port_ = 0;
+  bool tls_ = false;
   std::string host_, ready_line_;
   mutable std::mutex out_mu_;
   std::string out_;
