@@ -4,6 +4,7 @@
 #include "actors/orchestration_log.hpp"
 #include "cluster/agent.hpp"
 #include "registry/census_model.hpp"
+#include "registry/short_name.hpp"
 #include "registry/ids.hpp"
 #include "registry/restart_intensity.hpp"
 #include "store/deposit.hpp"
@@ -48,7 +49,7 @@ constexpr std::size_t console_log_lines = 20;
 
 struct member {
   actor_kind kind;
-  std::string name;
+  registry::short_name name;  // one per live user: a guest's name inline, no allocation (S5)
   caf::strong_actor_ptr handle;
 };
 
@@ -175,14 +176,14 @@ struct census_state {
       return;
     switch (m->second.kind) {
       case actor_kind::user:
-        model.actor_down(m->second.name, id);
+        model.actor_down(m->second.name.str(), id);
         break;
       case actor_kind::worker:
-        if (auto w = workers.find(m->second.name); w != workers.end() && w->second.actor == id)
+        if (auto w = workers.find(m->second.name.str()); w != workers.end() && w->second.actor == id)
           workers.erase(w);
         break;
       case actor_kind::group:
-        if (auto g = groups.find(m->second.name); g != groups.end() && g->second.actor == id)
+        if (auto g = groups.find(m->second.name.str()); g != groups.end() && g->second.actor == id)
           groups.erase(g);
         break;
       default:

@@ -125,7 +125,6 @@ struct user_state : detail::user_host {
   // (a newer placement holds him elsewhere): then he leaves, writing nothing.
   std::uint64_t owner_epoch = 0;
   bool fenced = false;
-  std::string group_name;  // his [[group]] (stamped on his parcels)
   // His wake (the claim) is under way: connections adopted meanwhile are
   // saved only once he is known to be here (answered then; a fenced or
   // failed wake answers them with its error instead of leaving them waiting).
@@ -477,7 +476,7 @@ struct user_state : detail::user_host {
   // lives: a delayed message to himself would keep a dead actor's memory for
   // as long as it is pending (30 minutes for the idle check: 2 KB per crash).
   void schedule(std::chrono::milliseconds delay, std::uint8_t which, std::uint64_t arg = 0) {
-    caf::delayed_anon_send(supervisor, delay, tick_atom::value, self->id(), which, arg);
+    self->send(supervisor, timer_atom::value, self->id(), which, arg, static_cast<std::int64_t>(delay.count()));
   }
 
   // Past its deadline the front answered 504 already: it is never run.
@@ -1008,7 +1007,7 @@ struct user_state : detail::user_host {
             // A user with a past stays in his group: placed here by default
             // (the commander does not read parcels), he goes where his parcel
             // says while that group exists, before loading anything.
-            if (auto& home = found.front().group; !home.empty() && home != group_name && ctx->recipe.group(home))
+            if (auto& home = found.front().group; !home.empty() && home != keeper->group() && ctx->recipe.group(home))
               return leave_for_group(home);
             // His parcel stays where it is until a newer one replaces it (a
             // crash of the node then brings him back as he last froze).
@@ -1451,7 +1450,6 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.owner_epoch = spec.owner_epoch;
   st.keeper->set_owner_epoch(spec.owner_epoch);
   st.keeper->set_group(spec.group);
-  st.group_name = spec.group;
   static const router no_routes;
   st.routes = spec.routes ? spec.routes : &no_routes;
   user_access::bind(st.keeper->app(), &st);

@@ -51,6 +51,7 @@ public:
   /// The [[group]] he lives in: stamped on every parcel made here (he wakes
   /// in it again: docs/SUPERVISION.md "Groups and placement").
   void set_group(std::string group) { group_ = std::move(group); }
+  const std::string& group() const noexcept { return group_; }
 
   /// True until he first holds a state: nothing installed, nothing kept.
   bool pristine() const noexcept { return !had_state_; }

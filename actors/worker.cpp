@@ -8,6 +8,7 @@
 #include "registry/ids.hpp"
 #include "registry/proc_stats.hpp"
 #include "registry/short_name.hpp"
+#include "registry/timer_queue.hpp"
 #include "registry/worker_admission.hpp"
 #include "store/parcel.hpp"
 
@@ -107,8 +108,55 @@ struct worker_state {
   std::unordered_set<std::string> offloading;  // offload freezes in flight
   rate_limited_log offload_log;
   bool replacing = false;  // its users are frozen (or freezing) for its replacement
+  // Its users' timers (user_supervisor's timer_atom), one delayed message for
+  // the earliest: `armed` is its due time. Timers of users gone are dropped
+  // when due, or all at once when many users went down (compact_timers).
+  registry::timer_queue timers;
+  std::optional<steady::time_point> armed;
+  std::size_t downs_since_compaction = 0;
   steady::time_point last_report{};
   std::uint32_t reported_retry_after = 0;
+
+  void add_timer(std::uint64_t id, std::uint8_t which, std::uint64_t arg, std::int64_t delay_ms) {
+    auto due = steady::now() + std::chrono::milliseconds(std::max<std::int64_t>(0, delay_ms));
+    timers.push({due, id, arg, which});
+    if (!armed || due < *armed)
+      arm(due);
+  }
+
+  void arm(steady::time_point due) {
+    armed = due;
+    auto delay = std::chrono::duration_cast<std::chrono::microseconds>(due - steady::now());
+    auto at = static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count());
+    self->delayed_send(self, std::max(delay, std::chrono::microseconds(0)), timer_atom::value, at);
+  }
+
+  // A wake-up armed for `at` came (a later one may still be pending: it finds nothing, or what came since).
+  void on_timers(std::int64_t at) {
+    if (armed && std::chrono::duration_cast<std::chrono::nanoseconds>(armed->time_since_epoch()).count() == at)
+      armed.reset();
+    timers.pop_due(steady::now(), [this](const registry::timer_queue::entry& e) { forward_tick(e.id, e.which, e.arg); });
+    if (auto next = timers.next_due(); next && (!armed || *next < *armed))
+      arm(*next);
+  }
+
+  // A timer of user actor `id` is due: he gets it if he still lives.
+  void forward_tick(std::uint64_t id, std::uint8_t which, std::uint64_t arg) {
+    auto n = names.find(id);
+    if (n == names.end())
+      return;  // he is gone: his timer goes with him
+    if (auto u = users->find(n->second); u != users->end() && u->second.id() == id)
+      self->send(u->second, tick_atom::value, which, arg);
+  }
+
+  // Many users went down (a crash storm, a mass freeze): their timers go now,
+  // not when due (an idle check may be minutes ahead). Amortized O(1) per down.
+  void compact_timers() {
+    if (++downs_since_compaction < 1024 || downs_since_compaction < timers.size() / 2)
+      return;
+    downs_since_compaction = 0;
+    timers.compact([this](std::uint64_t id) { return names.count(id) > 0; });
+  }
 
   // Starts the beat, and with it admission; a worker without machine figures admits always.
   void start_admission() {
@@ -382,6 +430,7 @@ struct worker_state {
     if (n == names.end())
       return;
     judge_down(dm, std::move(n));
+    compact_timers();
     // Attaches that found him dead before this message: placed again now that
     // his crash is counted (a quarantined user is refused, not restarted).
     if (auto w = after_down.find(dm.source.id()); w != after_down.end()) {
@@ -715,13 +764,12 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
       st.restart_from.clear();
     },
     [=](tick_atom, std::uint64_t id, std::uint8_t which, std::uint64_t arg) {
-      auto& st = self->state;
-      auto n = st.names.find(id);
-      if (n == st.names.end())
-        return;  // he is gone: his timer goes with him
-      if (auto u = st.users->find(n->second); u != st.users->end() && u->second.id() == id)
-        self->send(u->second, tick_atom::value, which, arg);
+      self->state.forward_tick(id, which, arg);
     },
+    [=](timer_atom, std::uint64_t id, std::uint8_t which, std::uint64_t arg, std::int64_t delay_ms) {
+      self->state.add_timer(id, which, arg, delay_ms);
+    },
+    [=](timer_atom, std::int64_t at) { self->state.on_timers(at); },
     [=](restart_atom, std::string& user, store::bytes& last_good) {
       self->state.restart_from[std::move(user)] = std::move(last_good);
     },

@@ -93,8 +93,11 @@ using worker_handle = caf::typed_actor<
   /// lost. The worker forgets them at once (docs/CLUSTER.md "Fencing").
   caf::reacts_to<fence_atom>,
   /// What his users need of him (user_supervisor): their timers, their restart state.
+  caf::reacts_to<timer_atom, std::uint64_t, std::uint8_t, std::uint64_t, std::int64_t>,
   caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
   caf::reacts_to<restart_atom, std::string, store::bytes>,
+  /// Internal: its users' earliest timer (armed for this due time, steady ns) may be due.
+  caf::reacts_to<timer_atom, std::int64_t>,
   /// From its group: the group is degraded (true: refuse every user's request
   /// with 503 and this Retry-After in seconds, 0: none) or recovered (false).
   caf::reacts_to<degraded_atom, bool, std::uint32_t>,

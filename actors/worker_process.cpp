@@ -601,6 +601,9 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
       self->state.on_tick();
       self->delayed_send(self, tick_every, tick_atom::value, std::uint64_t{0}, std::uint8_t{0}, std::uint64_t{0});
     },
+    // A slot hosts no users (its child's users time themselves in the child): nothing to keep.
+    [=](timer_atom, std::uint64_t, std::uint8_t, std::uint64_t, std::int64_t) {},
+    [=](timer_atom, std::int64_t) {},
     [=](restart_atom a, std::string& user, store::bytes& last_good) {
       self->state.tell(a, std::move(user), std::move(last_good));
     },

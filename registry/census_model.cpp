@@ -106,7 +106,7 @@ const user_entry* census_model::find(const std::string& name) const {
   return i == users_.end() ? nullptr : &i->second;
 }
 
-bool census_model::matches(const filter& f, const std::string& name, const user_entry& e) const {
+bool census_model::matches(const filter& f, std::string_view name, const user_entry& e) const {
   return (f.prefix.empty() || name.compare(0, f.prefix.size(), f.prefix) == 0)
          && (!f.worker || e.worker == *f.worker) && (!f.state || e.state == *f.state);
 }
@@ -137,7 +137,7 @@ std::int64_t census_model::count_matching(const filter& f) const {
   if (!f.worker && !f.state)
     return static_cast<std::int64_t>(last - first);
   std::int64_t n = 0;
-  for (auto i = users_.find_by_order(first); i != users_.end() && i->first.compare(0, f.prefix.size(), f.prefix) == 0;
+  for (auto i = users_.find_by_order(first); i != users_.end() && i->first.view().compare(0, f.prefix.size(), f.prefix) == 0;
        ++i)
     n += matches(f, i->first, i->second) ? 1 : 0;
   return n;
@@ -148,12 +148,12 @@ census_model::page census_model::query(const filter& f, std::size_t offset, std:
   page out;
   out.matched = count_matching(f);
   auto in_prefix = [&](tree::const_iterator i) {
-    return f.prefix.empty() || i->first.compare(0, f.prefix.size(), f.prefix) == 0;
+    return f.prefix.empty() || i->first.view().compare(0, f.prefix.size(), f.prefix) == 0;
   };
   tree::const_iterator i;
   if (!after.empty()) {
     i = users_.upper_bound(after);
-    if (!f.prefix.empty() && i != users_.end() && i->first < f.prefix)
+    if (!f.prefix.empty() && i != users_.end() && i->first.view() < std::string_view(f.prefix))
       i = users_.lower_bound(f.prefix);
   } else if (!f.worker && !f.state) {  // every row in the range matches: jump to the offset
     auto first = f.prefix.empty() ? std::size_t{0} : prefix_ranks(f.prefix).first;
@@ -167,7 +167,7 @@ census_model::page census_model::query(const filter& f, std::size_t offset, std:
     if (!matches(f, i->first, i->second))
       continue;
     if (out.rows.size() == limit) {
-      out.next = *out.rows.back().name;
+      out.next = out.rows.back().name->str();
       break;
     }
     out.rows.push_back({&i->first, &i->second});

@@ -12,6 +12,8 @@
 #include <ext/pb_ds/tree_policy.hpp>
 #include <nlohmann/json.hpp>
 
+#include "registry/short_name.hpp"
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -67,7 +69,7 @@ public:
   };
 
   struct row {
-    const std::string* name;
+    const short_name* name;
     const user_entry* entry;
   };
 
@@ -109,10 +111,11 @@ public:
 
 private:
   void account(const user_entry& e, int sign);
-  bool matches(const filter& f, const std::string& name, const user_entry& e) const;
+  bool matches(const filter& f, std::string_view name, const user_entry& e) const;
   std::int64_t count_matching(const filter& f) const;
 
-  using tree = __gnu_pbds::tree<std::string, user_entry, std::less<std::string>, __gnu_pbds::rb_tree_tag,
+  // Keyed by short_name: a guest's name inline, no allocation per user (issue 14, S5).
+  using tree = __gnu_pbds::tree<short_name, user_entry, std::less<short_name>, __gnu_pbds::rb_tree_tag,
                                 __gnu_pbds::tree_order_statistics_node_update>;
   /// Rows whose name starts with `prefix`: [first, last) as ranks.
   std::pair<std::size_t, std::size_t> prefix_ranks(const std::string& prefix) const;

@@ -52,6 +52,7 @@ public:
     return {heap_ptr(), heap_size()};
   }
   operator std::string_view() const noexcept { return view(); }  // NOLINT
+  operator std::string() const { return str(); }                  // NOLINT: where a std::string is wanted
   std::string str() const { return std::string(view()); }
   std::size_t size() const noexcept { return view().size(); }
   bool empty() const noexcept { return size() == 0; }
