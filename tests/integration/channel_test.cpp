@@ -240,6 +240,12 @@ TEST_F(Channel, PushReachesOwnPagesOnlyAndSaysSo) {
   auto ws = a.channel(port());
   ASSERT_EQ(open_channel(*ws, "p1", 1)["status"], 200);
   ASSERT_EQ(open_channel(*ws, "p2", 2)["status"], 200);
+  // A user with no open channel reaches nobody (and is served on).
+  browser lone(port());
+  auto none = lone.http.post_json("/api/broadcast", {{"text", "anyone?"}});
+  ASSERT_STATUS(none, 200);
+  EXPECT_EQ(json::parse(none.body), json::parse(R"({"delivered":0,"not_delivered":0})"));
+  EXPECT_STATUS(lone.http.get("/api/counter"), 200);  // and is served after it
   // To his own page: delivered, and the frame is on the socket.
   auto r = a.http.post_json("/api/push", {{"page", "p1"}, {"text", "hello"}});
   ASSERT_STATUS(r, 200);
@@ -306,6 +312,24 @@ TEST_F(Channel, PushUsersReachesLiveUsersAndWakesNobody) {
   ASSERT_TRUE(pushed);
   EXPECT_EQ((*pushed)["data"]["text"], "hi");
   EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), wakes);
+}
+
+TEST_F(Channel, PushUsersNamingTooManyUsersSendsNothing) {
+  boot({"--set", "channel.max_push_users=2"});
+  browser a(port()), b(port());
+  auto bob = "bob" + random_token(6);
+  ASSERT_STATUS(b.http.post_json("/api/login", {{"user", bob}}), 200);
+  b.cid = b.http.cookie().value();
+  auto ws_b = b.channel(port());
+  ASSERT_EQ(open_channel(*ws_b, "main", 1)["status"], 200);
+  auto r = a.http.post_json("/api/push_users", {{"users", {bob, "x1", "x2"}}, {"text", "no"}});
+  EXPECT_EQ(json::parse(r.body), json::parse(R"({"delivered":0,"not_delivered":3})")) << r.body;
+  // Duplicates count once: two names are within the limit.
+  r = a.http.post_json("/api/push_users", {{"users", {bob, bob, "x1"}}, {"text", "yes"}});
+  EXPECT_EQ(json::parse(r.body), json::parse(R"({"delivered":1,"not_delivered":1})")) << r.body;
+  auto pushed = read_until(*ws_b, [](const json& f) { return f.contains("push"); });
+  ASSERT_TRUE(pushed);
+  EXPECT_EQ((*pushed)["data"]["text"], "yes");
 }
 
 TEST_F(Channel, AfterFreezeAndWakeTheClientReopensAndIsServed) {
