@@ -2,6 +2,7 @@
 // serializer, alone and inside a caf::message (which needs its registration):
 // the same messages can later cross nodes.
 #include "actors/census.hpp"
+#include "actors/channel.hpp"
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
 #include "actors/deposit.hpp"
@@ -75,6 +76,22 @@ void expect_same(const http_request& a, const http_request& b) {
 TEST_F(messages, http_request_round_trips) {
   expect_same(round_trip(sample_request()), sample_request());
   expect_same(through_message(sample_request()), sample_request());
+}
+
+// A channel call carries its socket actor (actors/channel.hpp); a push names its page.
+TEST_F(messages, channel_call_and_push_round_trip) {
+  auto socket = sys->spawn([]() -> caf::behavior { return {[](int) {}}; });
+  auto req = sample_request();
+  req.channel = socket;
+  auto back = through_message(req);
+  expect_same(back, req);
+  EXPECT_EQ(back.channel, socket);
+  EXPECT_FALSE(round_trip(sample_request()).channel);  // an HTTP request carries none
+  auto p = through_message(channel_push{"cid-1", "tab", R"({"push":"/x","data":1})"});
+  EXPECT_EQ(p.cid, "cid-1");
+  EXPECT_EQ(p.page, "tab");
+  EXPECT_EQ(p.frame, R"({"push":"/x","data":1})");
+  caf::anon_send_exit(socket, caf::exit_reason::user_shutdown);
 }
 
 TEST_F(messages, http_response_round_trips) {

@@ -803,3 +803,34 @@ TEST(recipe, stream_limits_come_from_the_file_and_from_set_and_must_nest) {
   s.sets = {"limits.stream_keepalive_seconds=-1"};
   EXPECT_EQ(error_of([&] { load_recipe(s); }).key(), "limits.stream_keepalive_seconds");
 }
+
+// [channel] (docs/channels.md): every key from the file, --set and the
+// environment; a bad value is refused naming the key.
+TEST(recipe, channel_section_from_file_set_and_env) {
+  temp_dir dir;
+  recipe f = from_file(dir, "[channel]\noverflow = \"drop_oldest\"\nmax_queued_frames = 8\nmax_queued_bytes = 4096\n"
+                            "max_frame_bytes = 512\nmax_sockets = 3\nmax_calls_per_socket = 4\n"
+                            "idle_timeout_seconds = 2.5\npush_timeout_seconds = 1.5\nmax_push_users = 7\n");
+  EXPECT_EQ(f.channel.overflow, "drop_oldest");
+  EXPECT_EQ(f.channel.max_queued_frames, 8u);
+  EXPECT_EQ(f.channel.max_queued_bytes, 4096u);
+  EXPECT_EQ(f.channel.max_frame_bytes, 512u);
+  EXPECT_EQ(f.channel.max_sockets, 3u);
+  EXPECT_EQ(f.channel.max_calls_per_socket, 4u);
+  EXPECT_DOUBLE_EQ(f.channel.idle_timeout_seconds, 2.5);
+  EXPECT_DOUBLE_EQ(f.channel.push_timeout_seconds, 1.5);
+  EXPECT_EQ(f.channel.max_push_users, 7u);
+  recipe d = load_recipe({});
+  EXPECT_EQ(d.channel.overflow, "close");
+  EXPECT_EQ(d.channel.max_queued_frames, 256u);
+  recipe_sources s;
+  s.sets = {"channel.max_sockets=9"};
+  s.env = {{"TROUPE_CHANNEL_OVERFLOW", "drop_oldest"}};
+  auto r = load_recipe(s);
+  EXPECT_EQ(r.channel.max_sockets, 9u);
+  EXPECT_EQ(r.channel.overflow, "drop_oldest");
+  EXPECT_EQ(error_of_sets({"channel.overflow=block"}).key(), "channel.overflow");
+  EXPECT_EQ(error_of_sets({"channel.max_frame_bytes=10"}).key(), "channel.max_frame_bytes");
+  EXPECT_EQ(error_of_sets({"channel.max_calls_per_socket=0"}).key(), "channel.max_calls_per_socket");
+  EXPECT_NE(std::string(error_of_sets({"channel.max_socket=1"}).what()).find("channel.max_sockets"), std::string::npos);
+}

@@ -90,7 +90,9 @@ std::optional<std::string> ws_client::read(milliseconds timeout) {
   p.reading = false;
   if (p.read_ec) {
     p.failed = true;
-    if (p.read_ec == websocket::error::closed) {
+    // A close frame was read: its code, even when the teardown after it failed
+    // (the server may have gone first: then the error is not `closed`).
+    if (p.read_ec == websocket::error::closed || p.ws.reason().code != websocket::close_code::none) {
       p.close_code = p.ws.reason().code;
       p.close_reason = std::string(p.ws.reason().reason.c_str());
     }
@@ -103,6 +105,10 @@ std::optional<std::string> ws_client::read(milliseconds timeout) {
 
 int ws_client::close_code() const {
   return p_->close_code;
+}
+
+std::string ws_client::error_text() const {
+  return p_->failed ? p_->read_ec.message() : std::string();
 }
 
 std::string ws_client::close_reason() const {

@@ -27,6 +27,8 @@ public:
   // The close code the server sent (0 when none), and its reason.
   int close_code() const;
   std::string close_reason() const;
+  // What ended the last read that failed ("" when none), for diagnostics.
+  std::string error_text() const;
   // False once the socket is closed (a read saw the close, an error or EOF).
   bool open() const;
   // Shrinks the socket's receive buffer (a slow reader's small TCP window).
