@@ -205,7 +205,7 @@ TEST_F(Streaming, NoRequestDeadlineWhileStreaming) {
 TEST_F(Streaming, SlowReaderStaysBoundedTheActorIsToldAndTheDisconnectReachesIt) {
   const std::uint64_t queue = 65536;
   auto& n = start({"--set", "node.admin_token=" + token, "--set", "limits.stream_queue_bytes=" + std::to_string(queue),
-                   "--set", "limits.stream_credit_bytes=32768"});
+                   "--set", "limits.stream_credit_bytes=32768", "--set", "limits.stream_max_event_bytes=16384"});
   http_client c(port());
   ASSERT_STATUS(c.get("/api/whoami"), 200);
   auto cid = *c.cookie();
