@@ -292,3 +292,21 @@ TEST_F(Streaming, AQuietSseStreamGetsKeepAliveComments) {
   quiet.send(get_request("/api/ticks?n=2&every_ms=5000", *a.cookie()));
   EXPECT_TRUE(quiet.read_until(": keep-alive\n\n", milliseconds(5000))) << quiet.received();
 }
+
+TEST_F(Streaming, ASoftQuitCutsOpenStreamsInsteadOfWaitingForThem) {
+  // A grace period far longer than the test's bound: a stream that held the
+  // shutdown would show as an exit after it.
+  start({"--set", "node.shutdown_grace_seconds=30"});
+  http_client a(port());
+  ASSERT_STATUS(a.get("/api/whoami"), 200);
+  raw_client open(port());
+  open.send(get_request("/api/ticks?n=1000&every_ms=1000", *a.cookie()));
+  ASSERT_TRUE(open.read_until("data: ", milliseconds(5000))) << open.received();
+  auto t0 = std::chrono::steady_clock::now();
+  node().terminate();
+  auto code = node().wait_exit(milliseconds(20000));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(ms_since(t0), 10000);
+  EXPECT_FALSE(open.read_until("\r\n0\r\n\r\n", milliseconds(1000)));  // cut: no last chunk
+}
