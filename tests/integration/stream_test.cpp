@@ -205,7 +205,7 @@ TEST_F(Streaming, NoRequestDeadlineWhileStreaming) {
 TEST_F(Streaming, SlowReaderStaysBoundedTheActorIsToldAndTheDisconnectReachesIt) {
   const std::uint64_t queue = 65536;
   auto& n = start({"--set", "node.admin_token=" + token, "--set", "limits.stream_queue_bytes=" + std::to_string(queue),
-                   "--set", "limits.stream_credit_bytes=32768"});
+                   "--set", "limits.stream_credit_bytes=32768", "--set", "limits.stream_max_event_bytes=16384"});
   http_client c(port());
   ASSERT_STATUS(c.get("/api/whoami"), 200);
   auto cid = *c.cookie();
@@ -291,4 +291,48 @@ TEST_F(Streaming, AQuietSseStreamGetsKeepAliveComments) {
   raw_client quiet(port());
   quiet.send(get_request("/api/ticks?n=2&every_ms=5000", *a.cookie()));
   EXPECT_TRUE(quiet.read_until(": keep-alive\n\n", milliseconds(5000))) << quiet.received();
+}
+
+TEST_F(Streaming, ASoftQuitCutsOpenStreamsInsteadOfWaitingForThem) {
+  // A grace period far longer than the test's bound: a stream that held the
+  // shutdown would show as an exit after it.
+  start({"--set", "node.shutdown_grace_seconds=30"});
+  http_client a(port());
+  ASSERT_STATUS(a.get("/api/whoami"), 200);
+  raw_client open(port());
+  open.send(get_request("/api/ticks?n=1000&every_ms=1000", *a.cookie()));
+  ASSERT_TRUE(open.read_until("data: ", milliseconds(5000))) << open.received();
+  auto t0 = std::chrono::steady_clock::now();
+  node().terminate();
+  auto code = node().wait_exit(milliseconds(20000));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(ms_since(t0), 10000);
+  EXPECT_FALSE(open.read_until("\r\n0\r\n\r\n", milliseconds(1000)));  // cut: no last chunk
+}
+
+// The writer in another process than the socket (isolation = "process": the
+// user actor lives in a worker process, the sink next to the front): the data
+// path is typed messages over CAF's middleman, the credit and the notices too.
+TEST_F(Streaming, AWriterInAWorkerProcessStreamsThroughTheMiddleman) {
+  start({"--set", "group.default.isolation=process", "--set", "limits.stream_queue_bytes=4096", "--set",
+         "limits.stream_credit_bytes=2048", "--set", "limits.stream_max_event_bytes=2048"});
+  http_client c(port());
+  ASSERT_STATUS(c.get("/api/whoami"), 200);
+  auto r = c.get("/api/ticks?n=300&every_ms=0&pad=100");  // ~45 KB through a 2 KiB window
+  ASSERT_STATUS(r, 200);
+  auto events = parse_sse(r.body);
+  ASSERT_EQ(events.size(), 300u);
+  EXPECT_EQ(json::parse(events.back().data)["tick"], 300);
+  raw_client open(port());
+  open.send(get_request("/api/ticks?n=1000&every_ms=200", *c.cookie()));
+  ASSERT_TRUE(open.read_until("data: ", milliseconds(5000))) << open.received();
+  open.close();
+  json seen;
+  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
+    seen = c.get("/api/streams").json();
+    return seen["gone"].get<int>() >= 1;
+  })) << seen.dump();
+  EXPECT_EQ(seen["ended"], 1);
+  EXPECT_EQ(seen["open"], 0);
 }
