@@ -5,6 +5,7 @@
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/page.hpp"
+#include "actors/tell.hpp"
 #include "actors/worker_process.hpp"
 
 #include <caf/all.hpp>
@@ -26,6 +27,8 @@ http_response error_response(std::uint16_t status, const std::string& text, std:
 
 void register_types(caf::actor_system_config& cfg) {
   register_errors(cfg);
+  cfg.add_message_type<user_message>("troupe.user_message");  // messages between users (actors/tell.hpp)
+  cfg.add_message_type<tell_reply>("troupe.tell_reply");
   cfg.add_message_type<http_header>("troupe.http_header");
   cfg.add_message_type<std::vector<http_header>>("troupe.http_headers");
   cfg.add_message_type<http_request>("troupe.http_request");

@@ -154,6 +154,7 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"max_live_users", &L::max_live_users, at_least(1)},
     {"max_pages_per_user", &L::max_pages_per_user, at_least(1)},
     {"max_forwarded_requests", &L::max_forwarded_requests, at_least(1)},
+    {"max_message_bytes", &L::max_message_bytes, at_least(1)},
   };
   return f;
 }

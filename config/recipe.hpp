@@ -65,6 +65,7 @@ struct limits_settings {
   std::uint64_t max_live_users = 100000;       ///< live user actors on the node; newcomers get 503 past it
   std::uint64_t max_pages_per_user = 64;       ///< live pages of one user over all his connections; 429 past it
   std::uint64_t max_forwarded_requests = 10000; ///< requests in flight to users on other nodes; 503 past it
+  std::uint64_t max_message_bytes = 65536;     ///< an encoded message between users (tell); refused too_big past it
 };
 
 /// `[deposit]`
