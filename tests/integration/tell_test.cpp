@@ -8,6 +8,8 @@
 #include "../support/test_support.hpp"
 
 #include <fstream>
+#include <thread>
+#include <vector>
 
 using namespace troupe::test;
 using nlohmann::json;
@@ -181,4 +183,29 @@ TEST_F(Tell, ARecipientWhoseTypeDoesNotDeclareTheMessageRefusesIt) {
   EXPECT_NE(r.json()["error"].get<std::string>().find("notes.note"), std::string::npos) << r.body;
   EXPECT_EQ(metric(port(), "troupe_messages_refused_total", "reason=\"not_accepted\""), 1);
   EXPECT_STATUS(ann.get("/tally/apples"), 200) << "the refusal did not hurt him";
+}
+
+// Two users telling each other at the same time: each request waits for its
+// message's outcome while the other's message for him is served meanwhile
+// (no wait for each other until the timeout).
+TEST_F(Tell, TwoUsersTellingEachOtherAtOnceAreBothServed) {
+  start_here();
+  http_client alice(port()), bob(port());
+  login(alice, "alice");
+  login(bob, "bob");
+  constexpr int rounds = 20;
+  std::vector<int> statuses_a, statuses_b;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread a([&] {
+    for (int i = 0; i < rounds; ++i)
+      statuses_a.push_back(tell(alice, "bob", "a" + std::to_string(i)).status);
+  });
+  for (int i = 0; i < rounds; ++i)
+    statuses_b.push_back(tell(bob, "alice", "b" + std::to_string(i)).status);
+  a.join();
+  EXPECT_EQ(statuses_a, std::vector<int>(rounds, 200));
+  EXPECT_EQ(statuses_b, std::vector<int>(rounds, 200));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s) << "nobody waited for a timeout";
+  EXPECT_EQ(inbox(bob).size(), static_cast<std::size_t>(rounds));
+  EXPECT_EQ(inbox(alice).size(), static_cast<std::size_t>(rounds));
 }
