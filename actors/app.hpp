@@ -191,9 +191,44 @@ struct global_reply {
 
 struct push_order;
 
+/// A message to another user, encoded: what tell() hands the platform.
+struct encoded_message {
+  std::string to;    ///< the recipient's user name
+  std::string name;  ///< the message type's stable name (M::message_name)
+  store::bytes data; ///< the message's msgpack bytes
+};
+
+}  // namespace detail
+
+/// What became of a message sent with tell(): delivered (the recipient's
+/// handler ran and returned), or refused and why. The sender always learns one.
+struct tell_outcome {
+  enum class result : std::uint8_t {
+    delivered = 0,
+    unknown_user,    ///< nobody of that name: never live here and no parcel (nobody is created by a message)
+    not_accepted,    ///< his actor type declares no handler for this message type
+    too_big,         ///< past limits.max_message_bytes
+    invalid,         ///< not a user name (guests cannot be told), or bytes that do not decode as the type
+    unavailable,     ///< he could not be reached or woken in time (queue full, quarantined, degraded, timeout …): retry
+    handler_failed,  ///< his handler threw: nothing it changed is kept (his actor restarts, as for a request)
+  };
+  result what = result::unavailable;
+  std::string text;  ///< why, in one line, for a refusal ("" when delivered)
+
+  bool delivered() const noexcept { return what == result::delivered; }
+  /// The HTTP status a handler may answer with: 200, 404 unknown_user, 422
+  /// not_accepted, 413 too_big, 400 invalid, 503 unavailable, 502 handler_failed.
+  std::uint16_t status() const noexcept;
+};
+
+/// "delivered", "unknown_user", "not_accepted", … (also the metric label).
+const char* to_string(tell_outcome::result r) noexcept;
+
+namespace detail {
+
 /// A deferred answer, completed by the user actor's host.
 struct continuation {
-  enum class kind { after, login, logout, global, stream, push } what;
+  enum class kind { after, login, logout, global, stream, push, tell } what;
   std::chrono::milliseconds delay{0};
   std::function<response()> then;                          // after
   std::string user;                                        // login
@@ -203,6 +238,8 @@ struct continuation {
   stream_handlers handlers;                                // stream
   std::shared_ptr<push_order> push;                        // push
   std::function<response(const push_outcome&)> on_pushed;  // push
+  encoded_message message;                                  // tell
+  std::function<response(const tell_outcome&)> on_told;    // tell
 };
 
 }  // namespace detail
@@ -279,6 +316,111 @@ private:
   router& r_;
 };
 
+/// Thrown by a message handler's decoding step when the bytes are not the
+/// declared message type (the sender learns tell_outcome::result::invalid).
+class bad_message : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The messages one user actor type accepts, type-erased: stable name →
+/// handler. Built once per type (app_types::add), shared by all its users.
+/// Write them with message_table<Self>.
+class message_router {
+public:
+  /// Decodes the bytes (throws bad_message when they do not decode) and runs
+  /// the type's handler for the recipient `self`; `from` is the sender's user name.
+  using handler = std::function<void(user_actor_base& self, const store::bytes& data, const std::string& from)>;
+
+  /// Adds the handler of message `name`. Throws std::invalid_argument for a
+  /// name outside 1-64 of [A-Za-z0-9_.:-] or one declared twice.
+  message_router& on(std::string name, handler h);
+  /// The handler of message `name`, or nullptr (the type does not accept it).
+  const handler* find(std::string_view name) const;
+  std::size_t size() const noexcept { return handlers_.size(); }
+  std::vector<std::string> names() const;
+
+  /// True for a usable message name: 1-64 of [A-Za-z0-9_.:-].
+  static bool valid_name(std::string_view name) noexcept;
+
+private:
+  std::map<std::string, handler, std::less<>> handlers_;
+};
+
+namespace detail {
+template <class M, class = void>
+struct has_message_name : std::false_type {};
+template <class M>
+struct has_message_name<M, std::void_t<decltype(M::message_name)>> : std::true_type {};
+
+/// The stable name of message type M: its `static constexpr const char* message_name`.
+template <class M>
+std::string message_name_of() {
+  static_assert(has_message_name<M>::value,
+                "a message type declares `static constexpr const char* message_name = \"app.name\";` "
+                "(or is registered with message_table::on<M>(name, handler))");
+  return std::string(M::message_name);
+}
+
+/// `message` encoded for `to` under `name`: {name, its msgpack bytes}.
+template <class M>
+encoded_message encode_message(std::string to, const M& message, std::string name) {
+  return encoded_message{std::move(to), std::move(name), store::pack(message)};
+}
+/// `message` encoded for `to` under M's message_name.
+template <class M>
+encoded_message encode_message(std::string to, const M& message) {
+  return encode_message(std::move(to), message, message_name_of<M>());
+}
+
+/// One tell(), as a user actor hands it to the platform.
+struct tell_order {
+  encoded_message message;
+  std::function<void(const tell_outcome&)> done;  ///< runs in the sending actor; may be empty
+};
+}  // namespace detail
+
+/// The messages user actor type `Self` accepts, as its `static void
+/// messages(troupe::message_table<Self>& m)` declares them. A message type M
+/// is a struct with MSGPACK_DEFINE / MSGPACK_DEFINE_MAP (its wire form) and a
+/// stable `static constexpr const char* message_name` (or a name given here).
+/// A handler takes `(Self& u, const M& m)` or `(Self& u, const M& m, const
+/// std::string& from)` and returns nothing; it runs in the recipient's actor
+/// like a request (one at a time with his requests; may mutate()).
+template <class Self>
+class message_table {
+public:
+  explicit message_table(message_router& r) : r_(r) {}
+
+  template <class M, class F>
+  message_table& on(F f) { return on<M>(detail::message_name_of<M>(), std::move(f)); }
+
+  template <class M, class F>
+  message_table& on(std::string name, F f) {
+    static_assert(std::is_default_constructible_v<M>, "a message type is default-constructible");
+    r_.on(std::move(name), [f = std::move(f)](user_actor_base& self, const store::bytes& data, const std::string& from) {
+      M m{};
+      try {
+        store::unpack(data, m);
+      } catch (const store::codec_error& e) {
+        throw bad_message(e.what());
+      }
+      if constexpr (std::is_invocable_v<F&, Self&, const M&, const std::string&>) {
+        std::invoke(f, static_cast<Self&>(self), m, from);
+      } else {
+        static_assert(std::is_invocable_v<F&, Self&, const M&>,
+                      "a message handler takes (Self&, const M&) or (Self&, const M&, const std::string& from)");
+        (void)from;
+        std::invoke(f, static_cast<Self&>(self), m);
+      }
+    });
+    return *this;
+  }
+
+private:
+  message_router& r_;
+};
+
 /// What a push reached: pages whose open channel took the frame, and pages
 /// that were not written to (no open channel, gone, another connection's,
 /// or a socket that refused it).
@@ -325,6 +467,16 @@ public:
   virtual stream_status stream_state(std::uint64_t) const { return {}; }
   /// Runs `fn` in this actor after `delay`; false when too many are pending.
   virtual bool later(std::chrono::milliseconds, std::function<void()>) { return false; }
+  /// The sender of the message being handled ("" otherwise).
+  virtual const std::string& message_sender() const {
+    static const std::string none;
+    return none;
+  }
+  /// Sends a message to another user (README "Messages between users").
+  virtual void tell(tell_order order) {
+    if (order.done)
+      order.done(tell_outcome{tell_outcome::result::unavailable, "messages are not available here"});
+  }
 };
 struct user_access;
 }  // namespace detail
@@ -469,6 +621,29 @@ protected:
   /// is a failed handler (the actor restarts).
   bool later(std::chrono::milliseconds delay, std::function<void()> fn) { return host_->later(delay, std::move(fn)); }
 
+  // -- messages between users (README "Messages between users") ----------------------
+  // A message goes to a user by name, wherever he lives: a live user gets it
+  // in his mailbox, a frozen one is woken first; nobody is created by it. It
+  // runs in his actor as his type's messages() declares it.
+
+  /// Sends `message` (a type with `message_name` and MSGPACK_DEFINE) to user
+  /// `to`; `done` (optional) runs in this actor with what became of it.
+  template <class M>
+  void tell(std::string to, const M& message, std::function<void(const tell_outcome&)> done = {}) {
+    host_->tell(detail::tell_order{detail::encode_message(std::move(to), message), std::move(done)});
+  }
+  /// The same, as the answer of the request being served: `then(outcome)`
+  /// runs in this actor once the recipient ran his handler or it was refused,
+  /// and its response is the request's answer.
+  template <class M>
+  static response tell_then(std::string to, const M& message, std::function<response(const tell_outcome&)> then) {
+    return tell_encoded(detail::encode_message(std::move(to), message), std::move(then));
+  }
+  static response tell_encoded(detail::encoded_message message, std::function<response(const tell_outcome&)> then);
+
+  /// The sender of the message being handled ("" outside a message handler).
+  const std::string& message_sender() const { return host_->message_sender(); }
+
   /// Tells the platform the state changed (user_actor::mutate() calls it).
   void changed() { host_->changed(); }
 
@@ -562,6 +737,10 @@ struct has_routes : std::false_type {};
 template <class T>
 struct has_routes<T, std::void_t<decltype(T::routes(std::declval<route_table<T>&>()))>> : std::true_type {};
 template <class T, class = void>
+struct has_messages : std::false_type {};
+template <class T>
+struct has_messages<T, std::void_t<decltype(T::messages(std::declval<message_table<T>&>()))>> : std::true_type {};
+template <class T, class = void>
 struct has_login_group : std::false_type {};
 template <class T>
 struct has_login_group<T, std::void_t<decltype(T::login_group(std::string_view{}))>> : std::true_type {};
@@ -596,6 +775,13 @@ public:
       T::routes(table);
     }
     e.routes = std::move(built);
+    // Its messages (README "Messages between users"), built once the same way.
+    auto accepted = std::make_shared<message_router>();
+    if constexpr (detail::has_messages<T>::value) {
+      message_table<T> table(*accepted);
+      T::messages(table);
+    }
+    e.messages = std::move(accepted);
     if constexpr (detail::has_login_group<T>::value)
       e.login_group = [](std::string_view user) -> std::optional<std::string> { return T::login_group(user); };
     types_[std::move(name)] = std::move(e);
@@ -605,6 +791,8 @@ public:
   const factory* find(const std::string& name) const;
   /// The routes of type `name` (built once, shared by its users), or nullptr.
   const router* routes(const std::string& name) const;
+  /// The messages type `name` accepts (built once, shared), or nullptr.
+  const message_router* messages(const std::string& name) const;
   std::vector<std::string> names() const;
   /// What type `name`'s login hook says of a login into `user` (nullopt: no
   /// hook, no such type, or the hook leaves him to the default).
@@ -614,6 +802,7 @@ private:
   struct entry {
     factory make;
     std::shared_ptr<const router> routes;
+    std::shared_ptr<const message_router> messages;
     login_router login_group;  // empty: the type has no hook
   };
   std::map<std::string, entry> types_;

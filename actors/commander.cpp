@@ -85,6 +85,9 @@ struct commander_state {
   std::vector<deferred_request> until_ready;
   // Users writing their parcels: their resolves wait here until frozen or thaw.
   std::unordered_map<std::string, std::vector<held_resolve>> departing;
+  // Messages for them wait here too (at most limits.user_queue_length each).
+  std::unordered_map<std::string, std::vector<std::pair<user_message, caf::typed_response_promise<tell_reply>>>>
+    departing_tells;
   // Connections unknown here whose parcel is being looked up: resolves wait here.
   std::unordered_map<std::string, std::vector<placement_promise>> lookups;
   // Of those, the ids a login or logout retired meanwhile: whatever their parcel
@@ -577,6 +580,109 @@ struct commander_state {
     departing.erase(d);
     for (auto& h : held)
       attach(std::move(h.promise), user, h.cid, {}, true);
+    release_tells(user);
+  }
+
+  // -- messages between users (README "Messages between users") -----------------------
+
+  using tell_promise = caf::typed_response_promise<tell_reply>;
+
+  // His worker may wake him (the claim, within hold_seconds) before his handler runs.
+  caf::duration tell_budget() const {
+    return node_context::to_duration(ctx->recipe.limits.request_timeout_seconds + ctx->recipe.limits.hold_seconds);
+  }
+
+  // A message for user `msg.to`: to his worker if he is live; if not, he is
+  // woken (placed like a request's wake) only when the deposit has his
+  // parcel — a message never creates anybody. Held while he is being frozen.
+  // `again`: this is its second routing (he had left the actor first asked).
+  void tell(user_message msg, tell_promise promise, bool again) {
+    using R = tell_outcome::result;
+    if (!registry::valid_user_name(msg.to)) {
+      promise.deliver(tell_reply::of(R::invalid, "not a user name"));
+      return;
+    }
+    if (hold_tell(msg, promise))
+      return;
+    if (index->worker_of(msg.to))
+      return place_for_tell(std::move(msg), std::move(promise), again);
+    auto to = msg.to;
+    self->request(deposit, ctx->hold_timeout(), get_atom::value, parcel_kind::user, to)
+      .then(
+        [this, msg, promise, again](std::vector<store::parcel>& found) mutable {
+          if (found.empty() && !index->worker_of(msg.to) && !departing.count(msg.to)) {
+            promise.deliver(tell_reply::of(R::unknown_user, "no user " + msg.to + " (never seen, or expired)"));
+            return;
+          }
+          if (!hold_tell(msg, promise))
+            place_for_tell(std::move(msg), std::move(promise), again);
+        },
+        [promise](caf::error& err) mutable {
+          promise.deliver(tell_reply::of(R::unavailable, is(err, errc::bad_state)
+                                                           ? "the recipient's stored state is quarantined"
+                                                           : "the deposit did not answer; retry"));
+        });
+  }
+
+  // He is being frozen: the message waits for the outcome (bounded).
+  bool hold_tell(user_message& msg, tell_promise& promise) {
+    if (!departing.count(msg.to))
+      return false;
+    auto& held = departing_tells[msg.to];
+    if (held.size() >= ctx->recipe.limits.user_queue_length)
+      promise.deliver(tell_reply::of(tell_outcome::result::unavailable, "the recipient has too many messages waiting"));
+    else
+      held.emplace_back(std::move(msg), std::move(promise));
+    return true;
+  }
+
+  void place_for_tell(user_message msg, tell_promise promise, bool again) {
+    using R = tell_outcome::result;
+    std::string group;
+    if (auto r = relocations.find(msg.to); r != relocations.end() && !index->worker_of(msg.to)) {
+      group = std::move(r->second.first);
+      relocations.erase(r);
+    }
+    if (group.empty() || !ctx->recipe.group(group))
+      group = default_group;
+    if (!index->worker_of(msg.to) && index->users() >= ctx->recipe.limits.max_live_users) {
+      ctx->metrics.live_user_refusals.fetch_add(1, std::memory_order_relaxed);
+      promise.deliver(tell_reply::of(R::unavailable, "the node is at its limit of live users"));
+      return;
+    }
+    auto epoch = next_owner_epoch();
+    if (!epoch) {
+      promise.deliver(tell_reply::of(R::unavailable, "no owner epoch yet"));
+      return;
+    }
+    auto slot = index->place(msg.to, *epoch, group, steady::now());
+    if (!slot) {  // a message does not grow a group: the sender may retry
+      promise.deliver(tell_reply::of(R::unavailable, "no worker of group " + group + " admits the recipient now"));
+      return;
+    }
+    attach_order order{msg.to, {}, {}, true, *epoch};
+    self->request(slots[*slot].handle, tell_budget(), tell_atom::value,
+                  std::move(order), msg)
+      .then(
+        [this, msg, promise, again](tell_reply& r) mutable {
+          if (r.result == tell_reply::not_here && !again)
+            return tell(std::move(msg), std::move(promise), true);
+          promise.deliver(std::move(r));
+        },
+        [promise](caf::error&) mutable {
+          promise.deliver(tell_reply::of(R::unavailable, "the recipient's worker did not answer"));
+        });
+  }
+
+  // His freeze ended (or he was dropped): what waited for him is routed afresh.
+  void release_tells(const std::string& user) {
+    auto d = departing_tells.find(user);
+    if (d == departing_tells.end())
+      return;
+    auto held = std::move(d->second);
+    departing_tells.erase(d);
+    for (auto& [msg, promise] : held)
+      tell(std::move(msg), std::move(promise), false);
   }
 
   // Soft quit: every worker freezes all its users (within the freeze budget),
@@ -703,6 +809,7 @@ struct commander_state {
     departing.erase(user);
     for (auto& h : held)
       resolve(std::move(h.promise), h.cid, false);
+    release_tells(user);
   }
 
   // An operator drains worker `name` of the placing group: it gets no new
@@ -869,6 +976,17 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       st.rotate(cid, from_user, new_cid, fresh);
       auto p = st.promise();
       st.attach(p, fresh, new_cid, {}, false);
+      return p;
+    },
+    [=](tell_atom, user_message& msg) -> caf::result<tell_reply> {
+      auto& st = self->state;
+      if (!st.index && st.expected_nodes.empty())
+        return tell_reply::of(tell_outcome::result::unavailable, "no workers registered yet");
+      auto p = self->make_response_promise<tell_reply>();
+      st.when_ready([self, p, msg]() mutable { self->state.tell(std::move(msg), std::move(p), false); },
+                    [p](caf::error) mutable {
+                      p.deliver(tell_reply::of(tell_outcome::result::unavailable, "the commander is taking over; retry"));
+                    });
       return p;
     },
     [=](workers_atom, const std::string& group, const std::string& node, std::vector<worker_handle>& workers) {

@@ -33,6 +33,10 @@ using commander_handle = caf::typed_actor<
   caf::replies_to<login_atom, login_request>::with<placement>,
   /// Move connection `cid` (of user `from`) to a fresh guest; answers its placement.
   caf::replies_to<logout_atom, std::string, std::string>::with<placement>,
+  /// A message from one user to another, by name (README "Messages between
+  /// users"): to his worker if he is live, woken there if he has a parcel,
+  /// refused (unknown_user) otherwise; answers what became of it.
+  caf::replies_to<tell_atom, user_message>::with<tell_reply>,
   /// The workers of group `name` on node `node` (in slot order), at start,
   /// after a worker restart, and to a new commander after a takeover.
   caf::reacts_to<workers_atom, std::string, std::string, std::vector<worker_handle>>,

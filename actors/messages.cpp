@@ -7,6 +7,7 @@
 #include "actors/errors.hpp"
 #include "actors/page.hpp"
 #include "actors/stream.hpp"
+#include "actors/tell.hpp"
 #include "actors/worker_process.hpp"
 
 #include <caf/all.hpp>
@@ -28,6 +29,8 @@ http_response error_response(std::uint16_t status, const std::string& text, std:
 
 void register_types(caf::actor_system_config& cfg) {
   register_errors(cfg);
+  cfg.add_message_type<user_message>("troupe.user_message");  // messages between users (actors/tell.hpp)
+  cfg.add_message_type<tell_reply>("troupe.tell_reply");
   cfg.add_message_type<http_header>("troupe.http_header");
   cfg.add_message_type<std::vector<http_header>>("troupe.http_headers");
   cfg.add_message_type<http_request>("troupe.http_request");

@@ -1,4 +1,5 @@
 #include "actors/metrics.hpp"
+#include "actors/app.hpp"  // tell_outcome (troupe_messages_refused_total)
 
 #include "actors/errors.hpp"
 #include "store/deposit.hpp"
@@ -206,6 +207,18 @@ std::string node_metrics::prometheus_text() const {
     line("troupe_admission_rejections_total",
          std::string("reason=\"") + to_string(static_cast<refusal_reason>(r)) + "\"",
          admission_rejections[r].load(std::memory_order_relaxed));
+  out += "# HELP troupe_messages_sent_total Messages between users sent from this node (tell).\n"
+         "# TYPE troupe_messages_sent_total counter\n";
+  line("troupe_messages_sent_total", "", messages.sent.load(std::memory_order_relaxed));
+  out += "# HELP troupe_messages_delivered_total Messages sent from this node that the recipient's handler took.\n"
+         "# TYPE troupe_messages_delivered_total counter\n";
+  line("troupe_messages_delivered_total", "", messages.delivered.load(std::memory_order_relaxed));
+  out += "# HELP troupe_messages_refused_total Messages sent from this node that were refused, by reason.\n"
+         "# TYPE troupe_messages_refused_total counter\n";
+  for (std::size_t r = 1; r < messages.refused.size(); ++r)
+    line("troupe_messages_refused_total",
+         std::string("reason=\"") + to_string(static_cast<tell_outcome::result>(r)) + "\"",
+         messages.refused[r].load(std::memory_order_relaxed));
   out += "# HELP troupe_workers Workers of each group, by state.\n# TYPE troupe_workers gauge\n";
   for (auto& g : groups)
     for (std::size_t k = 0; k < g->workers.size(); ++k)

@@ -133,6 +133,14 @@ struct node_metrics {
     std::atomic<std::uint64_t> disconnects{0};  ///< clients that went away mid-stream (the writer is told)
     std::atomic<std::uint64_t> refusals{0};     ///< streams refused: limits.max_streams, max_streams_per_user
   } stream;
+  /// Messages between users (README "Messages between users"), counted on the
+  /// sender's node: troupe_messages_sent_total, _delivered_total, and
+  /// troupe_messages_refused_total{reason} by tell_outcome::result (index 0 unused).
+  struct {
+    std::atomic<std::uint64_t> sent{0};
+    std::atomic<std::uint64_t> delivered{0};
+    std::array<std::atomic<std::uint64_t>, 7> refused{};
+  } messages;
   /// troupe_admission_rejections_total{reason}, by troupe::refusal_reason.
   std::array<std::atomic<std::uint64_t>, 4> admission_rejections{};
   /// One entry per recipe group, made before any actor starts (add_group), never removed.

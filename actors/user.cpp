@@ -38,6 +38,12 @@ struct pending_call {
   reply_to to;
 };
 
+// A message from another user waiting for its turn (README "Messages between users").
+struct pending_message {
+  user_message msg;
+  caf::typed_response_promise<tell_reply> to;
+};
+
 std::int64_t unix_ms(registry::wall_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -112,6 +118,7 @@ struct user_state : detail::user_host {
   std::optional<user_store> keeper;  // his type's instance, his state's generation and last good state
   user_supervisor supervisor;        // his worker: his timers go through it, his restarts start from it
   const router* routes = nullptr;  // his type's, shared
+  const message_router* messages = nullptr;  // the messages his type accepts, shared
   registry::clocks clocks;
   bool dirty = false;          // changed since his last durable parcel
   bool changed_now = false;    // changed by the request being served
@@ -144,6 +151,19 @@ struct user_state : detail::user_host {
   bool busy = false;
   bool stopped = false;  // quit() was called: serve nothing more
   std::list<pending_call> backlog;  // a list: an empty deque allocates ~600 bytes, per user
+  std::list<pending_message> message_backlog;  // messages waiting while he is busy (bounded by user_queue_length)
+  // A request of his waits for a message's outcome (tell_then): messages for
+  // him are served meanwhile, or two users telling each other would wait for
+  // each other until the timeout.
+  bool awaiting_tell = false;
+  // A message's change is being made durable (durability "reply"): requests,
+  // messages and a freeze wait for it, as for a request's (busy).
+  bool message_writing = false;
+  std::vector<std::function<void()>> told_after_write;  // tell_then answers that came during that write
+  const std::string* current_sender = &no_name;  // the sender of the message being handled
+  // Outcomes of tell()s refused before they left (too big, invalid name): run
+  // once the handler that sent them has returned, never inside it.
+  std::vector<std::pair<std::function<void(const tell_outcome&)>, tell_outcome>> told_early;
   lazy<pending_call> deferred_call;
   lazy_function<response> deferred_then;
   std::uint64_t deferral_id = 0;
@@ -179,6 +199,14 @@ struct user_state : detail::user_host {
       schedule_checkpoint();
   }
   caf::local_actor* actor() override { return self; }
+  const std::string& message_sender() const override { return *current_sender; }
+  void tell(detail::tell_order order) override {
+    auto done = std::move(order.done);
+    send_message(std::move(order.message), [this, done](const tell_outcome& o) {
+      if (done)
+        run_callback([&] { done(o); });
+    }, true);
+  }
   void push(detail::push_order order) override { push_now(std::move(order)); }
 
   // -- streams and timers (docs/streaming.md) -------------------------------------
@@ -500,7 +528,7 @@ struct user_state : detail::user_host {
       respond(call.to, error_response(503, "this user's stored state cannot be read; an operator has been told", 30));
       return;
     }
-    if (!busy && !stopped)
+    if (!busy && !message_writing && !stopped)
       return serve(std::move(call));
     if (backlog.size() >= ctx->recipe.limits.user_queue_length) {
       respond(call.to, error_response(503, "this user has too many requests waiting", 1));
@@ -571,6 +599,7 @@ struct user_state : detail::user_host {
     }
     timed.done();
     finish(std::move(call), std::move(out));
+    flush_told_early();
   }
 
   void fail(pending_call& call, const char* what) {
@@ -578,6 +607,7 @@ struct user_state : detail::user_host {
     ctx->handler_failure_log("user {} on {}: handler {} {} failed: {}; the worker restarts him",
                              registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
     respond(call.to, error_response(502, "the request handler failed"));
+    told_early.clear();  // they would run in a dead actor
     stopped = true;
     // What the handler half-changed is thrown away: his restart starts from
     // the last good state, which only his worker outlives him to hand over.
@@ -622,6 +652,8 @@ struct user_state : detail::user_host {
         return;  // handled above
       case detail::continuation::kind::push:
         return await_push(std::move(call), std::move(*next));
+      case detail::continuation::kind::tell:
+        return await_tell(std::move(call), std::move(*next));
     }
   }
 
@@ -669,6 +701,254 @@ struct user_state : detail::user_host {
     push_now(std::move(order));
   }
 
+  // -- messages between users (README "Messages between users") ----------------------
+
+  static tell_outcome refusal(tell_outcome::result r, std::string why) { return tell_outcome{r, std::move(why)}; }
+
+  // Counted on the sender's node, once per message: sent, then delivered or refused{reason}.
+  void count_outcome(const tell_outcome& o) {
+    if (o.delivered())
+      ctx->metrics.messages.delivered.fetch_add(1, std::memory_order_relaxed);
+    else if (auto i = static_cast<std::size_t>(o.what); i < ctx->metrics.messages.refused.size())
+      ctx->metrics.messages.refused[i].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The sender waits for the commander (a wake: the deposit's read and the
+  // recipient's claim, each within hold_seconds) and the recipient's handler.
+  caf::duration message_timeout() const {
+    return node_context::to_duration(ctx->recipe.limits.request_timeout_seconds + 3 * ctx->recipe.limits.hold_seconds);
+  }
+
+  // Sends `m` through the commander, which knows where everybody lives; `then`
+  // runs here with the outcome. One too big or not addressed to a user name
+  // is refused here, before anything leaves; with `early` (a tell() from a
+  // running handler) that outcome waits until the handler has returned.
+  void send_message(detail::encoded_message m, std::function<void(const tell_outcome&)> then, bool early) {
+    using R = tell_outcome::result;
+    ctx->metrics.messages.sent.fetch_add(1, std::memory_order_relaxed);
+    std::optional<tell_outcome> now;
+    const auto max = ctx->recipe.limits.max_message_bytes;
+    if (m.data.size() > max)
+      now = refusal(R::too_big, "the message is " + std::to_string(m.data.size()) +
+                                  " bytes encoded, more than limits.max_message_bytes (" + std::to_string(max) + ")");
+    else if (!registry::valid_user_name(m.to))
+      now = refusal(R::invalid, "not a user name (1-64 of [A-Za-z0-9_.@-], not a guest)");
+    if (now) {
+      count_outcome(*now);
+      if (early)
+        told_early.emplace_back(std::move(then), std::move(*now));
+      else
+        then(*now);
+      return;
+    }
+    // A guest's name carries his connection's secret: his messages come from "".
+    user_message msg{registry::is_guest(user_name) ? std::string() : user_name, std::move(m.to), std::move(m.name),
+                     std::move(m.data)};
+    self->request(commander, message_timeout(), tell_atom::value, std::move(msg))
+      .then(
+        [this, then](tell_reply& r) {
+          auto o = r.outcome();
+          count_outcome(o);
+          then(o);
+        },
+        [this, then](caf::error& err) {
+          auto o = refusal(R::unavailable, "the message was not answered in time (" + self->system().render(err) + ")");
+          count_outcome(o);
+          then(o);
+        });
+  }
+
+  // tell_then(): the request's next step runs once the message's outcome is known.
+  void await_tell(pending_call&& call, detail::continuation&& step) {
+    auto waiting = std::make_shared<pending_call>(std::move(call));
+    auto on_told = std::move(step.on_told);
+    awaiting_tell = true;
+    send_message(
+      std::move(step.message),
+      [this, waiting, on_told](const tell_outcome& o) {
+        awaiting_tell = false;
+        if (message_writing) {  // a message's change is being written: the answer follows it
+          told_after_write.emplace_back([this, waiting, on_told, o] {
+            run(std::move(*waiting), [&] {
+              return on_told ? on_told(o) : response::json({{"delivered", o.delivered()}}, o.status());
+            });
+          });
+          return;
+        }
+        busy = false;
+        run(std::move(*waiting), [&] {
+          return on_told ? on_told(o) : response::json({{"delivered", o.delivered()}}, o.status());
+        });
+        drain();
+      },
+      false);
+  }
+
+  // Outcomes refused before they left, once the handler that sent them has returned.
+  void flush_told_early() {
+    while (!told_early.empty() && !stopped) {
+      auto due = std::move(told_early);
+      told_early.clear();
+      for (auto& [done, outcome] : due)
+        done(outcome);
+    }
+  }
+
+  // Application code run outside any request (a tell()'s done): a throw is a
+  // handler failure, as for a request (he restarts from his last good state).
+  template <class F>
+  void run_callback(F&& fn) {
+    if (stopped)
+      return;
+    busy_scope timed{cost.get()};
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      return fail_outside("a tell callback", e.what());
+    } catch (...) {
+      return fail_outside("a tell callback", "unknown exception");
+    }
+    timed.done();
+    if (!busy && std::exchange(changed_now, false))
+      keeper->keep_as_good();
+    flush_told_early();
+  }
+
+  void fail_outside(const char* what, const char* why) {
+    ctx->metrics.handler_failures.fetch_add(1, std::memory_order_relaxed);
+    ctx->handler_failure_log("user {} on {}: {} failed: {}; the worker restarts him", registry::redact(user_name),
+                             worker_name, what, why);
+    told_early.clear();  // they would run in a dead actor
+    stopped = true;
+    self->send(supervisor, restart_atom::value, user_name, keeper->last_good_encoded(ctx->node_name, worker_name));
+    self->quit(make_error(errc::handler_failed));
+  }
+
+  // A message for him: served now, or after the request or wake that keeps
+  // him busy (bounded like his requests: user_queue_length).
+  void accept_message(pending_message&& pm) {
+    using R = tell_outcome::result;
+    if (gate)
+      if (auto retry = gate->retry_after()) {
+        pm.to.deliver(tell_reply::of(R::unavailable, gate->text(*retry)));
+        return;
+      }
+    if (refused) {
+      pm.to.deliver(tell_reply::of(R::unavailable, "the recipient's stored state cannot be read"));
+      return;
+    }
+    if (stopped) {  // leaving: the commander routes it again, to where he is next
+      pm.to.deliver(tell_reply{tell_reply::not_here, "the recipient is leaving this worker"});
+      return;
+    }
+    if ((!busy || awaiting_tell) && !message_writing)
+      return serve_message(std::move(pm));
+    if (message_backlog.size() >= ctx->recipe.limits.user_queue_length) {
+      pm.to.deliver(tell_reply::of(R::unavailable, "the recipient has too many messages waiting"));
+      return;
+    }
+    message_backlog.push_back(std::move(pm));
+  }
+
+  // Runs his type's handler for the message, like a request's: it may
+  // mutate(), durability applies (reply: delivered once the change is
+  // durable), and a throw is a handler failure (he restarts; nothing it changed is kept).
+  void serve_message(pending_message&& pm) {
+    using R = tell_outcome::result;
+    auto& m = pm.msg;
+    if (m.data.size() > ctx->recipe.limits.max_message_bytes) {
+      pm.to.deliver(tell_reply::of(R::too_big, "the message is larger than the recipient's limits.max_message_bytes"));
+      return;
+    }
+    auto* fn = messages ? messages->find(m.name) : nullptr;
+    if (!fn) {
+      pm.to.deliver(tell_reply::of(R::not_accepted, "the recipient's actor type does not accept message " + m.name));
+      return;
+    }
+    auto now = registry::wall_clock::now();
+    clocks.stamp_rpc(now);  // a message is activity: he does not freeze under it
+    {
+      busy_scope timed{cost.get()};
+      current_cid = &no_name;
+      current_page = &no_name;
+      current_sender = &m.from;
+      try {
+        (*fn)(keeper->app(), m.data, m.from);
+      } catch (const bad_message& e) {
+        current_sender = &no_name;
+        if (!changed_now) {  // its decoding failed before any application code ran
+          pm.to.deliver(tell_reply::of(R::invalid, "the message does not decode as " + m.name + ": " + e.what()));
+          return;
+        }
+        pm.to.deliver(tell_reply::of(R::handler_failed, "the recipient's message handler failed"));
+        return fail_outside("a message handler", e.what());
+      } catch (const std::exception& e) {
+        current_sender = &no_name;
+        pm.to.deliver(tell_reply::of(R::handler_failed, "the recipient's message handler failed"));
+        return fail_outside("a message handler", e.what());
+      } catch (...) {
+        current_sender = &no_name;
+        pm.to.deliver(tell_reply::of(R::handler_failed, "the recipient's message handler failed"));
+        return fail_outside("a message handler", "unknown exception");
+      }
+      current_sender = &no_name;
+    }
+    if (mode == durability::reply && dirty)
+      return deliver_when_durable(std::move(pm));
+    if (std::exchange(changed_now, false))
+      keeper->keep_as_good();
+    pm.to.deliver(tell_reply::of(R::delivered));
+    flush_told_early();
+  }
+
+  // The write of a message's change is done: what waited for it goes on (a
+  // tell_then's answer that came meanwhile first: its request is still busy).
+  void end_message_write() {
+    message_writing = false;
+    flush_told_early();
+    auto due = std::move(told_after_write);
+    told_after_write.clear();
+    for (auto& step : due) {
+      busy = false;
+      step();
+    }
+    drain();
+  }
+
+  // durability = "reply": "delivered" only once the change is durable (as reply_when_durable).
+  void deliver_when_durable(pending_message&& pm) {
+    using R = tell_outcome::result;
+    message_writing = true;
+    dirty = false;
+    changed_now = false;
+    auto parcel = make_parcel(store::parcel_cause::checkpoint);
+    auto payload = std::make_shared<store::bytes>(parcel.payload);
+    auto waiting = std::make_shared<pending_message>(std::move(pm));
+    self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name, std::move(parcel))
+      .then(
+        [this, waiting, payload](std::uint64_t) {
+          keeper->keep_as_good(*payload);
+          waiting->to.deliver(tell_reply::of(R::delivered));
+          end_message_write();
+        },
+        [this, waiting](caf::error& err) {
+          if (is(err, errc::stale_owner)) {  // applied nowhere: his new home gets it
+            waiting->to.deliver(tell_reply{tell_reply::not_here, "a newer placement holds the recipient"});
+            return leave_fenced();
+          }
+          log_deposit_error("making a message's change durable", err);
+          if (is(err, errc::deposit_failed)) {
+            keeper->roll_back();
+            ctx->metrics.changes_rolled_back.fetch_add(1, std::memory_order_relaxed);
+            waiting->to.deliver(tell_reply::of(R::unavailable, "the change could not be made durable and was not applied"));
+          } else {
+            dirty = true;
+            waiting->to.deliver(tell_reply::of(R::unavailable, "the change may or may not have been made durable"));
+          }
+          end_message_write();
+        });
+  }
+
   void on_tick(std::uint8_t which, std::uint64_t arg) {
     if (which == idle_tick)
       check_idle();
@@ -692,9 +972,21 @@ struct user_state : detail::user_host {
   }
 
   void drain() {
-    if (!busy && !stopped && freeze_wanted)
+    if (!busy && !message_writing && !stopped && freeze_wanted)
       return start_freeze(*freeze_wanted);
-    while (!busy && !stopped && !backlog.empty()) {
+    // Messages and requests take turns (each queue in its arrival order);
+    // messages go on while a request awaits a message's outcome (awaiting_tell).
+    while (!stopped && !message_writing) {
+      bool message_due = (!busy || awaiting_tell) && !message_backlog.empty();
+      if (!message_due && (busy || backlog.empty()))
+        break;
+      if (message_due) {
+        auto pm = std::move(message_backlog.front());
+        message_backlog.pop_front();
+        serve_message(std::move(pm));
+      }
+      if (busy || message_writing || stopped || backlog.empty())
+        continue;
       auto call = std::move(backlog.front());
       backlog.pop_front();
       serve(std::move(call));
@@ -1040,6 +1332,9 @@ struct user_state : detail::user_host {
           for (auto& call : backlog)
             respond(call.to, error_response(503, "the user could not be woken, retry", 1));
           backlog.clear();
+          for (auto& pm : message_backlog)
+            pm.to.deliver(tell_reply::of(tell_outcome::result::unavailable, "the recipient could not be woken"));
+          message_backlog.clear();
           stopped = true;
           note(registry::user_state::frozen);  // he still is: his parcel stays for the next try
           self->quit(make_error(errc::wake_failed));
@@ -1070,6 +1365,10 @@ struct user_state : detail::user_host {
     for (auto& call : backlog)
       accept(std::move(call));
     backlog.clear();
+    auto messages_waiting = std::move(message_backlog);
+    message_backlog.clear();
+    for (auto& pm : messages_waiting)
+      accept_message(std::move(pm));
   }
 
   void install_carried(const store::bytes& encoded) {
@@ -1093,7 +1392,7 @@ struct user_state : detail::user_host {
       return;
     if (busy && deferred_call && cause == static_cast<std::uint8_t>(store::parcel_cause::quit))
       interrupt_deferred();  // the soft quit does not wait for a sleeping handler
-    if (busy) {  // a deferred answer is pending: freeze right after it
+    if (busy || message_writing) {  // a deferred answer is pending: freeze right after it
       freeze_wanted = cause;
       return;
     }
@@ -1411,6 +1710,9 @@ struct user_state : detail::user_host {
       respond(call.to, std::move(moved));
     }
     backlog.clear();
+    for (auto& pm : message_backlog)  // the commander routes them again, to where he is next
+      pm.to.deliver(tell_reply{tell_reply::not_here, "the recipient left this worker"});
+    message_backlog.clear();
     stopped = true;  // before the detaches: no census note for each
     while (!connections.empty())
       detach(std::string(connections.front().cid));
@@ -1452,6 +1754,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.keeper->set_group(spec.group);
   static const router no_routes;
   st.routes = spec.routes ? spec.routes : &no_routes;
+  st.messages = spec.messages;
   user_access::bind(st.keeper->app(), &st);
   self->set_down_handler([self](caf::down_msg& m) { self->state.on_down(m); });  // his streams' sinks
   if (spec.wake && st.deposit) {
@@ -1486,6 +1789,12 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
       return st.save_connection(cid);
     },
 
+    [=](tell_atom, user_message& m) -> caf::result<tell_reply> {
+      actor_meter::scope metered{self->state.meter};
+      auto promise = self->make_response_promise<tell_reply>();
+      self->state.accept_message(pending_message{std::move(m), promise});
+      return promise;
+    },
     [=](freeze_atom, std::uint8_t cause) -> caf::result<bool> {
       auto promise = self->make_response_promise<bool>();
       self->state.freeze(cause, promise);

@@ -10,6 +10,7 @@
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "actors/stream.hpp"
+#include "actors/tell.hpp"
 #include "store/codec.hpp"
 
 #include <caf/actor.hpp>
@@ -48,6 +49,9 @@ using user_handle = caf::typed_actor<
   caf::replies_to<http_atom, http_request>::with<http_response>,
   /// Take connection `cid` as one of his; answers his placement.
   caf::replies_to<adopt_atom, std::string>::with<placement>,
+  /// A message from another user (README "Messages between users"): run his
+  /// type's handler, one at a time with his requests; answers what became of it.
+  caf::replies_to<tell_atom, user_message>::with<tell_reply>,
   /// Freeze now (cause: freeze or quit); answers once his parcels are durable.
   caf::replies_to<freeze_atom, std::uint8_t>::with<bool>,
   /// The census's probe (sent with high priority): live figures, in detail when asked.
@@ -105,6 +109,7 @@ struct user_spec {
   caf::actor deposit;                    ///< the deposit actor
   const app_types::factory* factory = nullptr;
   const router* routes = nullptr;        ///< his type's routes (built once, shared)
+  const message_router* messages = nullptr;  ///< the messages his type accepts (built once, shared)
   node_context_ptr ctx;
   std::uint32_t restarts = 0;            ///< times his worker restarted him in the current window
   /// His placement's owner epoch (attach_order::owner_epoch): stamped on every

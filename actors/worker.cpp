@@ -74,6 +74,7 @@ struct worker_state {
   const config::group_settings* settings = nullptr;
   const app_types::factory* factory = nullptr;
   const router* routes = nullptr;
+  const message_router* messages = nullptr;  // the messages his type accepts (README "Messages between users")
   // By name; shared with the functor that takes them down when the worker stops.
   // (Names are short_names: a guest's fits inline, so these per-user entries allocate no string; S5.)
   using user_map = std::unordered_map<registry::short_name, user_handle, registry::short_name_hash>;
@@ -322,6 +323,7 @@ struct worker_state {
     us.deposit = spec.deposit;
     us.factory = factory;
     us.routes = routes;
+    us.messages = messages;
     us.ctx = spec.ctx;
     us.owner_epoch = owner_epoch;
     us.gate = gate;
@@ -388,6 +390,42 @@ struct worker_state {
                 return attach(std::move(order), std::move(promise), false);
               }
               promise.deliver(std::move(err));
+            });
+  }
+
+  // A message for one of his users (README "Messages between users"): a user
+  // not live here is started as for attach (woken from his parcel: `order`
+  // has no connection), then the message is handed to him.
+  void tell(attach_order order, user_message msg, caf::typed_response_promise<tell_reply> promise, bool first_try) {
+    using R = tell_outcome::result;
+    if (auto retry = gate->retry_after()) {
+      count_refusal(refusal_reason::degraded);
+      promise.deliver(tell_reply::of(R::unavailable, gate->text(*retry)));
+      return;
+    }
+    auto i = users->find(order.user);
+    if (i == users->end() && draining) {  // the commander places him elsewhere
+      promise.deliver(tell_reply{tell_reply::not_here, "worker " + spec.name + " is being drained"});
+      return;
+    }
+    if (i == users->end())
+      if (auto retry = quarantined(order.user, steady::now())) {
+        count_refusal(refusal_reason::quarantined);
+        promise.deliver(tell_reply::of(R::unavailable, "the recipient is quarantined (his actor crashed too often)"));
+        return;
+      }
+    user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake, order.owner_epoch);
+    self->request(h, spec.ctx->request_timeout(), tell_atom::value, msg)
+      .then([promise](tell_reply& r) mutable { promise.deliver(std::move(r)); },
+            [this, h, order, msg, promise, first_try](caf::error& err) mutable {
+              // Found dead (his down message not here yet): started afresh once.
+              if (first_try && err == caf::sec::request_receiver_down && !names.count(h.id())) {
+                if (auto j = users->find(order.user); j != users->end() && j->second == h)
+                  users->erase(j);
+                return tell(std::move(order), std::move(msg), std::move(promise), false);
+              }
+              promise.deliver(tell_reply::of(R::unavailable, "the recipient did not take the message ("
+                                                               + self->system().render(err) + ")"));
             });
   }
 
@@ -688,6 +726,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
   st.settings = spec.ctx->recipe.group(spec.group);
   st.factory = st.settings ? spec.ctx->apps.find(st.settings->user_type) : nullptr;
   st.routes = st.settings ? spec.ctx->apps.routes(st.settings->user_type) : nullptr;
+  st.messages = st.settings ? spec.ctx->apps.messages(st.settings->user_type) : nullptr;
   st.spec = std::move(spec);
   if (!st.factory) {
     self->quit(make_error(errc::unavailable, "no user type for group " + st.spec.group));
@@ -715,6 +754,12 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
       actor_meter::scope metered{self->state.meter};
       auto promise = self->make_response_promise<placement>();
       self->state.attach(std::move(order), promise, true);
+      return promise;
+    },
+    [=](tell_atom, attach_order& order, user_message& msg) -> caf::result<tell_reply> {
+      actor_meter::scope metered{self->state.meter};
+      auto promise = self->make_response_promise<tell_reply>();
+      self->state.tell(std::move(order), std::move(msg), promise, true);
       return promise;
     },
     [=](release_atom, const std::string& user) {

@@ -67,6 +67,9 @@ typename Inspector::result_type inspect(Inspector& f, worker_vitals& x) {
 using worker_handle = caf::typed_actor<
   /// Host the user and give him the connection; answers his placement.
   caf::replies_to<attach_atom, attach_order>::with<placement>,
+  /// Hand a message to the user (started and woken first, as for attach, when
+  /// he is not live here: `order` has no connection); answers what became of it.
+  caf::replies_to<tell_atom, attach_order, user_message>::with<tell_reply>,
   /// Forget this user: he is retiring (a guest whose connection logged in).
   caf::reacts_to<release_atom, std::string>,
   /// Freeze this user now (an operator's order); answers once his parcels are durable.

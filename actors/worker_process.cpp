@@ -542,12 +542,18 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
   self->send(self, tick_atom::value, std::uint64_t{0}, std::uint8_t{0}, std::uint64_t{0});
   auto hold = st.spec.ctx->hold_timeout();
   auto requests = st.spec.ctx->request_timeout();
+  auto tell_budget = node_context::to_duration(st.spec.ctx->recipe.limits.request_timeout_seconds +
+                                               st.spec.ctx->recipe.limits.hold_seconds);
   auto freeze_budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds + 1);
   auto drain_budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds + 1 +
                                                 st.spec.ctx->recipe.limits.request_timeout_seconds);
   return {
     [=](attach_atom a, attach_order& order) {
       return self->state.template relay<placement>(true, hold, a, std::move(order));
+    },
+    // A message for one of its users: not sent again to a replacement (its handler may have run).
+    [=](tell_atom a, attach_order& order, user_message& msg) {
+      return self->state.template relay<tell_reply>(false, tell_budget, a, std::move(order), std::move(msg));
     },
     [=](release_atom a, std::string& user) { self->state.tell(a, std::move(user)); },
     [=](freeze_atom a, std::string& user) {

@@ -165,6 +165,7 @@ const std::vector<field<limits_settings>>& limits_fields() {
     {"stream_max_event_bytes", &L::stream_max_event_bytes, at_least(16)},
     {"stream_keepalive_seconds", &L::stream_keepalive_seconds, between(0, max_seconds)},
     {"tls_handshake_timeout_seconds", &L::tls_handshake_timeout_seconds, positive(max_seconds)},
+    {"max_message_bytes", &L::max_message_bytes, at_least(1)},
   };
   return f;
 }

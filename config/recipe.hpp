@@ -78,6 +78,7 @@ struct limits_settings {
   std::uint64_t stream_max_event_bytes = 65536; ///< one framed event, at most (≤ stream_credit_bytes)
   double stream_keepalive_seconds = 15;        ///< an SSE comment on a stream quiet this long; 0: none
   double tls_handshake_timeout_seconds = 10;   ///< a TLS handshake (and a TLS close) must complete within this
+  std::uint64_t max_message_bytes = 65536;     ///< an encoded message between users (tell); refused too_big past it
 };
 
 /// `[channel]`: the page channels on /_troupe/ws (docs/channels.md).

@@ -18,12 +18,31 @@
 
 namespace notes_sample {
 
-/// The user's store: frozen and woken as a whole.
+/// A message from another user (README "Messages between users"): its wire
+/// form is its msgpack map, under the stable name "notes.note".
+struct note_message {
+  static constexpr const char* message_name = "notes.note";
+  std::string from;  ///< what the sender says he is; the recipient records the platform's sender instead
+  std::string text;
+  MSGPACK_DEFINE_MAP(from, text);
+};
+
+/// One received note_message, as the recipient keeps it.
+struct inbox_entry {
+  std::string from;
+  std::string text;
+  MSGPACK_DEFINE_MAP(from, text);
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(inbox_entry, from, text)
+};
+
+/// The user's store: frozen and woken as a whole. A map (MSGPACK_DEFINE_MAP):
+/// parcels written before `inbox` existed still load (the missing key stays empty).
 struct notes_state {
   std::int64_t count = 0;
   std::vector<std::string> notes;
-  MSGPACK_DEFINE_MAP(count, notes);
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(notes_state, count, notes)  // its projection in the census console
+  std::vector<inbox_entry> inbox;  // the last max_inbox messages received
+  MSGPACK_DEFINE_MAP(count, notes, inbox);
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(notes_state, count, notes, inbox)  // its projection in the census console
 };
 
 class notes_user : public troupe::user_actor<notes_state> {
@@ -36,6 +55,7 @@ public:
   static constexpr std::int64_t max_ticks = 1000000;   // per /api/ticks stream
   static constexpr std::int64_t max_tick_every_ms = 10000;
   static constexpr std::int64_t max_tick_pad = 8192;     // bytes of padding per tick event
+  static constexpr std::size_t max_inbox = 100;         // messages kept; the oldest goes first
 
   /// The login routing hook (README "Groups"): users named staff_* log in
   /// to group "staff" when the recipe has one (the default group otherwise).
@@ -43,6 +63,18 @@ public:
     if (user.substr(0, 6) == "staff_")
       return std::string("staff");
     return std::nullopt;
+  }
+
+  /// The messages this type accepts: a note from another user is kept in the
+  /// inbox (bounded) and pushed to the recipient's open pages.
+  static void messages(troupe::message_table<notes_user>& m) {
+    m.on<note_message>([](notes_user& u, const note_message& msg, const std::string& from) {
+      auto& inbox = u.mutate().inbox;
+      if (inbox.size() >= max_inbox)
+        inbox.erase(inbox.begin());
+      inbox.push_back({from, msg.text});
+      u.push_all("/inbox", {{"from", from}, {"text", msg.text}});
+    });
   }
 
   static void routes(troupe::route_table<notes_user>& r) {
@@ -103,6 +135,22 @@ public:
       u.mutate().notes.push_back(std::move(text));
       return json({{"notes", u.state().notes}});
     });
+
+    // Messages between users: {"user", "text"} sends a note_message to that
+    // user (woken if frozen); the answer says what became of it (200
+    // delivered, 404 unknown user, 413 too big, 422 not accepted by his type, 503 retry).
+    r.post("/api/tell", [](notes_user& u, troupe::request& q) {
+      auto to = q.json_string("user");
+      auto text = q.json_string("text");
+      if (text.empty())
+        throw troupe::bad_request("\"text\" must not be empty");
+      return tell_then(to, note_message{u.user(), std::move(text)}, [to](const troupe::tell_outcome& o) {
+        if (!o.delivered())
+          return json({{"error", o.text}, {"reason", troupe::to_string(o.what)}, {"user", to}}, o.status());
+        return json({{"delivered", true}, {"user", to}});
+      });
+    });
+    r.get("/api/inbox", [](notes_user& u, troupe::request&) { return json({{"inbox", u.state().inbox}}); });
 
     r.post("/api/sleep", [](troupe::request& q) {
       auto n = bounded_integer(q, "ms", 0, max_sleep_ms);

@@ -235,6 +235,15 @@ TEST(recipe, max_forwarded_requests_comes_from_the_file_and_from_set) {
   EXPECT_EQ(load_recipe(s).limits.max_forwarded_requests, 3u);
 }
 
+TEST(recipe, max_message_bytes_defaults_to_64_KiB_and_comes_from_the_file_and_from_set) {
+  temp_dir dir;
+  EXPECT_EQ(from_file(dir, "").limits.max_message_bytes, 65536u);
+  EXPECT_EQ(from_file(dir, "[limits]\nmax_message_bytes = 100\n").limits.max_message_bytes, 100u);
+  recipe_sources s;
+  s.sets = {"limits.max_message_bytes=7"};
+  EXPECT_EQ(load_recipe(s).limits.max_message_bytes, 7u);
+}
+
 TEST(recipe, empty_file_is_the_defaults) {
   temp_dir dir;
   recipe r = from_file(dir, "");
@@ -535,6 +544,7 @@ TEST(recipe_errors, out_of_range_values_name_their_key) {
     {"limits.max_pages_per_connection", "0", "must be at least 1"},
     {"limits.max_unauthenticated_consoles", "0", "must be at least 1"},
     {"limits.max_forwarded_requests", "0", "must be at least 1"},
+    {"limits.max_message_bytes", "0", "must be at least 1"},
     {"deposit.path", "", "must not be empty"},
     {"commander.user_expiry_hours", "0", "must be greater than 0"},
     {"commander.guest_expiry_hours", "-1", "must be greater than 0"},

@@ -179,7 +179,7 @@ TEST_F(Census, DetailShowsTheProjectedStateAndConnections) {
   ASSERT_STATUS(r, 200);
   auto d = r.json();
   EXPECT_EQ(d["state"], "active");
-  EXPECT_EQ(d["store"], json({{"count", 2}, {"notes", json::array()}})) << d.dump();
+  EXPECT_EQ(d["store"], json({{"count", 2}, {"notes", json::array()}, {"inbox", json::array()}})) << d.dump();
   ASSERT_EQ(d["connections"].size(), 1u);
   auto& conn = d["connections"][0];
   EXPECT_EQ(conn["ref"].get<std::string>().size(), 8u);
