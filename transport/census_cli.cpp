@@ -1,9 +1,12 @@
 #include "transport/census_cli.hpp"
 
+#include "transport/front_stream.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
@@ -26,17 +29,21 @@ using nlohmann::json;
 namespace {
 
 struct target_url {
+  bool tls = false;  // https://
   std::string host;
   std::string port = "80";
   std::string base;  // path prefix, without a trailing '/'
 };
 
 std::optional<target_url> parse_url(const std::string& url) {
-  constexpr std::string_view scheme = "http://";
+  target_url t;
+  t.tls = url.rfind("https://", 0) == 0;
+  std::string_view scheme = t.tls ? "https://" : "http://";
   if (url.rfind(scheme, 0) != 0)
     return std::nullopt;
+  if (t.tls)
+    t.port = "443";
   std::string rest = url.substr(scheme.size());
-  target_url t;
   auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   t.base = slash == std::string::npos ? "" : rest.substr(slash);
@@ -68,11 +75,34 @@ struct fetched {
 
 // One GET with a 10 s deadline on everything (Beast's timeouts apply to
 // asynchronous operations, so they run to completion on a private io_context).
-fetched http_get(const target_url& t, const std::string& token, const std::string& target) {
+// Over https://, the node's certificate is verified against `cacert` (PEM;
+// "": the system's trust store) and the URL's host.
+fetched http_get(const target_url& t, const std::string& token, const std::string& target,
+                 const std::string& cacert) {
   fetched out;
   net::io_context ioc;
   tcp::resolver resolver(ioc);
-  beast::tcp_stream stream(ioc);
+  std::shared_ptr<net::ssl::context> tls;
+  if (t.tls) {
+    tls = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
+    beast::error_code ec;
+    cacert.empty() ? tls->set_default_verify_paths(ec) : tls->load_verify_file(cacert, ec);
+    if (ec) {
+      out.error = "--cacert " + cacert + ": " + ec.message();
+      return out;
+    }
+    tls->set_verify_mode(net::ssl::verify_peer);
+    tls->set_verify_callback(net::ssl::host_name_verification(t.host));
+  }
+  // The front's stream type serves a client too: plain TCP or TLS.
+  front_stream stream = tls ? front_stream(beast::tcp_stream(ioc), tls, std::chrono::seconds(10))
+                            : front_stream(beast::tcp_stream(ioc));
+  beast::error_code not_ip;
+  net::ip::make_address(t.host, not_ip);
+  if (tls && not_ip && !SSL_set_tlsext_host_name(stream.tls().native_handle(), t.host.c_str())) {
+    out.error = "TLS: the host name cannot be sent (SNI)";
+    return out;
+  }
   beast::flat_buffer buffer;
   http::request<http::empty_body> req{http::verb::get, t.base + target, 11};
   req.set(http::field::host, t.host);
@@ -84,18 +114,27 @@ fetched http_get(const target_url& t, const std::string& token, const std::strin
     if (ec)
       return fail("resolve", ec);
     stream.expires_after(std::chrono::seconds(10));
-    stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
+    stream.tcp().async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
       if (ec)
         return fail("connect", ec);
-      http::async_write(stream, req, [&](beast::error_code ec, std::size_t) {
-        if (ec)
-          return fail("write", ec);
-        http::async_read(stream, buffer, res, [&](beast::error_code ec, std::size_t) {
+      auto exchange = [&] {
+        http::async_write(stream, req, [&](beast::error_code ec, std::size_t) {
           if (ec)
-            return fail("read", ec);
-          out.status = res.result_int();
-          out.body = std::move(res.body());
+            return fail("write", ec);
+          http::async_read(stream, buffer, res, [&](beast::error_code ec, std::size_t) {
+            if (ec)
+              return fail("read", ec);
+            out.status = res.result_int();
+            out.body = std::move(res.body());
+          });
         });
+      };
+      if (!stream.is_tls())
+        return exchange();
+      stream.tls().async_handshake(net::ssl::stream_base::client, [&, exchange](beast::error_code ec) {
+        if (ec)
+          return fail("TLS handshake", ec);
+        exchange();
       });
     });
   });
@@ -212,7 +251,8 @@ void print_tree(std::ostream& o, const json& c) {
 }  // namespace
 
 void add_census_options(CLI::App& cmd, census_flags& f) {
-  cmd.add_option("--url", f.url, "the node, e.g. http://127.0.0.1:8080")->required();
+  cmd.add_option("--url", f.url, "the node, e.g. http://127.0.0.1:8080 or https://node.example:8443")->required();
+  cmd.add_option("--cacert", f.cacert, "https: PEM CA(s) the node's certificate must chain to (default: the system's)");
   cmd.add_option("--token", f.token, "its admin token (node.admin_token)")->required();
   auto* as_json = cmd.add_flag("--json", f.json, "print the census JSON");
   auto* as_tree = cmd.add_flag("--tree", f.tree, "print nodes → groups → workers → users with their counts");
@@ -227,7 +267,7 @@ void add_census_options(CLI::App& cmd, census_flags& f) {
 int run_census(const census_flags& f) {
   auto url = parse_url(f.url);
   if (!url) {
-    std::cerr << "troupe census: --url must look like http://HOST:PORT" << std::endl;
+    std::cerr << "troupe census: --url must look like http://HOST:PORT or https://HOST:PORT" << std::endl;
     return 2;
   }
   std::string query = "/_troupe/census?limit=" + std::to_string(f.limit);
@@ -253,7 +293,7 @@ int run_census(const census_flags& f) {
     query += "&" + key + "=" + value;
   }
   for (int round = 0;; ++round) {
-    auto r = http_get(*url, f.token, query);
+    auto r = http_get(*url, f.token, query, f.cacert);
     if (!r.error.empty()) {
       std::cerr << "troupe census: " << f.url << ": " << r.error << std::endl;
       return 1;

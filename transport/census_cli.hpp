@@ -16,6 +16,7 @@ namespace troupe {
 struct census_flags {
   std::string url;
   std::string token;
+  std::string cacert;                ///< https: PEM CA(s) to verify the node with; "": the system's
   bool json = false;
   bool tree = false;
   bool top = false;

@@ -844,3 +844,24 @@ TEST(recipe, channel_section_from_file_set_and_env) {
   EXPECT_EQ(error_of_sets({"channel.max_calls_per_socket=0"}).key(), "channel.max_calls_per_socket");
   EXPECT_NE(std::string(error_of_sets({"channel.max_socket=1"}).what()).find("channel.max_sockets"), std::string::npos);
 }
+
+// Issue 14: the TLS keys go together; plain_listen and tls_client_ca need TLS.
+TEST(Recipe, TlsKeysAreCheckedTogether) {
+  EXPECT_EQ(error_of_sets({"node.tls_cert=/c.pem"}).key(), "node.tls_key");
+  EXPECT_EQ(error_of_sets({"node.tls_key=/k.pem"}).key(), "node.tls_cert");
+  EXPECT_EQ(error_of_sets({"node.tls_client_ca=/ca.pem"}).key(), "node.tls_client_ca");
+  EXPECT_EQ(error_of_sets({"node.plain_listen=127.0.0.1:0"}).key(), "node.plain_listen");
+  EXPECT_EQ(error_of_sets({"node.tls_cert=/c.pem", "node.tls_key=/k.pem", "node.plain_listen=nonsense"}).key(),
+            "node.plain_listen");
+  EXPECT_EQ(error_of_sets({"limits.tls_handshake_timeout_seconds=0"}).key(), "limits.tls_handshake_timeout_seconds");
+  recipe_sources s;
+  s.sets = {"node.tls_cert=/c.pem", "node.tls_key=/k.pem", "node.tls_client_ca=/ca.pem",
+            "node.plain_listen=127.0.0.1:8081", "limits.tls_handshake_timeout_seconds=2.5"};
+  auto r = load_recipe(s);  // the files are read at start, not by the recipe
+  EXPECT_EQ(r.node.tls_cert, "/c.pem");
+  EXPECT_EQ(r.node.tls_key, "/k.pem");
+  EXPECT_EQ(r.node.tls_client_ca, "/ca.pem");
+  EXPECT_EQ(r.node.plain_listen, "127.0.0.1:8081");
+  EXPECT_DOUBLE_EQ(r.limits.tls_handshake_timeout_seconds, 2.5);
+  EXPECT_EQ(load_recipe({}).node.tls_cert, "");  // off by default
+}

@@ -263,3 +263,35 @@ TEST_F(Tls, ReloadWithoutTlsIsRefused) {
   EXPECT_STATUS(r, 409);
   EXPECT_NE(r.body.find("TLS is off"), std::string::npos) << r.body;
 }
+
+TEST_F(Tls, TheCensusCliTalksHttps) {
+  start(tls_args());
+  std::string url = "https://127.0.0.1:" + std::to_string(port());
+  auto ok = run_binary({"census", "--url", url, "--token", token, "--cacert", pki_->ca(), "--json"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(nlohmann::json::parse(ok.out, nullptr, false).is_object()) << ok.out;
+  // Without the test CA the node's certificate is not trusted: a transport failure (exit 1).
+  auto untrusted = run_binary({"census", "--url", url, "--token", token, "--json"});
+  EXPECT_EQ(untrusted.exit_code, 1) << untrusted.err;
+  EXPECT_NE(untrusted.err.find("TLS handshake"), std::string::npos) << untrusted.err;
+}
+
+TEST_F(Tls, AConnectionCloseReplyEndsWithACleanTlsClose) {
+  start(tls_args());
+  https_client c(port(), trust());
+  c.keep_closing_connections(true);
+  auto r = c.get("/api/whoami", {{"Connection", "close"}});
+  ASSERT_STATUS(r, 200);
+  EXPECT_FALSE(r.keep_alive);
+  EXPECT_EQ(c.await_tls_close(milliseconds(5000)), "close_notify");
+}
+
+TEST_F(Tls, PastMaxConnectionsATlsConnectionIsClosedUnanswered) {
+  start(tls_args({"--set", "limits.max_connections=1"}));
+  https_client first(port(), trust());
+  ASSERT_STATUS(first.get("/api/whoami"), 200);  // holds the one connection
+  https_client second(port(), trust());
+  EXPECT_THROW({ second.connect(milliseconds(5000)); second.get("/api/whoami", {}, milliseconds(5000)); },
+               transport_error);
+  ASSERT_STATUS(first.get("/api/whoami"), 200);  // the first is served on
+}

@@ -167,9 +167,29 @@ response https_client::request(std::string_view method, std::string_view target,
     r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
   r.body = std::move(res.body());
   r.keep_alive = res.keep_alive();
-  if (!r.keep_alive)
+  if (!r.keep_alive && !keep_closing_)
     close();
   return r;
+}
+
+std::string https_client::await_tls_close(milliseconds timeout) {
+  if (!p_->s)
+    return "not connected";
+  std::array<char, 256> sink{};
+  beast::error_code ec;
+  bool done = false;
+  p_->s->async_read_some(net::buffer(sink), [&](beast::error_code e, std::size_t) {
+    ec = e;
+    done = true;
+  });
+  if (!run_until(p_->ioc, done, timeout)) {
+    close();
+    return "timeout";
+  }
+  close();
+  if (ec == net::error::eof)  // asio's ssl stream: the peer's close_notify
+    return "close_notify";
+  return ec ? ec.message() : "data";
 }
 
 served_certificate https_client::served() const {

@@ -42,12 +42,18 @@ public:
                 milliseconds timeout = default_timeout) {
     return request("POST", target, std::move(body), headers, timeout);
   }
+  // After a reply with Connection: close (the connection kept open for this): waits for
+  // the server's TLS close. "close_notify" for a clean TLS close, "timeout", or the error.
+  std::string await_tls_close(milliseconds timeout);
   // The server's certificate on this connection (after connect()).
   served_certificate served() const;
+  // true: a reply with Connection: close leaves the connection open (for await_tls_close).
+  void keep_closing_connections(bool on) { keep_closing_ = on; }
 
 private:
   struct impl;
   std::unique_ptr<impl> p_;
+  bool keep_closing_ = false;
 };
 
 // A WebSocket over TLS (the console's live channel, wss://).
