@@ -4,6 +4,8 @@
 
 #include <troupe/troupe.hpp>
 
+#include "page.hpp"
+
 #include <chrono>
 #include <cerrno>
 #include <cstdint>
@@ -83,7 +85,17 @@ public:
     r.post("/api/logout", [](notes_user& u, troupe::request&) { return u.logout(); });
 
     r.get("/api/counter", [](notes_user& u, troupe::request&) { return json({{"count", u.state().count}}); });
-    r.post("/api/counter/incr", [](notes_user& u, troupe::request&) { return json({{"count", ++u.mutate().count}}); });
+    r.post("/api/counter/incr", [](notes_user& u, troupe::request&) {
+      auto count = ++u.mutate().count;
+      u.push_all("/counter", {{"count", count}});  // every open page of his shows it live (GET /)
+      return json({{"count", count}});
+    });
+    // The page: a live counter over its channel (samples/notes/page.hpp).
+    r.get("/", [](troupe::request&) {
+      auto page = troupe::response::text(page_html);
+      page.content_type = "text/html; charset=utf-8";
+      return page;
+    });
 
     // Pushes (docs/channels.md): {"push": "/notes/broadcast", "data": {"text"}} on
     // every open channel of this user's pages; answers what was delivered.

@@ -1,0 +1,63 @@
+// The notes sample's page (GET /) end to end in Debian's headless Chromium: it opens
+// its channel, shows the user's counter live — changed over the channel and over
+// HTTP, it arrives as a push — and after an operator froze the user, the next call
+// is refused 409, the page reopens its channel and is served again with nothing lost.
+// A screenshot is saved (build/artifacts/notes.png).
+#include "../support/cdp_client.hpp"
+#include "../support/test_support.hpp"
+
+#include <filesystem>
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string token = "notes-e2e-" + random_token(12);
+
+std::string value_js(const std::string& testid) {
+  return "document.querySelector('[data-testid=\"" + testid + "\"]')?.dataset.value";
+}
+
+}  // namespace
+
+class NotesPageInChromium : public node_test {};
+
+TEST_F(NotesPageInChromium, ShowsALiveCounterOverItsChannelAndReopensItAfterAFreeze) {
+  ASSERT_TRUE(chromium::available()) << "/usr/bin/chromium is missing: scripts/test.sh installs Debian's chromium";
+  start({"--admin-token", token});
+  chromium browser;
+  browser.navigate("http://127.0.0.1:" + std::to_string(port()) + "/");
+  browser.wait_for(value_js("channel") + " === 'open' && " + value_js("counter") + " === '0'", 15s,
+                   "the channel open and the counter shown");
+  auto user = browser.wait_for(value_js("user"), 5s, "the page's user").get<std::string>();
+  ASSERT_EQ(user.rfind("guest_", 0), 0u) << user;
+
+  browser.click("[data-testid=\"incr\"]");  // a channel call; its change is pushed back
+  browser.wait_for(value_js("counter") + " === '1' && " + value_js("pushes") + " === '1'", 10s,
+                   "the counter pushed after +1 over the channel");
+  browser.click("[data-testid=\"incr-http\"]");  // over HTTP: only the push shows it
+  browser.wait_for(value_js("counter") + " === '2' && " + value_js("pushes") + " === '2'", 10s,
+                   "the counter pushed after +1 over HTTP");
+
+  // An operator freezes him: his channel binding is gone with his actor. The
+  // page's next call wakes him, is refused 409, and the page opens its channel
+  // again and sends the call once more.
+  http_client api(port());
+  auto frozen = api.post("/_troupe/users/" + user + "/freeze", "", {{"Authorization", "Bearer " + token}});
+  ASSERT_STATUS(frozen, 200);
+  ASSERT_TRUE(eventually(10s, [&] {
+    auto c = api.get("/_troupe/census?prefix=" + user, {{"Authorization", "Bearer " + token}}).json();
+    return !c["actors"].empty() && c["actors"][0]["state"] == "frozen";
+  })) << "the user was not frozen";
+  browser.click("[data-testid=\"incr\"]");
+  browser.wait_for("document.getElementById('log').textContent.includes('reopening') && " + value_js("channel") +
+                     " === 'open' && " + value_js("counter") + " === '3'",
+                   10s, "the page to reopen its channel after the 409, and the woken user's counter");
+
+  std::filesystem::create_directories(TROUPE_ARTIFACTS_DIR);
+  auto shot = std::string(TROUPE_ARTIFACTS_DIR) + "/notes.png";
+  browser.screenshot_png(shot);
+  EXPECT_GT(std::filesystem::file_size(shot), 5000u);
+  EXPECT_TRUE(browser.console_errors().empty()) << browser.console_errors().front();
+}
