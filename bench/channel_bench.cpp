@@ -175,7 +175,6 @@ double ws_round_trips(std::uint16_t port, const std::vector<visitor>& users, dou
   std::vector<std::shared_ptr<socket_client>> socks;
   std::uint64_t done = 0;
   const auto until = steady::now() + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(seconds));
-  bool timing = true;
   for (auto& v : users) {
     auto s = std::make_shared<socket_client>(io);
     s->open(port, v);
@@ -183,13 +182,9 @@ double ws_round_trips(std::uint16_t port, const std::vector<visitor>& users, dou
       auto reply = json::parse(text, nullptr, false);
       if (!reply.is_object() || reply.value("status", 0) != 200)
         ++failures;
-      if (!timing)
-        return;
-      ++done;
-      if (steady::now() >= until) {
-        timing = false;
+      if (steady::now() >= until)  // each socket ends at its first reply past the deadline
         return c.ws.async_close(websocket::close_code::normal, [](beast::error_code) {});
-      }
+      ++done;
       c.send(json{{"page", page}, {"id", ++n}, {"method", "GET"}, {"path", "/api/counter"}}.dump());
     };
     socks.push_back(std::move(s));
