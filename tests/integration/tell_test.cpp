@@ -6,6 +6,9 @@
 // created, a message past limits.max_message_bytes is refused (413), and a
 // recipient whose actor type does not declare the message refuses it (422).
 #include "../support/test_support.hpp"
+#include "store/deposit.hpp"
+
+#include <filesystem>
 
 #include <fstream>
 #include <thread>
@@ -113,6 +116,7 @@ TEST_F(Tell, AUserFrozenByARestartIsWokenOnTheNewNodeAndTheMessageIsDurable) {
   EXPECT_EQ(metric(port(), "troupe_user_wakes_total"), 1);
   // The message survives the next soft quit too (durability "freeze": his freeze writes it).
   node().terminate();
+  ASSERT_EQ(node().wait_exit(15s), 0) << "the soft quit did not end cleanly";  // never two nodes on one deposit
   start_here();
   http_client bob(port());
   login(bob, "bob");
@@ -208,4 +212,84 @@ TEST_F(Tell, TwoUsersTellingEachOtherAtOnceAreBothServed) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s) << "nobody waited for a timeout";
   EXPECT_EQ(inbox(bob).size(), static_cast<std::size_t>(rounds));
   EXPECT_EQ(inbox(alice).size(), static_cast<std::size_t>(rounds));
+}
+
+// The write path of a message (durability "reply": "delivered" only once the
+// recipient's change is durable) under deposit faults: a message the deposit
+// could not keep is refused (503) and rolled back, never reported delivered;
+// every acknowledged message survives a kill -9.
+TEST_F(Tell, OnAFullDepositAMessageIsRefusedAndRolledBackAndEveryAcknowledgedOneSurvives) {
+  scratch_dir dir;
+  small_tmpfs deposit(dir.path + "/deposit");
+  if (!deposit.mounted())
+    GTEST_SKIP() << deposit.why();
+  const std::vector<std::string> args{"--admin-token", token, "--set", "group.default.durability=reply"};
+  start_on(deposit.path, args);
+  http_client alice(port()), bob(port());
+  login(alice, "alice");
+  login(bob, "bob");
+  ASSERT_STATUS(tell(alice, "bob", "kept 1"), 200);
+
+  deposit.fill();
+  ASSERT_LT(std::filesystem::space(deposit.path).available, 64u * 1024) << "the tmpfs is not full";
+  auto refused = tell(alice, "bob", "lost");
+  EXPECT_STATUS(refused, 503);
+  EXPECT_EQ(refused.json().value("reason", ""), "unavailable") << refused.describe();
+  EXPECT_EQ(inbox(bob), json::array({{{"from", "alice"}, {"text", "kept 1"}}})) << "the refused message was rolled back";
+
+  std::filesystem::remove(deposit.path + "/filler");
+  ASSERT_STATUS(tell(alice, "bob", "kept 2"), 200);
+  node().kill9();
+  start_on(deposit.path, args);
+  http_client bob_again(port());
+  login(bob_again, "bob");
+  EXPECT_EQ(inbox(bob_again), json::array({{{"from", "alice"}, {"text", "kept 1"}}, {{"from", "alice"}, {"text", "kept 2"}}}));
+}
+
+// (A restart on the recreated deposit is not part of this test: the removal
+// took the commander's generation record too, and a new node's owner epochs
+// then start below those stamped on the parcels written since — a known gap
+// of the deposit, see docs/deposit.md.)
+TEST_F(Tell, WithTheDepositRemovedAnAcknowledgedMessageIsInTheRecreatedParcel) {
+  start_here({"--set", "group.default.durability=reply"});
+  http_client alice(port()), bob(port());
+  login(alice, "alice");
+  login(bob, "bob");
+  std::filesystem::remove_all(deposit_.path);  // an operator's mistake: the directory is gone
+  auto r = tell(alice, "bob", "after the removal");
+  ASSERT_TRUE(r.status == 200 || r.status == 503) << r.describe();
+  auto parcel = troupe::store::filesystem_parcel_path(deposit_.path, troupe::store::parcel_kind::user, "bob");
+  std::ifstream in(parcel, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  if (r.status == 200)  // acknowledged under "reply": his parcel, written again, holds it
+    EXPECT_NE(bytes.find("after the removal"), std::string::npos) << "acknowledged but not in " << parcel;
+  else  // refused: rolled back, he does not show it
+    EXPECT_EQ(inbox(bob), json::array());
+  EXPECT_EQ(inbox(bob).size(), r.status == 200 ? 1u : 0u);
+}
+
+TEST_F(Tell, AFrozenRecipientWithACorruptParcelRefusesTheMessageAndKeepsTheParcel) {
+  start_here();
+  http_client alice(port()), bob(port());
+  login(alice, "alice");
+  login(bob, "bob");
+  ASSERT_EQ(count_of(bob.post("/api/counter/incr")), 1);
+  http_client admin(port());
+  ASSERT_STATUS(admin.post("/_troupe/users/bob/freeze", "", auth), 200);
+  ASSERT_TRUE(eventually(10s, [&] { return actor("user:bob").value("state", "") == "frozen"; }))
+    << actor("user:bob").dump();
+  auto parcel = troupe::store::filesystem_parcel_path(deposit_.path, troupe::store::parcel_kind::user, "bob");
+  ASSERT_TRUE(std::filesystem::is_regular_file(parcel)) << parcel;
+  {
+    std::fstream f(parcel, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    f.write("\xde\xad\xbe\xef", 4);  // the checksum no longer verifies
+  }
+  const auto delivered = metric(port(), "troupe_messages_delivered_total");
+  auto r = tell(alice, "bob", "into a broken parcel");
+  EXPECT_NE(r.status, 200) << r.describe();
+  EXPECT_EQ(metric(port(), "troupe_messages_delivered_total"), delivered) << "nothing reported delivered";
+  // His parcel is not replaced by a fresh state holding the message: bob is refused, not emptied.
+  auto served = bob.get("/api/inbox");
+  EXPECT_EQ(served.status, 503) << served.describe();
 }
