@@ -15,6 +15,7 @@
 #include <caf/actor.hpp>
 #include <caf/duration.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -68,6 +69,11 @@ struct node_context {
   caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }
   /// limits.request_timeout_seconds as a CAF timeout.
   caf::duration request_timeout() const { return to_duration(recipe.limits.request_timeout_seconds); }
+
+  /// A recipe's seconds as a timer's delay: at least 1 ms (0 would fire at once).
+  static std::chrono::milliseconds timer_millis(double seconds) {
+    return std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(seconds * 1000)));
+  }
 
   static caf::duration to_duration(double seconds) {
     return caf::duration{std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000))};

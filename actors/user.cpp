@@ -56,9 +56,6 @@ durability durability_of(const std::string& name) {
   return name == "reply" ? durability::reply : name == "interval" ? durability::interval : durability::freeze;
 }
 
-std::chrono::milliseconds millis_of(double seconds) {
-  return std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(seconds * 1000)));
-}
 
 constexpr std::uint8_t idle_tick = 0;
 // How far ahead an idle check is scheduled at most (see schedule_idle).
@@ -243,7 +240,7 @@ struct user_state : detail::user_host {
     auto& b = the_books();
     // A stream the front never opened (its session went away before the
     // answer reached it) is dropped after a request timeout: it holds a place.
-    auto stale = std::chrono::steady_clock::now() - millis_of(ctx->recipe.limits.request_timeout_seconds);
+    auto stale = std::chrono::steady_clock::now() - node_context::timer_millis(ctx->recipe.limits.request_timeout_seconds);
     for (auto it = b.streams.begin(); it != b.streams.end();)
       it = (!it->second.sink && it->second.since < stale) ? b.streams.erase(it) : std::next(it);
     if (b.streams.size() >= ctx->recipe.limits.max_streams_per_user) {
@@ -1095,7 +1092,7 @@ struct user_state : detail::user_host {
     }
   };
 
-  std::chrono::milliseconds push_timeout() const { return millis_of(ctx->recipe.channel.push_timeout_seconds); }
+  std::chrono::milliseconds push_timeout() const { return node_context::timer_millis(ctx->recipe.channel.push_timeout_seconds); }
 
   void not_delivered(push_tally& t, std::uint32_t n = 1) {
     t.out.not_delivered += n;
@@ -1740,13 +1737,13 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.gate = std::move(spec.gate);
   if (auto* group = st.ctx->recipe.group(spec.group)) {
     st.mode = durability_of(group->durability);
-    st.idle_after = millis_of(group->user_idle_freeze_minutes * 60);
-    st.checkpoint_every = millis_of(group->checkpoint_seconds);
-    st.guest_idle_after = millis_of(group->guest_idle_seconds);
+    st.idle_after = node_context::timer_millis(group->user_idle_freeze_minutes * 60);
+    st.checkpoint_every = node_context::timer_millis(group->checkpoint_seconds);
+    st.guest_idle_after = node_context::timer_millis(group->guest_idle_seconds);
   } else {
-    st.idle_after = millis_of(30 * 60);
-    st.checkpoint_every = millis_of(5);
-    st.guest_idle_after = millis_of(2);
+    st.idle_after = node_context::timer_millis(30 * 60);
+    st.checkpoint_every = node_context::timer_millis(5);
+    st.guest_idle_after = node_context::timer_millis(2);
   }
   st.keeper.emplace((*spec.factory)());
   st.owner_epoch = spec.owner_epoch;

@@ -1,5 +1,6 @@
 #include "transport/channel_session.hpp"
 
+#include "actors/node_context.hpp"
 #include "transport/channel_actor.hpp"
 #include "transport/channel_protocol.hpp"
 #include "transport/front.hpp"
@@ -22,10 +23,6 @@ namespace net = boost::asio;
 using nlohmann::json;
 
 namespace {
-
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(seconds * 1000)));
-}
 
 channel_outbox::limits outbox_limits(const config::channel_settings& c) {
   channel_outbox::limits l;
@@ -70,7 +67,7 @@ public:
     beast::get_lowest_layer(ws_).expires_never();
     websocket::stream_base::timeout t{};
     t.handshake_timeout = front_.limits().read_timeout;
-    t.idle_timeout = millis(settings_.idle_timeout_seconds);
+    t.idle_timeout = node_context::timer_millis(settings_.idle_timeout_seconds);
     t.keep_alive_pings = true;  // a ping at half the idle time: a silent but live client stays
     ws_.set_option(t);
     ws_.read_message_max(settings_.max_frame_bytes);  // past it Beast closes with 1009 (message too big)
