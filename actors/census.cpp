@@ -317,7 +317,7 @@ struct census_state {
     if (!q.state.empty()) {
       f.state = registry::user_state_from(q.state);
       if (!f.state)
-        return make_error(errc::bad_request, "state: must be active, unfreezing, departing or frozen");
+        return make_error(errc::bad_request, "state: must be active, unfreezing, departing, frozen or resting");
     }
     json doc{{"node", node_json()},
              {"totals", totals_json()},
@@ -397,7 +397,9 @@ struct census_state {
         pq.targets[e->actor].push_back({json::json_pointer(at), true});
       else {
         j["connections"] = json::array();
-        j["note"] = "frozen: his state is in the deposit; he is not woken to be shown";
+        j["note"] = e->state == user_state::resting
+                      ? "resting: his state waits in his worker's memory, encoded; he is not started to be shown"
+                      : "frozen: his state is in the deposit; he is not woken to be shown";
       }
       return j;
     }
@@ -588,7 +590,7 @@ struct census_state {
     if (q.limit < 1 || q.limit > max_limit)
       return make_error(errc::bad_request, "limit: must be 1-1000");
     if (!q.state.empty() && !registry::user_state_from(q.state))
-      return make_error(errc::bad_request, "state: must be active, unfreezing, departing or frozen");
+      return make_error(errc::bad_request, "state: must be active, unfreezing, departing, frozen or resting");
     if (q.after.empty() && q.offset + q.limit > registry::max_cluster_window)
       return make_error(errc::bad_request, "offset: offset + limit must be at most " +
                                              std::to_string(registry::max_cluster_window) +

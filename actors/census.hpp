@@ -30,7 +30,7 @@ struct census_query {
   std::string kind = "user";   ///< user | worker | group
   std::string prefix;
   std::string worker;
-  std::string state;           ///< active | unfreezing | departing | frozen, "" for all
+  std::string state;           ///< active | unfreezing | departing | frozen | resting, "" for all
   std::uint64_t offset = 0;
   std::uint32_t limit = 100;   ///< 1..1000
   std::string after;           ///< cursor: the last name of the previous page

@@ -3,12 +3,14 @@
 /// The channel (WebSocket) of a page, as the actors see it: the socket actor's
 /// typed interface and the messages of a push (docs/channels.md).
 ///
-/// A socket is represented by a small actor on its front's node, activated
-/// when the socket's first call arrives (transport/channel_actor.hpp). Its
-/// handle travels in every channel call (http_request::channel) to the user
-/// actor, wherever he lives; an `openchannel` binds the page record to it, and
-/// pushes are typed messages to it. Every type here is inspectable and
-/// registered (register_types): a user on another node pushes the same way.
+/// The sockets of a front are represented by one actor on its node, its
+/// channel hub (transport/channel_actor.hpp), which keeps each socket's
+/// bindings; a socket is (hub, number): a channel_ref (actors/messages.hpp).
+/// That reference travels in every channel call (http_request::channel) to
+/// the user actor, wherever he lives; an `openchannel` binds the page record
+/// to it, and pushes are typed messages to the hub naming the socket. Every
+/// type here is inspectable and registered (register_types): a user on
+/// another node pushes the same way.
 
 #include "actors/messages.hpp"
 
@@ -24,8 +26,9 @@ using unbind_atom = caf::atom_constant<caf::atom("chunbind")>;  ///< a binding e
 using push_atom = caf::atom_constant<caf::atom("push")>;        ///< write a frame on a page's channel
 
 /// One frame pushed to one page: delivered only when `page` of connection
-/// `cid` is bound to the receiving socket.
+/// `cid` is bound to socket number `socket` of the receiving hub.
 struct channel_push {
+  std::uint64_t socket = 0;
   std::string cid;
   std::string page;
   std::string frame;  ///< the whole JSON text written on the socket: {"push": path, "data": data}
@@ -33,19 +36,20 @@ struct channel_push {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, channel_push& x) {
-  return f(caf::meta::type_name("troupe.channel_push"), x.cid, x.page, x.frame);
+  return f(caf::meta::type_name("troupe.channel_push"), x.socket, x.cid, x.page, x.frame);
 }
 
-/// The socket actor's typed interface (one per open WebSocket on /_troupe/ws).
+/// The channel hub's typed interface, as users see it (one hub per front;
+/// its sockets are numbered).
 using channel_handle = caf::typed_actor<
-  /// Page `page` of connection `cid` opened its channel on this socket; `user`
-  /// is told (unbind) when the socket goes.
-  caf::reacts_to<bind_atom, std::string, std::string, caf::actor>,
-  /// Page `page` was opened on another socket: this one no longer carries it.
-  caf::reacts_to<unbind_atom, std::string>,
-  /// Queue the frame if the page is bound here; true: the socket's outgoing
-  /// queue took it; false: not bound here, socket closed, or refused by the
-  /// overflow policy.
+  /// Page `page` of connection `cid` opened its channel on socket `socket`;
+  /// `user` is told (unbind) when the socket goes.
+  caf::reacts_to<bind_atom, std::uint64_t, std::string, std::string, caf::actor>,
+  /// Page `page` was opened on another socket: socket `socket` no longer carries it.
+  caf::reacts_to<unbind_atom, std::uint64_t, std::string>,
+  /// Queue the frame if the page is bound to the socket; true: the socket's
+  /// outgoing queue took it; false: not bound there, socket closed, or
+  /// refused by the overflow policy.
   caf::replies_to<push_atom, channel_push>::with<bool>>;
 
 /// The pushed frame's text: {"push": path, "data": data}, data being JSON text

@@ -7,6 +7,7 @@
 /// its record here and nothing else. A plain class: a unit test drives it
 /// without an actor system.
 
+#include "actors/messages.hpp"
 #include "registry/clocks.hpp"
 
 #include <caf/actor.hpp>
@@ -25,7 +26,7 @@ namespace troupe {
 /// socket actor it is bound to and how its calls are served. Never frozen: a
 /// woken user has no binding, and his pages open their channels again.
 struct page_channel {
-  caf::actor socket;        ///< a channel_handle (actors/channel.hpp)
+  channel_ref socket;       ///< its socket: its front's channel hub and number (actors/channel.hpp)
   bool sequential = false;  ///< its calls are served one at a time, in order (by the socket's session)
 };
 

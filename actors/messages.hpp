@@ -50,6 +50,7 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;      ///< an operator
 using log_atom = caf::atom_constant<caf::atom("log")>;          ///< the orchestration log
 using order_atom = caf::atom_constant<caf::atom("order")>;      ///< an operator's order through the bridge
 using restart_atom = caf::atom_constant<caf::atom("restart")>;  ///< a failing user leaves his last good state to his worker
+using rest_atom = caf::atom_constant<caf::atom("rest")>;        ///< an idle user leaves his state to his worker and stops
 using node_down_atom = caf::atom_constant<caf::atom("nodedown")>; ///< a cluster member was declared down
 using fence_atom = caf::atom_constant<caf::atom("fence")>;      ///< this node lost the majority: stop serving its users
 using admission_atom = caf::atom_constant<caf::atom("admission")>; ///< what a worker admits now (admission_report)
@@ -123,6 +124,25 @@ typename Inspector::result_type inspect(Inspector& f, http_header& x) {
   return f(caf::meta::type_name("troupe.http_header"), x.name, x.value);
 }
 
+/// One channel socket (/_troupe/ws), as actors address it: its front's
+/// channel hub (a channel_handle, actors/channel.hpp) and the socket's number
+/// there. Invalid (no hub) for anything but a channel call.
+struct channel_ref {
+  caf::actor hub;
+  std::uint64_t socket = 0;
+
+  explicit operator bool() const noexcept { return static_cast<bool>(hub); }
+  friend bool operator==(const channel_ref& a, const channel_ref& b) noexcept {
+    return a.socket == b.socket && a.hub == b.hub;
+  }
+  friend bool operator!=(const channel_ref& a, const channel_ref& b) noexcept { return !(a == b); }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, channel_ref& x) {
+  return f(caf::meta::type_name("troupe.channel_ref"), x.hub, x.socket);
+}
+
 /// A request as the front hands it to an actor: already size-checked and
 /// attributed to a connection (and page, when the request names one).
 struct http_request {
@@ -134,10 +154,9 @@ struct http_request {
   std::string page;     ///< X-Troupe-Page, empty when none
   std::vector<http_header> headers;
   std::int64_t deadline_ms = 0;  ///< unix ms after which nobody waits for the answer: never run then (0: none)
-  /// Set for a channel call (a frame on /_troupe/ws): the socket's actor (a
-  /// channel_handle, actors/channel.hpp), which openchannel binds the page to;
-  /// invalid for a plain HTTP request.
-  caf::actor channel;
+  /// Set for a channel call (a frame on /_troupe/ws): the socket, which
+  /// openchannel binds the page to; invalid for a plain HTTP request.
+  channel_ref channel;
 };
 
 template <class Inspector>

@@ -77,10 +77,11 @@ std::string node_metrics::prometheus_text() const {
   for (std::size_t k = 0; k < actors.size(); ++k)
     line("troupe_actors", std::string("kind=\"") + to_string(static_cast<actor_kind>(k)) + "\"",
          actors[k].load(std::memory_order_relaxed));
-  out += "# HELP troupe_users Users known to this node, by state.\n# TYPE troupe_users gauge\n";
+  out += "# HELP troupe_users Users known to this node, by state (resting: idle, their state kept by their worker, no actor).\n# TYPE troupe_users gauge\n";
   line("troupe_users", "state=\"active\"",
        actors[static_cast<std::size_t>(actor_kind::user)].load(std::memory_order_relaxed));
   line("troupe_users", "state=\"frozen\"", std::max<std::int64_t>(0, users_frozen.load(std::memory_order_relaxed)));
+  line("troupe_users", "state=\"resting\"", users_resting.load(std::memory_order_relaxed));  // no actor: not in "active"
   out += "# HELP troupe_user_restarts_total User actors restarted by their worker after a crash.\n"
          "# TYPE troupe_user_restarts_total counter\n";
   line("troupe_user_restarts_total", "", user_restarts.load(std::memory_order_relaxed));
@@ -96,6 +97,10 @@ std::string node_metrics::prometheus_text() const {
   };
   counter("troupe_user_freezes_total", "Users frozen to the deposit.", user_freezes.load(std::memory_order_relaxed));
   counter("troupe_user_wakes_total", "Users woken from their parcel.", user_wakes.load(std::memory_order_relaxed));
+  counter("troupe_user_rests_total", "User actors stopped to rest, their state left in their worker's memory.",
+          user_rests.load(std::memory_order_relaxed));
+  counter("troupe_user_resumes_total", "Resting users started again from the state they left.",
+          user_resumes.load(std::memory_order_relaxed));
   counter("troupe_users_expired_total", "Frozen users forgotten after their expiry.",
           users_expired.load(std::memory_order_relaxed));
   out += "# HELP troupe_cluster_members Cluster members as this member sees them, by state (self_fenced: 1 while this member is fenced).\n"

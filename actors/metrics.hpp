@@ -77,6 +77,9 @@ struct node_metrics {
   std::atomic<std::int64_t> inflight{0};
   std::atomic<std::uint64_t> user_freezes{0};
   std::atomic<std::uint64_t> user_wakes{0};
+  std::atomic<std::uint64_t> user_rests{0};    ///< user actors stopped to rest (group.rest_idle_seconds)
+  std::atomic<std::uint64_t> user_resumes{0};  ///< resting users started again from what they left
+  std::atomic<std::int64_t> users_resting{0};  ///< users resting now: their state in their worker, no actor
   std::atomic<std::int64_t> users_frozen{0};   ///< parcels in the deposit (counted at start, then kept)
   std::atomic<std::uint64_t> users_expired{0};
   /// troupe_cluster_members{state}: members up and down as this member sees

@@ -97,6 +97,14 @@ private:
   std::chrono::steady_clock::time_point t0_{};
 };
 
+// Whether an actor awaits a response to a request it made (CAF keeps them
+// protected; a member pointer named through a derived class reaches them).
+struct response_peek : caf::scheduled_actor {
+  static bool awaits_any(const caf::scheduled_actor& a) {
+    return !(a.*(&response_peek::awaited_responses_)).empty() || !(a.*(&response_peek::multiplexed_responses_)).empty();
+  }
+};
+
 struct user_state : detail::user_host {
   static const char* name;
 
@@ -120,6 +128,7 @@ struct user_state : detail::user_host {
   bool dirty = false;          // changed since his last durable parcel
   bool changed_now = false;    // changed by the request being served
   std::chrono::milliseconds guest_idle_after{0};
+  std::chrono::milliseconds rest_after{0};  // group.rest_idle_seconds; 0: he never rests
   // His parcel is quarantined (it does not verify, or does not load as his
   // state): he answers 503 to everything and writes nothing until an operator
   // drops him or puts back a parcel that loads (docs/deposit.md).
@@ -1058,13 +1067,13 @@ struct user_state : detail::user_host {
     // Opening twice on the same socket changes nothing; a new socket (a
     // reconnecting browser) takes the page over from the old one.
     if (p->channel->socket != req.channel) {
-      if (p->channel->socket)
-        self->send(caf::actor_cast<channel_handle>(p->channel->socket), unbind_atom::value, id);
+      if (auto& old = p->channel->socket)
+        self->send(caf::actor_cast<channel_handle>(old.hub), unbind_atom::value, old.socket, id);
       p->channel->socket = req.channel;
       p->channel->sequential = sequential;
       // Sent before the answer: a push this user makes after it reaches the
       // socket after the binding (one sender, one receiver: in order).
-      self->send(caf::actor_cast<channel_handle>(req.channel), bind_atom::value, conn.cid, id,
+      self->send(caf::actor_cast<channel_handle>(req.channel.hub), bind_atom::value, req.channel.socket, conn.cid, id,
                  caf::actor_cast<caf::actor>(self));
     }
     http_response r;
@@ -1073,7 +1082,7 @@ struct user_state : detail::user_host {
   }
 
   // The socket `socket` went (or refused): page `page` of `cid` has no channel any more.
-  void forget_channel(const std::string& cid, const std::string& page, const caf::actor& socket) {
+  void forget_channel(const std::string& cid, const std::string& page, const channel_ref& socket) {
     if (auto* conn = connections.find(cid))
       if (auto* p = conn->find_page(page); p && p->channel && p->channel->socket == socket)
         p->channel.reset();
@@ -1105,8 +1114,8 @@ struct user_state : detail::user_host {
       return not_delivered(*t);
     ++t->pending;
     auto socket = p.channel->socket;
-    self->request(caf::actor_cast<channel_handle>(socket), push_timeout(), push_atom::value,
-                  channel_push{cid, p.id, frame})
+    self->request(caf::actor_cast<channel_handle>(socket.hub), push_timeout(), push_atom::value,
+                  channel_push{socket.socket, cid, p.id, frame})
       .then(
         [this, t](bool ok) {
           if (ok) {
@@ -1310,7 +1319,7 @@ struct user_state : detail::user_host {
             ctx->metrics.user_wake_seconds.observe(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
           } else if (!carried.empty()) {
-            install_carried(carried);
+            install_encoded(carried, "the store carried by login");
           }
           settle_adoptions(std::nullopt);
           busy = false;
@@ -1368,12 +1377,11 @@ struct user_state : detail::user_host {
       accept_message(std::move(pm));
   }
 
-  void install_carried(const store::bytes& encoded) {
+  void install_encoded(const store::bytes& encoded, const char* what) {
     try {
       keeper->install(store::decode(encoded));
     } catch (const std::exception& e) {
-      spdlog::error("user {}: the store carried by login does not verify ({}); he starts empty",
-                    registry::redact(user_name), e.what());
+      spdlog::error("user {}: {} does not verify ({}); he starts empty", registry::redact(user_name), what, e.what());
     }
   }
 
@@ -1557,12 +1565,15 @@ struct user_state : detail::user_host {
     // pending timer costs ~170 B until it is due, dead user or not, so a crash
     // storm's leftovers are bounded by its rate × the horizon, not × the idle
     // threshold (30 min: it grew ~300 B per crash, heaptrack).
-    schedule(std::min<std::chrono::milliseconds>(after.count() > 0 ? after : idle_threshold(), idle_timer_horizon),
-             idle_tick);
+    auto wait = after.count() > 0 ? after : idle_threshold();
+    if (after.count() == 0 && rest_after.count() > 0)
+      wait = std::min(wait, rest_after);
+    schedule(std::min(wait, idle_timer_horizon), idle_tick);
   }
 
   // Idleness is judged on the real clocks (last_user, last_rpc), never on last_refresh.
-  void check_idle() {
+  // `rest_now`: false right after a resume (whatever woke him is in his mailbox).
+  void check_idle(bool rest_now = true) {
     idle_check_pending = false;
     auto now = registry::wall_clock::now();
     auto last = std::max(clocks.last_activity(), started);
@@ -1570,7 +1581,65 @@ struct user_state : detail::user_host {
     auto threshold = idle_threshold();
     if (idle_for >= threshold && !busy && !streaming_now())  // an open stream is not idleness
       return freeze(static_cast<std::uint8_t>(store::parcel_cause::freeze), std::nullopt);
-    schedule_idle(busy ? threshold : threshold - idle_for);
+    bool rests = rest_after.count() > 0 && rest_after < threshold;
+    if (rests && rest_now && idle_for >= rest_after && may_rest())
+      return rest();
+    auto next = busy ? threshold : threshold - idle_for;
+    if (rests)  // not resting yet, or not free to (a channel, a stream, a call in flight): looked at again later
+      next = std::min(next, idle_for < rest_after && rest_now ? rest_after - idle_for : rest_after);
+    schedule_idle(next);
+  }
+
+  // Nothing of his is under way or bound to this actor: his state alone says
+  // all he is, so it may wait in his worker while his actor is gone.
+  bool may_rest() const {
+    if (busy || stopped || freezing || waking || fenced || refused || leaving_as_guest || awaiting_tell ||
+        message_writing || freeze_wanted || deferred_call || checkpoint_pending)
+      return false;
+    if (!backlog.empty() || !message_backlog.empty() || !freeze_waiters.empty() || !adoptions_after_wake.empty() ||
+        !told_after_write.empty() || !told_early.empty())
+      return false;
+    if (books && (!books->streams.empty() || !books->timers.empty()))
+      return false;
+    if (dirty && mode != durability::freeze)  // his checkpoint or durable reply comes first
+      return false;
+    for (auto& conn : connections)
+      for (auto& page : conn.pages)
+        if (page.channel)  // an open channel needs this actor's mailbox
+          return false;
+    return !response_peek::awaits_any(*self);
+  }
+
+  // Rests (docs/config.md rest_idle_seconds): leaves his state to his worker
+  // and stops. He stays placed there; what comes for him next (a request, a
+  // message, his idle freeze) starts his actor again from what he left.
+  void rest() {
+    auto left = std::make_shared<resting_user>();
+    if (!empty_guest())  // a guest who never had a state leaves none: he starts again as new
+      left->parcel = store::encode(make_parcel(store::parcel_cause::checkpoint));
+    left->clocks = clocks;
+    left->started = started;
+    left->dirty = dirty;
+    note(registry::user_state::resting);
+    left->connections = std::move(connections);
+    stopped = true;
+    ctx->metrics.user_rests.fetch_add(1, std::memory_order_relaxed);
+    self->send(supervisor, rest_atom::value, user_name, std::move(left));
+    self->quit();
+  }
+
+  // Starts as he was when he rested: his state, connections and clocks.
+  void resume_from_rest(resting_user& left) {
+    if (!left.parcel.empty())
+      install_encoded(left.parcel, "the state he left when he rested");
+    connections = std::move(left.connections);
+    clocks = left.clocks;
+    started = left.started;
+    dirty = left.dirty;
+    note(registry::user_state::active);
+    // His idleness counts on: past his freeze (his worker's sweep woke him
+    // for it), he freezes now; he rests again only after rest_idle_seconds more.
+    check_idle(false);
   }
 
   // A guest who never had a state has nothing to lose: he is cheap and
@@ -1740,6 +1809,8 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     st.idle_after = node_context::timer_millis(group->user_idle_freeze_minutes * 60);
     st.checkpoint_every = node_context::timer_millis(group->checkpoint_seconds);
     st.guest_idle_after = node_context::timer_millis(group->guest_idle_seconds);
+    if (group->rest_idle_seconds > 0)
+      st.rest_after = node_context::timer_millis(group->rest_idle_seconds);
   } else {
     st.idle_after = node_context::timer_millis(30 * 60);
     st.checkpoint_every = node_context::timer_millis(5);
@@ -1754,13 +1825,15 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.messages = spec.messages;
   user_access::bind(st.keeper->app(), &st);
   self->set_down_handler([self](caf::down_msg& m) { self->state.on_down(m); });  // his streams' sinks
-  if (spec.wake && st.deposit) {
+  if (spec.resumed) {
+    st.resume_from_rest(*spec.resumed);
+  } else if (spec.wake && st.deposit) {
     st.note(registry::user_state::unfreezing);
     st.wake(std::move(spec.parcel));
   } else {
     st.note(registry::user_state::active);
     if (!spec.parcel.empty())
-      st.install_carried(spec.parcel);
+      st.install_encoded(spec.parcel, "the state he was started with");
     st.schedule_idle();
   }
   return {
@@ -1798,7 +1871,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
       return promise;
     },
     [=](probe_atom, std::uint64_t query, bool detail) { return self->state.probe(query, detail); },
-    [=](unbind_atom, const std::string& cid, const std::string& page, const caf::actor& socket) {
+    [=](unbind_atom, const std::string& cid, const std::string& page, const channel_ref& socket) {
       self->state.forget_channel(cid, page, socket);
     },
     [=](push_atom, std::string& path, std::string& data) -> caf::result<std::uint32_t, std::uint32_t> {

@@ -6,6 +6,7 @@
 /// and pages, and carries out login/logout with the commander.
 
 #include "actors/channel.hpp"
+#include "actors/connection_table.hpp"
 #include "actors/group_gate.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
@@ -56,8 +57,8 @@ using user_handle = caf::typed_actor<
   caf::replies_to<freeze_atom, std::uint8_t>::with<bool>,
   /// The census's probe (sent with high priority): live figures, in detail when asked.
   caf::replies_to<probe_atom, std::uint64_t, bool>::with<actor_probe>,
-  /// Socket `socket` (a channel_handle) closed: page (cid, page) has no channel any more.
-  caf::reacts_to<unbind_atom, std::string, std::string, caf::actor>,
+  /// Socket `socket` closed: page (cid, page) has no channel any more.
+  caf::reacts_to<unbind_atom, std::string, std::string, channel_ref>,
   /// push_users from another user: push {path, data (JSON text)} to all his
   /// pages; answers (delivered, not delivered).
   caf::replies_to<push_atom, std::string, std::string>::with<std::uint32_t, std::uint32_t>,
@@ -66,6 +67,19 @@ using user_handle = caf::typed_actor<
   caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>,
   /// One of his streams: opened by its sink, credit, the client gone (docs/streaming.md).
   caf::reacts_to<stream_msg_atom, stream_event>>;
+
+/// What a resting user leaves with his worker (group.rest_idle_seconds): all
+/// his actor needs to start again as he was, without reading the deposit.
+/// Never leaves its process (a user and his worker share one).
+struct resting_user {
+  store::bytes parcel;              ///< his state, an encoded parcel; empty: a guest who never had one
+  connection_table connections;     ///< his connections and pages (none has an open channel)
+  registry::clocks clocks;          ///< his idleness goes on counting from them
+  registry::wall_clock::time_point started{};
+  bool dirty = false;               ///< changed since his last durable parcel
+};
+
+using resting_user_ptr = std::shared_ptr<resting_user>;
 
 /// A user's timer, kept by his worker (registry::timer_queue): (timer, id, which, arg, delay_ms).
 using timer_atom = caf::atom_constant<caf::atom("utimer")>;
@@ -82,7 +96,10 @@ using user_supervisor = caf::typed_actor<
   caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
   /// A user failing in a handler leaves his last good state (an encoded
   /// parcel; empty: he had none) for the restart that follows his exit.
-  caf::reacts_to<restart_atom, std::string, store::bytes>>;
+  caf::reacts_to<restart_atom, std::string, store::bytes>,
+  /// An idle user rests: he leaves his state and stops; his next request or
+  /// message (or his idle freeze) starts him again from it.
+  caf::reacts_to<rest_atom, std::string, resting_user_ptr>>;
 
 /// What a user's handlers cost, for his worker's admission (docs/SUPERVISION.md
 /// "Admission"): written by the user actor after each handler, read by his
@@ -121,6 +138,9 @@ struct user_spec {
   /// His worker's view of its group: while degraded he refuses every request
   /// (503, errc::group_degraded's text and Retry-After). Null: never degraded.
   std::shared_ptr<const group_gate> gate;
+  /// A resting user started again: what he left (parcel, connections,
+  /// clocks) instead of `parcel` and `wake`. Null: a start or a wake.
+  resting_user_ptr resumed;
 };
 
 /// Spawns a user actor monitored by `parent` (his worker), which takes him
@@ -130,3 +150,5 @@ struct user_spec {
 user_handle spawn_user(caf::local_actor& parent, user_spec spec);
 
 }  // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::resting_user_ptr)

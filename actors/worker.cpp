@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -82,9 +83,13 @@ struct worker_state {
   std::unordered_map<caf::actor_id, registry::short_name> names;      // child id → name
   std::unordered_map<std::string, std::deque<steady::time_point>> crashes;
   std::unordered_map<caf::actor_id, caf::typed_response_promise<bool>> dropping;  // answered at their down
-  // Attaches whose user was found dead before his down message came: redone at it.
-  std::unordered_map<caf::actor_id, std::vector<std::pair<attach_order, caf::typed_response_promise<placement>>>>
-    after_down;
+  // Attaches and messages whose user was found dead before his down message
+  // came (he crashed, or rested): redone at it.
+  std::unordered_map<caf::actor_id, std::vector<std::function<void()>>> after_down;
+  // Users resting here (group.rest_idle_seconds): what each left, by name.
+  // Still placed here: the next attach or message starts him from it.
+  std::unordered_map<registry::short_name, resting_user, registry::short_name_hash> resting;
+  bool rest_sweep_armed = false;
   // The last good state a failing user left (an encoded parcel): what his
   // restart starts from; kept until he is started again (or written at quit).
   std::unordered_map<std::string, store::bytes> restart_from;
@@ -303,7 +308,82 @@ struct worker_state {
                });
   }
 
+  ~worker_state() {
+    if (!resting.empty() && spec.ctx) {  // what they left goes with the worker, as a live user's state would
+      spec.ctx->metrics.users_resting.fetch_sub(static_cast<std::int64_t>(resting.size()), std::memory_order_relaxed);
+      if (spec.ctx->census)
+        for (auto& [name, left] : resting)
+          caf::anon_send(spec.ctx->census, drop_atom::value, std::string(name.view()));
+    }
+  }
+
+  // -- resting users ------------------------------------------------------------------
+
+  // A user of ours rests: his actor (the sender) left his state and stops.
+  void on_rest(const std::string& user, resting_user_ptr& left) {
+    auto u = users->find(user);
+    if (!left || u == users->end() || caf::actor_cast<caf::strong_actor_ptr>(u->second) != self->current_sender())
+      return;  // not ours any more (dropped, released, fenced): nothing of his is kept
+    users->erase(u);
+    resting.insert_or_assign(user, std::move(*left));
+    spec.ctx->metrics.users_resting.fetch_add(1, std::memory_order_relaxed);
+    arm_rest_sweep();
+  }
+
+  bool hosts(const std::string& user) const { return users->count(user) || resting.count(user); }
+
+  std::uint64_t epoch_of(const std::string& user) const {
+    auto e = epochs.find(user);
+    return e == epochs.end() ? 0 : e->second;
+  }
+
+  // His actor, started again from what he left if he rests; invalid when he is not hosted here.
+  user_handle live(const std::string& user) {
+    if (auto u = users->find(user); u != users->end())
+      return u->second;
+    if (resting.count(user))
+      return start(user, {}, false, epoch_of(user));
+    return {};
+  }
+
+  void arm_rest_sweep() {
+    if (rest_sweep_armed || resting.empty())
+      return;
+    rest_sweep_armed = true;
+    self->delayed_send(caf::actor_cast<worker_handle>(self), std::chrono::seconds(1), rest_atom::value);
+  }
+
+  // A resting user whose idle freeze is due is started again: his own idle
+  // check freezes him at once (so his freeze is the same as anybody's). At
+  // most rest_sweep_batch a sweep: a crowd that went idle together freezes
+  // over a few seconds instead of coming back to life at once.
+  void sweep_resting() {
+    static constexpr std::size_t rest_sweep_batch = 1024;
+    rest_sweep_armed = false;
+    auto now = registry::wall_clock::now();
+    auto idle_after = std::chrono::duration<double>(settings->user_idle_freeze_minutes * 60);
+    auto guest_idle_after = std::min(idle_after, std::chrono::duration<double>(settings->guest_idle_seconds));
+    std::vector<std::string> due;
+    for (auto& [name, left] : resting) {
+      bool empty_guest = left.parcel.empty() && !left.dirty && registry::is_guest(name.view());
+      if (now - std::max(left.clocks.last_activity(), left.started) >= (empty_guest ? guest_idle_after : idle_after))
+        due.emplace_back(name.view());
+      if (due.size() == rest_sweep_batch)
+        break;
+    }
+    for (auto& name : due)
+      live(name);
+    arm_rest_sweep();
+  }
+
   user_handle start(const std::string& user, store::bytes parcel, bool wake, std::uint64_t owner_epoch) {
+    resting_user_ptr resumed;
+    if (auto r = resting.find(user); r != resting.end()) {  // what he left when he rested is all he is
+      resumed = std::make_shared<resting_user>(std::move(r->second));
+      resting.erase(r);
+      spec.ctx->metrics.users_resting.fetch_sub(1, std::memory_order_relaxed);
+      spec.ctx->metrics.user_resumes.fetch_add(1, std::memory_order_relaxed);
+    }
     if (auto r = restart_from.find(user); r != restart_from.end()) {
       if (!r->second.empty()) {  // his last good state wins over his parcel, which is as old or older
         parcel = std::move(r->second);
@@ -327,6 +407,7 @@ struct worker_state {
     us.ctx = spec.ctx;
     us.owner_epoch = owner_epoch;
     us.gate = gate;
+    us.resumed = std::move(resumed);
     epochs[user] = owner_epoch;
     if (auto c = crashes.find(user); c != crashes.end())
       us.restarts = static_cast<std::uint32_t>(c->second.size());
@@ -356,12 +437,12 @@ struct worker_state {
       promise.deliver(make_refusal(errc::group_degraded, gate->text(*retry), *retry));
       return;
     }
-    auto i = users->find(order.user);
-    if (i == users->end() && draining) {  // the commander places him elsewhere on his next request
+    bool hosted = hosts(order.user);
+    if (!hosted && draining) {  // the commander places him elsewhere on his next request
       promise.deliver(make_error(errc::unavailable, "worker " + spec.name + " is being drained"));
       return;
     }
-    if (i == users->end())
+    if (!hosted)
       if (auto retry = quarantined(order.user, steady::now())) {
         count_refusal(refusal_reason::quarantined);
         promise.deliver(make_refusal(errc::user_quarantined,
@@ -371,7 +452,7 @@ struct worker_state {
                                      *retry));
         return;
       }
-    user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake, order.owner_epoch);
+    user_handle h = hosted ? live(order.user) : start(order.user, order.parcel, order.wake, order.owner_epoch);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
       .then([promise, cid = order.cid](placement& p) mutable {
               p.cid = cid;
@@ -381,8 +462,10 @@ struct worker_state {
               if (first_try && err == caf::sec::request_receiver_down) {
                 if (names.count(h.id())) {
                   // His down message is still on its way: what he died of
-                  // (a crash that quarantines him?) is known only then.
-                  after_down[h.id()].emplace_back(std::move(order), std::move(promise));
+                  // (a crash that quarantines him?), or whether he rests, is known only then.
+                  after_down[h.id()].push_back([this, order = std::move(order), promise]() mutable {
+                    attach(std::move(order), std::move(promise), false);
+                  });
                   return;
                 }
                 if (auto j = users->find(order.user); j != users->end() && j->second == h)
@@ -403,23 +486,30 @@ struct worker_state {
       promise.deliver(tell_reply::of(R::unavailable, gate->text(*retry)));
       return;
     }
-    auto i = users->find(order.user);
-    if (i == users->end() && draining) {  // the commander places him elsewhere
+    bool hosted = hosts(order.user);
+    if (!hosted && draining) {  // the commander places him elsewhere
       promise.deliver(tell_reply{tell_reply::not_here, "worker " + spec.name + " is being drained"});
       return;
     }
-    if (i == users->end())
+    if (!hosted)
       if (auto retry = quarantined(order.user, steady::now())) {
         count_refusal(refusal_reason::quarantined);
         promise.deliver(tell_reply::of(R::unavailable, "the recipient is quarantined (his actor crashed too often)"));
         return;
       }
-    user_handle h = i != users->end() ? i->second : start(order.user, order.parcel, order.wake, order.owner_epoch);
+    user_handle h = hosted ? live(order.user) : start(order.user, order.parcel, order.wake, order.owner_epoch);
     self->request(h, spec.ctx->request_timeout(), tell_atom::value, msg)
       .then([promise](tell_reply& r) mutable { promise.deliver(std::move(r)); },
             [this, h, order, msg, promise, first_try](caf::error& err) mutable {
-              // Found dead (his down message not here yet): started afresh once.
-              if (first_try && err == caf::sec::request_receiver_down && !names.count(h.id())) {
+              // Found dead: handed again once, when his down message is here
+              // (he crashed, or rested: then he starts from what he left).
+              if (first_try && err == caf::sec::request_receiver_down) {
+                if (names.count(h.id())) {
+                  after_down[h.id()].push_back([this, order = std::move(order), msg = std::move(msg), promise]() mutable {
+                    tell(std::move(order), std::move(msg), std::move(promise), false);
+                  });
+                  return;
+                }
                 if (auto j = users->find(order.user); j != users->end() && j->second == h)
                   users->erase(j);
                 return tell(std::move(order), std::move(msg), std::move(promise), false);
@@ -474,8 +564,8 @@ struct worker_state {
     if (auto w = after_down.find(dm.source.id()); w != after_down.end()) {
       auto waiting = std::move(w->second);
       after_down.erase(w);
-      for (auto& [order, promise] : waiting)
-        attach(std::move(order), std::move(promise), false);
+      for (auto& redo : waiting)
+        redo();
     }
   }
 
@@ -487,7 +577,7 @@ struct worker_state {
       d->second.deliver(true);
       dropping.erase(d);
       restart_from.erase(user);
-      if (!users->count(user))
+      if (!hosts(user))
         epochs.erase(user);
       return;
     }
@@ -496,7 +586,7 @@ struct worker_state {
     if (current)
       users->erase(u);
     if (!dm.reason || dm.reason == caf::exit_reason::user_shutdown || is(dm.reason, errc::wake_failed)) {
-      if (!users->count(user))  // his placement ended; the next one brings its own epoch
+      if (!hosts(user))  // his placement ended (a resting user's goes on); the next one brings its own epoch
         epochs.erase(user);
       return;  // left normally, shut down, or could not wake (his next request retries)
     }
@@ -545,6 +635,8 @@ struct worker_state {
     };
     auto r = std::make_shared<run>(run{{users->begin(), users->end()}, 0, 0, 0, {}, std::nullopt, std::move(done),
                                        cause, stop_failed});
+    for (auto& [name, left] : resting)  // started again when their turn comes (the window bounds them too)
+      r->todo.emplace_back(std::string(name.view()), user_handle{});
     if (timeout.valid()) {  // caf::infinite is the invalid duration
       auto deadline = steady::now();
       deadline += timeout;
@@ -557,6 +649,10 @@ struct worker_state {
   void freeze_more(const std::shared_ptr<Run>& r) {
     while (r->in_flight < freeze_window && r->next < r->todo.size()) {
       auto [name, h] = r->todo[r->next++];
+      if (!h && !(h = live(name))) {  // he rested and left since (froze, retired): nothing of his is here
+        ++r->frozen;
+        continue;
+      }
       ++r->in_flight;
       caf::duration left = caf::infinite;
       if (r->deadline)
@@ -677,6 +773,15 @@ struct worker_state {
   // An operator drops a user: his actor stops at once, without freezing; the
   // answer comes once he is gone (his down message), so nothing of his runs after it.
   caf::result<bool> drop(const std::string& user) {
+    if (auto r = resting.find(user); r != resting.end()) {  // no actor: gone at once
+      resting.erase(r);
+      spec.ctx->metrics.users_resting.fetch_sub(1, std::memory_order_relaxed);
+      restart_from.erase(user);
+      epochs.erase(user);
+      if (spec.ctx->census)
+        self->send(spec.ctx->census, drop_atom::value, user);
+      return true;
+    }
     auto i = users->find(user);
     if (i == users->end())
       return make_error(errc::no_such_user, user);
@@ -702,7 +807,7 @@ struct worker_state {
   actor_probe probe(std::uint64_t query, bool detail) {
     auto p = probe_answer(query, self->mailbox().size(), meter, restarts);
     if (detail) {
-      nlohmann::json d{{"hosted", users->size()}, {"draining", draining}};
+      nlohmann::json d{{"hosted", users->size() + resting.size()}, {"resting", resting.size()}, {"draining", draining}};
       if (admission) {
         d["admits"] = admission->admits();
         d["reason"] = admission->admits() ? nlohmann::json() : nlohmann::json(to_string(static_cast<refusal_reason>(
@@ -764,18 +869,24 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     },
     [=](release_atom, const std::string& user) {
       // The user retires by himself; forget him so the name can be placed afresh.
-      self->state.users->erase(user);
+      auto& st = self->state;
+      st.users->erase(user);
+      if (st.resting.erase(user))
+        st.spec.ctx->metrics.users_resting.fetch_sub(1, std::memory_order_relaxed);
     },
     [=](freeze_atom, const std::string& user) -> caf::result<bool> {
-      auto i = self->state.users->find(user);
-      if (i == self->state.users->end())
+      auto h = self->state.live(user);  // a resting user is started again to freeze as anybody does
+      if (!h)
         return make_error(errc::no_such_user, user);
-      return self->delegate(i->second, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze));
+      return self->delegate(h, freeze_atom::value, static_cast<std::uint8_t>(store::parcel_cause::freeze));
     },
     [=](push_atom, const std::string& user, std::string& path,
         std::string& data) -> caf::result<std::uint32_t, std::uint32_t> {
-      auto i = self->state.users->find(user);
-      if (i == self->state.users->end())
+      auto& st = self->state;
+      if (auto r = st.resting.find(user); r != st.resting.end())  // none of his pages has a channel: never woken for it
+        return {std::uint32_t{0}, static_cast<std::uint32_t>(std::max<std::size_t>(1, r->second.connections.page_count()))};
+      auto i = st.users->find(user);
+      if (i == st.users->end())
         return {std::uint32_t{0}, std::uint32_t{1}};
       return self->delegate(i->second, push_atom::value, std::move(path), std::move(data));
     },
@@ -787,17 +898,26 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
       auto& st = self->state;
       std::vector<std::string> hosted;
       std::vector<std::uint64_t> epochs;
-      hosted.reserve(st.users->size());
-      epochs.reserve(st.users->size());
-      for (auto& [name, h] : *st.users) {
+      hosted.reserve(st.users->size() + st.resting.size());
+      epochs.reserve(st.users->size() + st.resting.size());
+      auto add = [&](const registry::short_name& name) {
         hosted.emplace_back(name.view());
         auto e = st.epochs.find(name);
         epochs.push_back(e == st.epochs.end() ? 0 : e->second);
-      }
+      };
+      for (auto& [name, h] : *st.users)
+        add(name);
+      for (auto& [name, left] : st.resting)
+        add(name);
       return caf::make_result(std::move(hosted), std::move(epochs));
     },
     [=](fence_atom) {
       auto& st = self->state;
+      std::vector<std::string> resting;
+      for (auto& [name, left] : st.resting)
+        resting.emplace_back(name.view());
+      for (auto& name : resting)  // started now: the worker forgets everybody below
+        st.live(name);
       if (st.users->empty())
         return;
       spdlog::warn("worker {}: fenced: {} user(s) freeze and leave; the deposit refuses those placed again elsewhere",
@@ -818,6 +938,8 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](restart_atom, std::string& user, store::bytes& last_good) {
       self->state.restart_from[std::move(user)] = std::move(last_good);
     },
+    [=](rest_atom, const std::string& user, resting_user_ptr& left) { self->state.on_rest(user, left); },
+    [=](rest_atom) { self->state.sweep_resting(); },
     [=](degraded_atom, bool degraded, std::uint32_t retry_after) {
       // Its users check the gate per request; attach checks it for newcomers.
       auto& st = self->state;
@@ -830,7 +952,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
     [=](heartbeat_atom) {
       auto& m = self->state.spec.ctx->metrics;
       worker_vitals v;
-      v.users = self->state.users->size();
+      v.users = self->state.users->size() + self->state.resting.size();
       v.user_restarts = m.user_restarts.load(std::memory_order_relaxed);
       v.user_freezes = m.user_freezes.load(std::memory_order_relaxed);
       v.user_wakes = m.user_wakes.load(std::memory_order_relaxed);

@@ -99,6 +99,10 @@ using worker_handle = caf::typed_actor<
   caf::reacts_to<timer_atom, std::uint64_t, std::uint8_t, std::uint64_t, std::int64_t>,
   caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
   caf::reacts_to<restart_atom, std::string, store::bytes>,
+  caf::reacts_to<rest_atom, std::string, resting_user_ptr>,
+  /// Internal: its resting users' sweep (once a second while any rests):
+  /// one whose idle freeze is due is started again, and freezes.
+  caf::reacts_to<rest_atom>,
   /// Internal: its users' earliest timer (armed for this due time, steady ns) may be due.
   caf::reacts_to<timer_atom, std::int64_t>,
   /// From its group: the group is degraded (true: refuse every user's request

@@ -613,6 +613,9 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
     [=](restart_atom a, std::string& user, store::bytes& last_good) {
       self->state.tell(a, std::move(user), std::move(last_good));
     },
+    // A child's users rest with their own worker, in the child: never here.
+    [=](rest_atom, const std::string&, resting_user_ptr&) {},
+    [=](rest_atom) {},
     [=](degraded_atom a, bool on, std::uint32_t retry_after) {
       self->state.degraded = std::make_pair(on, retry_after);
       self->state.tell(a, on, retry_after);

@@ -529,22 +529,27 @@ void one_frozen_user_burst(server& t, const options& o) {
 
 // S5: memory per idle active user (1 connection, 1 page) at 100,000 users.
 // Every request is a cookieless GET: a new guest with one connection and one
-// page. A guest who never changed his state retires after
-// group.guest_idle_seconds (2 s by default), so the node runs with that set
-// past the run's length (and max_live_users above the users made): the
-// figure is of users that are live when RSS is read, which is checked.
+// page. An idle user rests (group.rest_idle_seconds, 60 s by default; 1 s
+// here, so that the run does not wait a minute): his actor stops and his
+// state, connection and page wait in his worker's memory. The figure is of
+// users all resting when RSS is read, which is checked. A guest who never
+// changed his state retires after group.guest_idle_seconds, so the node runs
+// with that set past the run's length (and max_live_users above the users made).
 void memory_per_user(const fs::path& tmp, const options& o) {
   const int n = o.s5_users;
   for (int run = 0; run < o.runs; ++run) {
     auto t = start_troupe(tmp, "s5-" + std::to_string(run), o,
                           {"--set", "group.default.guest_idle_seconds=3600", "--set",
+                           "group.default.rest_idle_seconds=1", "--set",
                            "limits.max_live_users=" + std::to_string(2 * n + o.users + 1000)});
     http_client ops(t.port);
-    auto live_users = [&] {
-      return prometheus_sample(ops.get("/_troupe/metrics", admin).body, "troupe_actors{kind=\"user\"}").value_or(-1);
+    auto sample = [&](const char* name) {
+      return prometheus_sample(ops.get("/_troupe/metrics", admin).body, name).value_or(-1);
     };
+    auto live_users = [&] { return sample("troupe_actors{kind=\"user\"}"); };
+    auto resting_users = [&] { return sample("troupe_users{state=\"resting\"}"); };
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    const double live_before = live_users();
+    const double live_before = live_users() + resting_users();
     long before = rss_kib(t.proc->pid());
     std::atomic<int> next{0}, failed{0};
     std::vector<std::thread> mint;
@@ -560,20 +565,25 @@ void memory_per_user(const fs::path& tmp, const options& o) {
       th.join();
     if (failed)
       throw std::runtime_error("S5: " + std::to_string(failed.load()) + " requests failed");
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    // Every user made rests within a few seconds (his idle check runs at most 1 s after his rest is due).
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (resting_users() < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     long after = rss_kib(t.proc->pid());
-    const double made = live_users() - live_before;
-    if (made != n)
-      throw std::runtime_error("S5: " + fmt(made) + " user actors were made live, not " + std::to_string(n) +
-                               " (did guests retire?)");
+    const double resting = resting_users(), live = live_users();
+    if (live + resting - live_before != n || resting < n)
+      throw std::runtime_error("S5: " + fmt(live + resting - live_before) + " users were made (" + fmt(resting) +
+                               " resting), not " + std::to_string(n) + " all resting (did guests retire?)");
     // The application's state: notes_state {count, notes} packed, a few bytes.
     const double state_bytes = 16;
     double per_user = (after - before) * 1024.0 / n - state_bytes;
-    add("S5", "memory per idle active user (1 connection, 1 page), " + std::to_string(n) + " users, beyond the state",
+    add("S5", "memory per idle active user (1 connection, 1 page, resting), " + std::to_string(n) +
+                " users, beyond the state",
         "B", 0, "≤ 2,048 B", at_most(2048))
       .values.v.push_back(per_user);
     say("  S5 run " + std::to_string(run + 1) + ": RSS " + fmt(before / 1024.0, 1) + " → " + fmt(after / 1024.0, 1) +
-        " MiB for " + std::to_string(n) + " live users = " + fmt(per_user) + " B/user");
+        " MiB for " + std::to_string(n) + " resting users = " + fmt(per_user) + " B/user");
   }
 }
 

@@ -260,6 +260,7 @@ const std::vector<field<group_settings>>& group_fields() {
     {"cpu_cooling_seconds", &G::cpu_cooling_seconds, positive(max_seconds)},
     {"worker_admission_interval_seconds", &G::worker_admission_interval_seconds, between(0, max_seconds)},
     {"guest_idle_seconds", &G::guest_idle_seconds, positive(max_seconds)},
+    {"rest_idle_seconds", &G::rest_idle_seconds, between(0, max_seconds)},
   };
   return f;
 }

@@ -162,6 +162,10 @@ struct group_settings {
   double cpu_cooling_seconds = 5;           ///< ... and downwards
   double worker_admission_interval_seconds = 1;  ///< a worker that just admitted a newcomer is skipped this long
   double guest_idle_seconds = 2;            ///< a guest who never changed his state is retired after this long idle
+  /// A user idle this long rests: his actor stops and his state waits in his
+  /// worker's memory, encoded, until his next request or message (no disk
+  /// read); 0: never. Only below user_idle_freeze_minutes does it matter.
+  double rest_idle_seconds = 60;
 
   /// The workers the group may grow to: worker_max_number, or max(8, workers) when it is 0.
   int max_workers() const noexcept { return worker_max_number > 0 ? worker_max_number : (workers > 8 ? workers : 8); }

@@ -16,6 +16,8 @@ const char* to_string(user_state s) noexcept {
       return "departing";
     case user_state::frozen:
       return "frozen";
+    case user_state::resting:
+      return "resting";
   }
   return "active";
 }
@@ -68,6 +70,10 @@ void census_model::account(const user_entry& e, int sign) {
 
 void census_model::update(const std::string& name, const user_entry& now) {
   auto [i, fresh] = users_.insert({name, now});
+  // A resting actor's last note can come after his next actor's first
+  // (two senders, no order between them): a newer actor's word stands.
+  if (!fresh && now.state == user_state::resting && i->second.actor > now.actor)
+    return;
   if (!fresh) {
     account(i->second, -1);
     i->second = now;
@@ -80,6 +86,11 @@ void census_model::actor_down(const std::string& name, std::uint64_t actor) {
   if (i == users_.end() || i->second.actor != actor)
     return;
   account(i->second, -1);
+  if (i->second.state == user_state::resting) {  // his state waits in his worker: he is still there
+    i->second.actor = 0;
+    account(i->second, +1);
+    return;
+  }
   if (i->second.state != user_state::frozen) {
     users_.erase(i);
     return;
@@ -314,7 +325,7 @@ json merge_census(json base, const std::vector<census_part>& parts, const census
 
   // Totals: the live users live on one member each, so they add up; the
   // frozen ones are in the shared deposit, which every member lists.
-  json users{{"active", 0}, {"unfreezing", 0}, {"departing", 0}, {"frozen", 0}};
+  json users{{"active", 0}, {"unfreezing", 0}, {"departing", 0}, {"frozen", 0}, {"resting", 0}};
   std::int64_t connections = 0, pages = 0, workers_count = 0, frozen = 0;
   std::map<std::string, json> groups;  // merged by name
   json workers = json::array();
@@ -324,7 +335,7 @@ json merge_census(json base, const std::vector<census_part>& parts, const census
     auto& t = p.doc["totals"];
     if (t.is_object()) {
       auto& u = t["users"];
-      for (const char* k : {"active", "unfreezing", "departing"})
+      for (const char* k : {"active", "unfreezing", "departing", "resting"})  // each rests in one member's worker
         users[k] = users[k].get<std::int64_t>() + int_or(u, k);
       frozen = std::max(frozen, int_or(u, "frozen"));
       connections += int_or(t, "connections");
@@ -359,7 +370,7 @@ json merge_census(json base, const std::vector<census_part>& parts, const census
   }
   users["frozen"] = frozen;
   users["all"] = users["active"].get<std::int64_t>() + users["unfreezing"].get<std::int64_t>() +
-                 users["departing"].get<std::int64_t>() + frozen;
+                 users["departing"].get<std::int64_t>() + users["resting"].get<std::int64_t>() + frozen;
   json group_rows = json::array();
   for (auto& [name, g] : groups)
     group_rows.push_back(std::move(g));

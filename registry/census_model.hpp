@@ -23,10 +23,11 @@
 
 namespace troupe::registry {
 
-/// A user's state in the census.
-enum class user_state : std::uint8_t { active, unfreezing, departing, frozen };
+/// A user's state in the census. `resting`: idle, his actor stopped and his
+/// state kept encoded by his worker, in memory (group.rest_idle_seconds).
+enum class user_state : std::uint8_t { active, unfreezing, departing, frozen, resting };
 
-constexpr std::size_t user_state_count = 4;
+constexpr std::size_t user_state_count = 5;
 
 const char* to_string(user_state s) noexcept;
 
@@ -48,7 +49,7 @@ struct user_entry {
   std::uint32_t connections = 0;
   std::uint32_t pages = 0;
   std::uint32_t restarts = 0;
-  std::uint64_t actor = 0;  ///< the live actor's id, 0 when he has none (frozen)
+  std::uint64_t actor = 0;  ///< the live actor's id, 0 when he has none (frozen, resting)
 
   static constexpr std::uint16_t no_worker = 0xffff;
 };

@@ -145,8 +145,8 @@ fetched http_get(const target_url& t, const std::string& token, const std::strin
 std::string counts(const json& users) {
   std::ostringstream o;
   o << users.value("all", 0) << " users (" << users.value("active", 0) << " active, " << users.value("frozen", 0)
-    << " frozen, " << users.value("unfreezing", 0) << " unfreezing, " << users.value("departing", 0)
-    << " departing)";
+    << " frozen, " << users.value("resting", 0) << " resting, " << users.value("unfreezing", 0) << " unfreezing, "
+    << users.value("departing", 0) << " departing)";
   return o.str();
 }
 

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 namespace troupe {
@@ -17,9 +18,8 @@ struct binding {
   caf::actor user;
 };
 
-struct channel_state {
-  static const char* name;
-  channel_link link;
+struct socket_entry {
+  channel_link_ptr link;
   // A socket carries the pages of one connection, a handful: a vector.
   std::vector<binding> bound;
 
@@ -29,55 +29,88 @@ struct channel_state {
   }
 };
 
-const char* channel_state::name = "troupe.channel";
+struct hub_state {
+  static const char* name;
+  node_metrics* metrics = nullptr;
+  std::unordered_map<std::uint64_t, socket_entry> sockets;
 
-channel_handle::behavior_type channel_impl(channel_handle::stateful_pointer<channel_state> self, channel_link link) {
-  self->state.link = std::move(link);
-  self->set_exit_handler([self](const caf::exit_msg& msg) {
-    // The socket went: its bindings go with it, in their users' records too.
-    for (auto& b : self->state.bound)
-      self->send(caf::actor_cast<user_handle>(b.user), unbind_atom::value, b.cid, b.page,
-                 caf::actor_cast<caf::actor>(self));
-    self->state.bound.clear();
+  socket_entry* find(std::uint64_t socket) {
+    auto i = sockets.find(socket);
+    return i == sockets.end() ? nullptr : &i->second;
+  }
+};
+
+const char* hub_state::name = "troupe.channel_hub";
+
+channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<hub_state> self,
+                                           node_metrics* metrics) {
+  self->state.metrics = metrics;
+  // A socket's bindings go with it, in their users' records too.
+  auto forget = [self](std::uint64_t socket, socket_entry& e) {
+    channel_ref ref{caf::actor_cast<caf::actor>(self), socket};
+    for (auto& b : e.bound)
+      self->send(caf::actor_cast<user_handle>(b.user), unbind_atom::value, b.cid, b.page, ref);
+  };
+  self->set_exit_handler([self, forget](const caf::exit_msg& msg) {
+    for (auto& [socket, e] : self->state.sockets)
+      forget(socket, e);
+    self->state.sockets.clear();
     self->quit(msg.reason);
   });
   return {
-    [=](bind_atom, std::string& cid, std::string& page, caf::actor& user) {
-      auto& st = self->state;
-      if (auto* b = st.find(page)) {
+    [=](bind_atom, std::uint64_t socket, std::string& cid, std::string& page, caf::actor& user) {
+      auto* e = self->state.find(socket);
+      if (!e) {  // closed meanwhile: the user learns it as from any socket that goes
+        socket_entry gone;
+        gone.bound.push_back(binding{std::move(cid), std::move(page), std::move(user)});
+        return forget(socket, gone);
+      }
+      if (auto* b = e->find(page)) {
         b->cid = std::move(cid);
         b->user = std::move(user);
       } else {
-        st.bound.push_back(binding{std::move(cid), std::move(page), std::move(user)});
+        e->bound.push_back(binding{std::move(cid), std::move(page), std::move(user)});
       }
     },
-    [=](unbind_atom, const std::string& page) {
-      auto& v = self->state.bound;
-      v.erase(std::remove_if(v.begin(), v.end(), [&](const binding& b) { return b.page == page; }), v.end());
+    [=](unbind_atom, std::uint64_t socket, const std::string& page) {
+      if (auto* e = self->state.find(socket))
+        e->bound.erase(std::remove_if(e->bound.begin(), e->bound.end(), [&](const binding& b) { return b.page == page; }),
+                       e->bound.end());
     },
     [=](push_atom, channel_push& p) -> bool {
       auto& st = self->state;
-      auto* b = st.find(p.page);
+      auto* e = st.find(p.socket);
+      auto* b = e ? e->find(p.page) : nullptr;
       if (!b || b->cid != p.cid)  // not this socket's page (gone, rebound, another connection's)
         return false;
       std::size_t dropped = 0;
-      auto r = st.link.outbox->offer(std::move(p.frame), &dropped);
-      if (dropped && st.link.metrics)
-        st.link.metrics->channel.overflow_drops.fetch_add(dropped, std::memory_order_relaxed);
+      auto r = e->link->outbox->offer(std::move(p.frame), &dropped);
+      if (dropped)
+        st.metrics->channel.overflow_drops.fetch_add(dropped, std::memory_order_relaxed);
       using res = channel_outbox::offer_result;
-      if (r == res::overflow && st.link.metrics)
-        st.link.metrics->channel.overflow_closes.fetch_add(1, std::memory_order_relaxed);
+      if (r == res::overflow)
+        st.metrics->channel.overflow_closes.fetch_add(1, std::memory_order_relaxed);
       if (r == res::queued || r == res::overflow)
-        st.link.wake();
+        e->link->wake();
       return r == res::queued;
+    },
+    [=](socket_open_atom, std::uint64_t socket, channel_link_ptr& link) {
+      self->state.sockets[socket].link = std::move(link);
+    },
+    [=](socket_closed_atom, std::uint64_t socket) {
+      auto& sockets = self->state.sockets;
+      if (auto i = sockets.find(socket); i != sockets.end()) {
+        forget(socket, i->second);
+        sockets.erase(i);
+      }
     },
   };
 }
 
 }  // namespace
 
-channel_handle spawn_channel_actor(caf::actor_system& sys, channel_link link) {
-  return sys.spawn(channel_impl, std::move(link));
+channel_hub_handle spawn_channel_hub(caf::actor_system& sys, node_metrics& metrics) {
+  return sys.spawn(hub_impl, &metrics);
 }
 
 }  // namespace troupe

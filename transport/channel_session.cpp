@@ -11,6 +11,7 @@
 #include <boost/beast/websocket.hpp>
 #include <caf/all.hpp>
 
+#include <array>
 #include <list>
 #include <unordered_map>
 
@@ -46,8 +47,8 @@ public:
 
   ~channel_session() {
     outbox_->close();
-    if (actor_)  // its exit handler tells the users whose pages were bound here
-      caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+    if (socket_)  // the hub tells the users whose pages were bound here
+      caf::anon_send(front_.channel_hub(), socket_closed_atom::value, socket_);
     if (counted_)
       metrics_.channel.sockets.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -112,23 +113,29 @@ private:
     do_read();
   }
 
+  // A message is read in chunks into `message_`: a read waiting on an idle
+  // socket holds only the session's small chunk (a dynamic buffer would be
+  // prepared at ~1.5 KB and held for as long as the socket is silent). Beast
+  // still bounds the whole message (read_message_max: 1009 past it).
   void do_read() {
-    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+    ws_.async_read_some(net::buffer(chunk_),
+                        [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->on_read(ec, n); });
   }
 
-  void on_read(beast::error_code ec) {
+  void on_read(beast::error_code ec, std::size_t n) {
     if (ec)  // closed, idle past channel.idle_timeout_seconds, too big (Beast sent 1009), or cut
       return finish();
+    message_.append(chunk_.data(), n);
+    if (!ws_.is_message_done())
+      return do_read();
     metrics_.channel.frames_in.fetch_add(1, std::memory_order_relaxed);
+    auto text = std::move(message_);
+    std::string().swap(message_);  // an idle socket keeps no message buffer
     if (!ws_.got_text()) {
-      in_.consume(in_.size());
       bad_frame(nullptr, "binary frames are not understood: send a JSON envelope as text");
       return do_read();
     }
-    auto parsed = parse_envelope(beast::buffers_to_string(in_.data()));
-    in_.consume(in_.size());
-    if (in_.capacity() > 4096)  // a large frame's buffer is not kept by an idle socket
-      in_.shrink_to_fit();
+    auto parsed = parse_envelope(text);
     if (auto* err = std::get_if<envelope_error>(&parsed))
       bad_frame(err->id, err->text);
     else
@@ -164,17 +171,17 @@ private:
     if (ctx.serving && !ctx.serving->may_serve())
       return answered(e, error_response(503, "this node is not serving: it is not in contact with the cluster's "
                                              "majority", 1));
-    if (!actor_) {  // activated by the first call: a socket that only listens costs no actor until then
-      channel_link link;
-      link.outbox = outbox_;
-      link.metrics = &metrics_;
-      link.wake = [weak = weak_from_this(), ex = ws_.get_executor()] {
+    if (!socket_) {  // registered with the hub at the first call: a socket that only listens costs it nothing
+      auto link = std::make_shared<channel_link>();
+      link->outbox = outbox_;
+      link->wake = [weak = weak_from_this(), ex = ws_.get_executor()] {
         net::post(ex, [weak] {
           if (auto self = weak.lock())
             self->kick();
         });
       };
-      actor_ = spawn_channel_actor(front_.bridge()->home_system(), std::move(link));
+      socket_ = front_.next_channel_socket();
+      caf::anon_send(front_.channel_hub(), socket_open_atom::value, socket_, std::move(link));
     }
     auto req = std::make_shared<http_request>();
     req->method = e.method;
@@ -185,7 +192,7 @@ private:
     req->body = std::move(e.body);
     req->cid = cid_;
     req->page = e.page;
-    req->channel = caf::actor_cast<caf::actor>(actor_);
+    req->channel = channel_ref{caf::actor_cast<caf::actor>(front_.channel_hub()), socket_};
     auto timeout = front_.limits().request_timeout;
     req->deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch() + timeout)
@@ -275,8 +282,9 @@ private:
   node_metrics& metrics_;
   std::string cid_;
   std::shared_ptr<channel_outbox> outbox_;
-  channel_handle actor_;
-  beast::flat_buffer in_;
+  std::uint64_t socket_ = 0;  // its number at the front's channel hub; 0: not registered yet
+  std::array<char, 256> chunk_;
+  std::string message_;
   std::string writing_;
   bool writing_now_ = false;
   bool closed_ = false;

@@ -1090,7 +1090,10 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
     forwarder_(std::move(forwarder)),
     local_node_(forwarder_ ? forwarder_.node() : caf::node_id{}),
     routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
-    main_(ioc_, false) {}
+    main_(ioc_, false) {
+  if (bridge_)
+    channel_hub_ = spawn_channel_hub(bridge_->home_system(), ctx_->metrics);
+}
 
 front::~front() {
   stop();
@@ -1372,6 +1375,8 @@ void front::stop() {
     if (t.joinable())
       t.join();
   threads_.clear();
+  if (channel_hub_)  // no socket is left: the actor system's shutdown does not wait for it
+    caf::anon_send_exit(channel_hub_, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace troupe

@@ -9,6 +9,7 @@
 #include "actors/node_context.hpp"
 #include "actors/rate_limited_log.hpp"
 #include "transport/bridge.hpp"
+#include "transport/channel_actor.hpp"
 #include "transport/forwarder.hpp"
 #include "transport/route_cache.hpp"
 #include "transport/tls_credentials.hpp"
@@ -100,6 +101,9 @@ public:
   /// True when `actor` lives on another node: its requests go through the forwarder.
   bool is_remote(const caf::actor& actor) const noexcept { return forwarder_ && actor.node() != local_node_; }
   const forwarder_handle& forwarder() const noexcept { return forwarder_; }
+  /// The actor of this front's channel sockets (transport/channel_actor.hpp), and their numbers.
+  const channel_hub_handle& channel_hub() const noexcept { return channel_hub_; }
+  std::uint64_t next_channel_socket() noexcept { return channel_sockets_.fetch_add(1, std::memory_order_relaxed) + 1; }
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   /// True when the admin surface is on and `presented` is its token (constant-time compare).
   bool admin_token_matches(std::string_view presented) const noexcept;
@@ -145,6 +149,8 @@ private:
   front_limits limits_;
   bridge_handle bridge_;
   forwarder_handle forwarder_;
+  channel_hub_handle channel_hub_;
+  std::atomic<std::uint64_t> channel_sockets_{0};
   caf::node_id local_node_;  // the forwarder's: this node
   std::shared_ptr<route_cache> routes_;
   // Declared before the io_context: sessions still queued in it when it is

@@ -78,20 +78,22 @@ TEST_F(messages, http_request_round_trips) {
   expect_same(through_message(sample_request()), sample_request());
 }
 
-// A channel call carries its socket actor (actors/channel.hpp); a push names its page.
+// A channel call carries its socket (its front's hub and number, actors/channel.hpp); a push names socket and page.
 TEST_F(messages, channel_call_and_push_round_trip) {
-  auto socket = sys->spawn([]() -> caf::behavior { return {[](int) {}}; });
+  auto hub = sys->spawn([]() -> caf::behavior { return {[](int) {}}; });
   auto req = sample_request();
-  req.channel = socket;
+  req.channel = channel_ref{hub, 42};
   auto back = through_message(req);
   expect_same(back, req);
-  EXPECT_EQ(back.channel, socket);
+  EXPECT_EQ(back.channel, (channel_ref{hub, 42}));
+  EXPECT_NE(back.channel, (channel_ref{hub, 43})) << "another socket of the same hub";
   EXPECT_FALSE(round_trip(sample_request()).channel);  // an HTTP request carries none
-  auto p = through_message(channel_push{"cid-1", "tab", R"({"push":"/x","data":1})"});
+  auto p = through_message(channel_push{42, "cid-1", "tab", R"({"push":"/x","data":1})"});
+  EXPECT_EQ(p.socket, 42u);
   EXPECT_EQ(p.cid, "cid-1");
   EXPECT_EQ(p.page, "tab");
   EXPECT_EQ(p.frame, R"({"push":"/x","data":1})");
-  caf::anon_send_exit(socket, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(hub, caf::exit_reason::user_shutdown);
 }
 
 TEST_F(messages, http_response_round_trips) {

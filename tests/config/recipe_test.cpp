@@ -235,6 +235,14 @@ TEST(recipe, max_forwarded_requests_comes_from_the_file_and_from_set) {
   EXPECT_EQ(load_recipe(s).limits.max_forwarded_requests, 3u);
 }
 
+TEST(recipe, rest_idle_seconds_defaults_to_a_minute_and_0_turns_resting_off) {
+  temp_dir dir;
+  EXPECT_DOUBLE_EQ(from_file(dir, "").groups.front().rest_idle_seconds, 60);
+  recipe_sources s;
+  s.sets = {"group.default.rest_idle_seconds=0"};
+  EXPECT_DOUBLE_EQ(load_recipe(s).group("default")->rest_idle_seconds, 0);
+}
+
 TEST(recipe, max_message_bytes_defaults_to_64_KiB_and_comes_from_the_file_and_from_set) {
   temp_dir dir;
   EXPECT_EQ(from_file(dir, "").limits.max_message_bytes, 65536u);
@@ -541,6 +549,7 @@ TEST(recipe_errors, out_of_range_values_name_their_key) {
     {"limits.read_timeout_seconds", "0", "must be greater than 0"},
     {"limits.read_timeout_seconds", "1e12", "must be at most"},
     {"limits.user_queue_length", "0", "must be at least 1"},
+    {"group.default.rest_idle_seconds", "-1", "must be at least 0"},
     {"limits.max_pages_per_connection", "0", "must be at least 1"},
     {"limits.max_unauthenticated_consoles", "0", "must be at least 1"},
     {"limits.max_forwarded_requests", "0", "must be at least 1"},

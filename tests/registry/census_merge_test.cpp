@@ -13,7 +13,7 @@ using nlohmann::json;
 namespace {
 
 json counts(int active, int frozen) {
-  return {{"all", active + frozen}, {"active", active}, {"unfreezing", 0}, {"departing", 0}, {"frozen", frozen}};
+  return {{"all", active + frozen}, {"active", active}, {"unfreezing", 0}, {"departing", 0}, {"frozen", frozen}, {"resting", 0}};
 }
 
 json user(const std::string& name, bool live, const std::string& worker = "default-w1") {

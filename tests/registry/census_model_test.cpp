@@ -187,3 +187,32 @@ TEST(census_model, pages_agree_with_a_scan_for_any_filter) {
     EXPECT_EQ(p.next.has_value(), offset + limit < expected.size());
   }
 }
+
+TEST(census_model, a_resting_user_stays_on_his_worker_without_an_actor) {
+  census_model m;
+  auto w = m.worker_number("default-w1");
+  m.update("carl", live(w, user_state::active, 20, 1, 1));
+  m.update("carl", live(w, user_state::resting, 20, 1, 1));
+  m.actor_down("carl", 20);  // his actor stopped to rest: he is still there
+  ASSERT_NE(m.find("carl"), nullptr);
+  EXPECT_EQ(m.find("carl")->state, user_state::resting);
+  EXPECT_EQ(m.find("carl")->actor, 0u);
+  EXPECT_EQ(m.find("carl")->worker, w);
+  EXPECT_EQ(m.totals().users[user_state::resting], 1);
+  EXPECT_EQ(m.worker_totals(w).users.all(), 1);
+  EXPECT_EQ(m.totals().pages, 1);
+
+  // Started again: the new actor's note replaces it.
+  m.update("carl", live(w, user_state::active, 21, 1, 1));
+  EXPECT_EQ(m.find("carl")->actor, 21u);
+  EXPECT_EQ(m.totals().users[user_state::resting], 0);
+  EXPECT_EQ(m.totals().users[user_state::active], 1);
+
+  // An older actor's late "resting" note does not overwrite the newer actor's word.
+  m.update("carl", live(w, user_state::resting, 20, 1, 1));
+  EXPECT_EQ(m.find("carl")->state, user_state::active);
+  EXPECT_EQ(m.find("carl")->actor, 21u);
+  EXPECT_EQ(m.totals().users.all(), 1);
+  EXPECT_STREQ(to_string(user_state::resting), "resting");
+  EXPECT_EQ(user_state_from("resting"), user_state::resting);
+}
