@@ -35,7 +35,7 @@ install(TARGETS ${troupe_modules} troupe_asio troupe_troupe EXPORT troupeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 # `cmake --install --strip` (and cpack, CPACK_STRIP_FILES) strips the binary; CMake
 # leaves static libraries alone, so their debug info goes here: -g1 makes them
-# five times larger (258 MB, 49 MB without).
+# five times larger (270 MB, 54 MB without).
 install(CODE "
   if(CMAKE_INSTALL_DO_STRIP)
     file(GLOB _troupe_archives \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/libtroupe_*.a\")
