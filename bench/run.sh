@@ -23,5 +23,7 @@ fi
 if [ ! -d bench/express/node_modules ]; then
   (cd bench/express && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# setup.sh builds the node only and leaves the benchmarks off in a fresh build/.
+cmake -S . -B build -DTROUPE_BUILD_BENCH=ON > /dev/null
 cmake --build build --target troupe_bench
 exec build/bin/troupe_bench "$@"

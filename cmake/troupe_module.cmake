@@ -1,15 +1,25 @@
 # troupe_module(NAME SOURCES ... DEPS ...): one library target per module, troupe::NAME.
 # Headers live next to the sources; everything includes from the repository root
-# ("actors/user.hpp"), so a module needs no include/ directory of its own.
+# ("actors/user.hpp"), so a module needs no include/ directory of its own. Only
+# include/troupe/ (the app API) is installed: the installed libraries show an
+# application that one directory, never the internal module paths.
 function(troupe_module name)
   cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
   add_library(troupe_${name} STATIC ${M_SOURCES})
   add_library(troupe::${name} ALIAS troupe_${name})
-  target_include_directories(troupe_${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(troupe_${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  # msgpack without its Boost adaptors: <troupe/troupe.hpp> preprocesses to a
+  # fifth less (docs/install.md). PUBLIC, so that every translation unit of a
+  # program — troupe's and the application's — sees msgpack the same way.
+  target_compile_definitions(troupe_${name} PUBLIC MSGPACK_NO_BOOST)
   target_link_libraries(troupe_${name} PUBLIC ${M_DEPS})
+  set_property(GLOBAL APPEND PROPERTY TROUPE_MODULES troupe_${name})
 endfunction()
 
 # troupe_test(MODULE FILE... DEPS ...): one GoogleTest binary per module, tests/MODULE.
+# (Only with TROUPE_BUILD_TESTS.)
 function(troupe_test module)
   cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   set(bin ${module}_tests)

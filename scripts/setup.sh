@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # Installs the Debian packages troupe needs (only the missing ones), then
-# configures and builds everything into build/. Used by run.sh and test.sh;
-# `setup.sh --tests` also installs what the tests need beyond the build
-# (chromium: the console's end-to-end test; wrk: the benchmark harness's smoke run;
-# clang and libclang-rt-14-dev, its libFuzzer and sanitizer runtimes: the fuzz targets;
-# postgresql: a throwaway server for the PostgreSQL deposit's tests, never a system service;
-# openssl: the CLI the TLS tests make their certificates with).
+# configures build/ and builds into it. Used by run.sh and test.sh.
+#   setup.sh          the node binary only (`--target troupe`): what run.sh runs. A
+#                     build/ configured here the first time has the tests and the
+#                     benchmarks off (TROUPE_BUILD_TESTS, TROUPE_BUILD_BENCH; no GoogleTest);
+#                     one test.sh configured keeps them (they are just not built).
+#   setup.sh --tests  everything, tests and benchmarks on; also installs what the tests
+#                     need beyond the build (libgtest-dev; chromium: the console's
+#                     end-to-end test; wrk: the benchmark harness's smoke run; clang and
+#                     libclang-rt-14-dev, its libFuzzer and sanitizer runtimes: the fuzz
+#                     targets; postgresql: a throwaway server for the PostgreSQL deposit's
+#                     tests, never a system service; openssl: the CLI the TLS tests make
+#                     their certificates with; curl: the installed-package test; dpkg-dev:
+#                     dpkg-shlibdeps for the Debian package's test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build ccache pkg-config
           libcaf-dev libboost-dev libssl-dev libmsgpack-cxx-dev libspdlog-dev
-          libgtest-dev libtoml11-dev nlohmann-json3-dev libcli11-dev libpq-dev)
-if [ "${1:-}" = "--tests" ]; then packages+=(chromium wrk clang libclang-rt-14-dev postgresql openssl); fi
+          libtoml11-dev nlohmann-json3-dev libcli11-dev libpq-dev)
+tests=no
+if [ "${1:-}" = "--tests" ]; then
+  tests=yes
+  packages+=(libgtest-dev chromium wrk clang libclang-rt-14-dev postgresql openssl curl dpkg-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,7 +36,17 @@ if ((${#missing[@]})); then
 fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > build.configure.log 2>&1 \
+options=()
+if [ "$tests" = yes ]; then
+  options=(-DTROUPE_BUILD_TESTS=ON -DTROUPE_BUILD_BENCH=ON)
+elif [ ! -f build/CMakeCache.txt ]; then
+  options=(-DTROUPE_BUILD_TESTS=OFF -DTROUPE_BUILD_BENCH=OFF)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" > build.configure.log 2>&1 \
   || { cat build.configure.log; exit 1; }
 rm -f build.configure.log
-cmake --build build -j "$(nproc)"
+if [ "$tests" = yes ]; then
+  cmake --build build -j "$(nproc)"
+else
+  cmake --build build -j "$(nproc)" --target troupe
+fi

@@ -253,7 +253,9 @@ void print_tree(std::ostream& o, const json& c) {
 void add_census_options(CLI::App& cmd, census_flags& f) {
   cmd.add_option("--url", f.url, "the node, e.g. http://127.0.0.1:8080 or https://node.example:8443")->required();
   cmd.add_option("--cacert", f.cacert, "https: PEM CA(s) the node's certificate must chain to (default: the system's)");
-  cmd.add_option("--token", f.token, "its admin token (node.admin_token)")->required();
+  cmd.add_option("--token", f.token, "its admin token (node.admin_token); default: $TROUPE_NODE_ADMIN_TOKEN, as the node")
+    ->envname("TROUPE_NODE_ADMIN_TOKEN")
+    ->required();
   auto* as_json = cmd.add_flag("--json", f.json, "print the census JSON");
   auto* as_tree = cmd.add_flag("--tree", f.tree, "print nodes → groups → workers → users with their counts");
   auto* as_top = cmd.add_flag("--top", f.top, "redraw the table every second, like top (Ctrl-C leaves)");

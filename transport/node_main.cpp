@@ -1,5 +1,7 @@
 #include "transport/node_main.hpp"
 
+#include <troupe/version.hpp>
+
 #include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/orchestration_log.hpp"
@@ -654,7 +656,9 @@ int run_node(const node_flags& flags, const app_types& types) {
 
 int node_main(int argc, char** argv, app_types types) {
   CLI::App app{"troupe: an actor-model service platform", "troupe"};
-  app.require_subcommand(1);
+  app.set_version_flag("--version", "troupe " TROUPE_VERSION);
+  // `troupe` alone is a question, not a mistake: the usage on stdout, exit 0.
+  app.require_subcommand(0, 1);
   node_flags flags;
   auto* node = app.add_subcommand("node", "run a node serving user actors over HTTP");
   node->add_option("--listen", flags.listen, "HOST:PORT to listen on (node.listen)");
@@ -679,6 +683,8 @@ int node_main(int argc, char** argv, app_types types) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);  // "troupe 0.2.0" on stdout, exit 0
   } catch (const CLI::ParseError& e) {
     return usage_error(e.what());
   }
@@ -688,7 +694,8 @@ int node_main(int argc, char** argv, app_types types) {
     return run_census(cflags);
   if (worker->parsed())
     return run_worker_process(wflags, types);
-  return usage_error("unknown command");
+  std::cout << app.help();
+  return 0;
 }
 
 }  // namespace troupe

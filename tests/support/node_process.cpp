@@ -142,7 +142,7 @@ node_process::node_process(std::vector<std::string> extra_args, node_options opt
   fs::create_directories(deposit_);
   stderr_path_ = dir_ + "/node.stderr.log";
 
-  argv_ = {troupe_binary(), "node"};
+  argv_ = opts.command.empty() ? std::vector<std::string>{troupe_binary(), "node"} : opts.command;
   if (opts.with_listen) {
     argv_.push_back("--listen");
     argv_.push_back("127.0.0.1:0");

@@ -35,6 +35,9 @@ struct node_options {
   std::chrono::milliseconds start_timeout{15000};
   bool with_deposit = true;   // pass --deposit <temp dir>/deposit
   bool with_listen = true;    // pass --listen 127.0.0.1:0
+  // The program and its first arguments, instead of {TROUPE_BIN, "node"} (e.g.
+  // {"/bin/bash", "scripts/run.sh"}): whatever prints the node's ready line.
+  std::vector<std::string> command;
 };
 
 class node_process {
