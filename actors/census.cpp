@@ -4,6 +4,7 @@
 #include "actors/orchestration_log.hpp"
 #include "cluster/agent.hpp"
 #include "registry/census_model.hpp"
+#include "registry/clocks.hpp"
 #include "registry/short_name.hpp"
 #include "registry/ids.hpp"
 #include "registry/restart_intensity.hpp"

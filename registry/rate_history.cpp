@@ -89,7 +89,7 @@ std::string iso_utc(std::int64_t unix_ms) {
   auto ms = static_cast<int>(unix_ms - static_cast<std::int64_t>(secs) * 1000);
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
-  char buf[40];
+  char buf[96];
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
   return buf;
