@@ -257,8 +257,8 @@ std::vector<std::string> top_view::frame() const {
   out.push_back(trim(fit_cells(header_, width_)));
   out.push_back(trim(fit_cells(totals_, width_)));
   const char* sorted = order_ == order::handled_rate ? "handled/s" : order_ == order::mailbox ? "mailbox" : "service";
-  std::string help = std::string("sorted by ") + sorted + " (keys: h handled/s, m mailbox, s service, q quit); " +
-                     std::to_string(rows_.size()) + " of " + std::to_string(matched_) + " users";
+  std::string help = std::to_string(rows_.size()) + " of " + std::to_string(matched_) + " users, sorted by " + sorted +
+                     " (keys: h handled/s, m mailbox, s service, q quit)";
   out.push_back(trim(fit_cells(help, width_)));
   std::string head;
   for (std::size_t i = 0; i < cols.size(); ++i)
