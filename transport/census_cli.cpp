@@ -180,20 +180,37 @@ void print_header(std::ostream& o, const json& c) {
 void print_table(std::ostream& o, const json& c) {
   print_header(o, c);
   o << "matched " << c.value("matched", 0) << "\n\n";
-  char line[512];
-  std::snprintf(line, sizeof line, "%-32s %-10s %-16s %5s %5s %7s %9s %10s", "NAME", "STATE", "PARENT", "CONNS",
-                "PAGES", "MAILBOX", "HANDLED", "SERVICE_MS");
-  o << line << "\n";
-  for (auto& row : c["actors"]) {
-    std::string service = row.contains("service_us") ? std::to_string(row["service_us"].get<std::uint64_t>() / 1000)
-                                                     : "-";
-    auto conns = row.contains("connections") && row["connections"].is_number() ? row["connections"].dump()
-                                                                               : cell(row, "connections");
-    std::snprintf(line, sizeof line, "%-32s %-10s %-16s %5s %5s %7s %9s %10s", cell(row, "name").c_str(),
-                  cell(row, "state").c_str(), cell(row, "parent").c_str(), conns.c_str(),
-                  row.contains("pages") && row["pages"].is_number() ? row["pages"].dump().c_str() : "-",
-                  cell(row, "mailbox").c_str(), cell(row, "handled").c_str(), service.c_str());
+  // Aligned by display width (a guest's name ends with "…"), times for people (µs under a millisecond).
+  struct column {
+    const char* title;
+    int width;
+    bool right;
+  };
+  static const column cols[] = {{"NAME", 32, false},   {"STATE", 10, false},  {"PARENT", 24, false},
+                                {"CONNS", 5, true},    {"PAGES", 5, true},    {"MAILBOX", 7, true},
+                                {"HANDLED", 9, true},  {"SERVICE", 10, true}, {"PER REQ", 9, true}};
+  auto print = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      line += (i ? " " : "") + fit_cells(cells[i], cols[i].width, cols[i].right);
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
     o << line << "\n";
+  };
+  std::vector<std::string> head;
+  for (auto& col : cols)
+    head.push_back(col.title);
+  print(head);
+  auto number = [](const json& row, const char* key) {
+    return row.contains(key) && row[key].is_number() ? row[key].dump() : cell(row, key);
+  };
+  for (auto& row : c["actors"]) {
+    bool timed = row.contains("service_us") && row["service_us"].is_number();
+    auto service_us = timed ? row["service_us"].get<double>() : 0.0;
+    auto handled = row.contains("handled") && row["handled"].is_number() ? row["handled"].get<double>() : 0.0;
+    print({cell(row, "name"), cell(row, "state"), cell(row, "parent"), number(row, "connections"), number(row, "pages"),
+           cell(row, "mailbox"), cell(row, "handled"), timed ? human_duration_us(service_us) : "-",
+           timed && handled > 0 ? human_duration_us(service_us / handled) : "-"});
   }
 }
 
