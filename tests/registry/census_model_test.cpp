@@ -187,3 +187,26 @@ TEST(census_model, pages_agree_with_a_scan_for_any_filter) {
     EXPECT_EQ(p.next.has_value(), offset + limit < expected.size());
   }
 }
+
+TEST(census_model, counts_guests_apart_from_named_users_through_a_life) {
+  census_model m;
+  auto w = m.worker_number("default-w1");
+  auto g1 = guest_name("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), g2 = guest_name("BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB");
+  m.update(g1, live(w, user_state::active, 1));
+  m.update(g2, live(w, user_state::active, 2));
+  m.update("alice", live(w, user_state::active, 3));
+  EXPECT_EQ(m.totals().users.all(), 3);
+  EXPECT_EQ(m.totals().guests, 2);
+  EXPECT_EQ(m.worker_totals(w).guests, 2);
+  m.update(g1, live(w, user_state::departing, 1));  // a change of state is no new guest
+  EXPECT_EQ(m.totals().guests, 2);
+  m.actor_down(g1, 1);  // he retired
+  EXPECT_EQ(m.totals().guests, 1);
+  m.add_frozen(guest_name("CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC"));  // found in the deposit
+  EXPECT_EQ(m.totals().guests, 2);
+  EXPECT_EQ(m.worker_totals(w).guests, 1);  // a frozen guest is on no worker
+  m.erase(g2);
+  m.erase("alice");
+  EXPECT_EQ(m.totals().guests, 1);
+  EXPECT_EQ(m.totals().users.all(), 1);
+}
