@@ -1,6 +1,7 @@
 #include "actors/app.hpp"
 
 #include "actors/messages.hpp"
+#include "actors/metrics.hpp"  // route_key
 #include "registry/ids.hpp"
 #include "registry/url.hpp"
 
@@ -202,6 +203,11 @@ router& router::on(std::string_view method, std::string_view pattern, handler h)
   return *this;
 }
 
+void router::name_routes(const std::string& type) {
+  for (auto& r : routes_)
+    r.key = route_key(type, r.method, r.pattern);
+}
+
 router::match router::find(std::string_view method, std::string_view path) const {
   match result;
   std::vector<std::string_view> parts;
@@ -230,6 +236,7 @@ router::match router::find(std::string_view method, std::string_view path) const
       continue;
     }
     result.target = &r.fn;
+    result.key = &r.key;
     result.params = std::move(params);
     result.other_method = false;
     return result;

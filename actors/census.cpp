@@ -4,6 +4,7 @@
 #include "actors/orchestration_log.hpp"
 #include "cluster/agent.hpp"
 #include "registry/census_model.hpp"
+#include "registry/clocks.hpp"
 #include "registry/short_name.hpp"
 #include "registry/ids.hpp"
 #include "registry/restart_intensity.hpp"
@@ -208,6 +209,8 @@ struct census_state {
   json totals_json() const {
     auto& t = model.totals();
     return {{"users", counts_json(t.users)},
+            {"guests", t.guests},
+            {"named", t.users.all() - t.guests},
             {"connections", t.connections},
             {"pages", t.pages},
             {"workers", workers.size()},
@@ -265,6 +268,7 @@ struct census_state {
     return {{"id", "user:" + name},
             {"kind", "user"},
             {"name", shown_user_name(name)},
+            {"guest", registry::is_guest(name)},
             {"parent", e.worker == registry::user_entry::no_worker ? json(nullptr)
                                                                    : json("worker:" + model.worker_name(e.worker))},
             {"actor", live ? json(e.actor) : json(nullptr)},
@@ -501,6 +505,25 @@ struct census_state {
     done(std::move(doc));
   }
 
+  // The console's rates and per-route figures (this node's): the newest
+  // sample only, the console keeps its own chart from GET /_troupe/history and
+  // these (a whole history in every snapshot would make every patch huge).
+  void add_console_figures(json& doc) const {
+    std::optional<registry::rate_sample> latest;
+    {
+      std::lock_guard<std::mutex> lock(ctx->metrics.history_mutex);
+      latest = ctx->metrics.history.latest();
+    }
+    doc["rates"] = latest ? registry::to_json(*latest) : json(nullptr);
+    doc["routes"] = ctx->metrics.routes_json();
+  }
+
+  // Once a second: the node's counters into its history.
+  void sample_history() {
+    auto now = std::chrono::duration_cast<std::chrono::milliseconds>(registry::wall_clock::now().time_since_epoch());
+    ctx->metrics.sample_history(now.count());
+  }
+
   static std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
   // -- queries --------------------------------------------------------------------------
@@ -531,6 +554,7 @@ struct census_state {
       return answer(std::move(pq));
     }
     pq.doc = json{{"census", std::move(*doc)}, {"detail", nullptr}, {"log", log_json(console_log_lines)}};
+    add_console_figures(pq.doc);
     if (!q.open.empty())
       if (auto d = detail_json(q.open, pq, "/detail"))
         pq.doc["detail"] = std::move(*d);
@@ -726,6 +750,7 @@ struct census_state {
     }
     auto snapshot = std::make_shared<json>(
       json{{"census", std::move(doc)}, {"detail", nullptr}, {"log", log_json(console_log_lines)}});
+    add_console_figures(*snapshot);
     if (q.open.empty()) {
       run->promise.deliver(dump(*snapshot));
       return;
@@ -824,6 +849,8 @@ census_handle::behavior_type census_impl(census_handle::stateful_pointer<census_
   st.ctx = std::move(ctx);
   st.log = std::move(log);
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
+  self->state.sample_history();  // the baseline: the first rates come a second later
+  self->delayed_send(self, std::chrono::seconds(1), history_atom::value);
   return {
     [=](note_atom, census_note& note) { self->state.on_note(note); },
     [=](actor_probe& p) { self->state.on_probe(p); },
@@ -845,6 +872,10 @@ census_handle::behavior_type census_impl(census_handle::stateful_pointer<census_
     [=](census_atom, part_atom, const census_query& q) { return self->state.part(q); },
     [=](census_atom, part_atom, const std::string& id) { return self->state.part_detail(id); },
     [=](tick_atom, std::uint64_t id) { self->state.on_timeout(id); },
+    [=](history_atom) {
+      self->state.sample_history();
+      self->delayed_send(self, std::chrono::seconds(1), history_atom::value);
+    },
   };
 }
 

@@ -66,6 +66,8 @@ typename Inspector::result_type inspect(Inspector& f, orchestration_entry& x) {
 /// Tells the census its node's cluster agent; asks a member's census for its part.
 using agent_atom = caf::atom_constant<caf::atom("agent")>;
 using part_atom = caf::atom_constant<caf::atom("cpart")>;
+/// Internal: once a second, the node's counters into its rate history.
+using history_atom = caf::atom_constant<caf::atom("history")>;
 
 /// The census's typed interface.
 using census_handle = caf::typed_actor<
@@ -96,7 +98,9 @@ using census_handle = caf::typed_actor<
   /// (errc::no_such_user when this member does not know it).
   caf::replies_to<census_atom, part_atom, std::string>::with<std::string>,
   /// Internal: the probes of query N are due.
-  caf::reacts_to<tick_atom, std::uint64_t>>;
+  caf::reacts_to<tick_atom, std::uint64_t>,
+  /// Internal: samples the rate history (every second).
+  caf::reacts_to<history_atom>>;
 
 /// Spawns the census (a top-level actor: the node stops it). It writes
 /// operator actions to `log`.

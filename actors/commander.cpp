@@ -942,6 +942,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       st.rotate(req.cid, req.from_user, cid, req.to_user);
       bool live = st.index->worker_of(req.to_user).has_value();
       if (live && !req.parcel.empty()) {
+        st.ctx->metrics.login_guest_store_dropped_live.fetch_add(1, std::memory_order_relaxed);
         spdlog::info("login of connection {} into {}: he is live, his resident state wins; "
                      "the guest's store ({} bytes) is dropped",
                      registry::redact(cid), req.to_user, req.parcel.size());

@@ -185,12 +185,14 @@ struct http_response {
   /// NDJSON), this stream of the answering actor: the front opens a stream
   /// sink for it (transport/stream_sink.hpp) instead of writing `body`.
   std::uint64_t stream_id = 0;
+  /// The user type's route that answered (node_metrics::route), "" for none.
+  std::string route_key;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_response& x) {
   return f(caf::meta::type_name("troupe.http_response"), x.status, x.body, x.content_type, x.route,
-           x.retry_after, x.set_cid, x.stream_id);
+           x.retry_after, x.set_cid, x.stream_id, x.route_key);
 }
 
 /// The front's side of one in-flight request: it holds the request (shared,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace troupe {
 
@@ -57,6 +58,118 @@ void seconds_histogram::write(std::string& out, const std::string& name) const {
   std::snprintf(le, sizeof(le), "%.9f", static_cast<double>(sum_ns.load(std::memory_order_relaxed)) / 1e9);
   out += name + "_sum " + le + "\n";
   out += name + "_count " + std::to_string(n) + "\n";
+}
+
+void latency_histogram::observe(std::chrono::steady_clock::duration d) noexcept {
+  auto us = static_cast<std::uint64_t>(std::max<std::int64_t>(
+    0, std::chrono::duration_cast<std::chrono::microseconds>(d).count()));
+  buckets[registry::latency_bucket(us)].fetch_add(1, std::memory_order_relaxed);
+  sum_us.fetch_add(us, std::memory_order_relaxed);
+}
+
+registry::latency_counts latency_histogram::counts() const noexcept {
+  registry::latency_counts c{};
+  for (std::size_t i = 0; i < c.size(); ++i)
+    c[i] = buckets[i].load(std::memory_order_relaxed);
+  return c;
+}
+
+void latency_histogram::write(std::string& out, const std::string& name, const std::string& labels) const {
+  std::uint64_t cumulative = 0;
+  auto sep = labels.empty() ? std::string() : labels + ",";
+  char le[32];
+  for (std::size_t i = 0; i < registry::latency_bounds_us.size(); ++i) {
+    cumulative += buckets[i].load(std::memory_order_relaxed);
+    std::snprintf(le, sizeof(le), "%g", static_cast<double>(registry::latency_bounds_us[i]) / 1e6);
+    out += name + "_bucket{" + sep + "le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  cumulative += buckets.back().load(std::memory_order_relaxed);
+  out += name + "_bucket{" + sep + "le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  auto braces = labels.empty() ? std::string() : "{" + labels + "}";
+  std::snprintf(le, sizeof(le), "%.6f", static_cast<double>(sum_us.load(std::memory_order_relaxed)) / 1e6);
+  out += name + "_sum" + braces + " " + le + "\n";
+  out += name + "_count" + braces + " " + std::to_string(cumulative) + "\n";
+}
+
+std::string route_key(std::string_view type, std::string_view method, std::string_view pattern) {
+  std::string k;
+  k.reserve(type.size() + method.size() + pattern.size() + 2);
+  k.append(type).append(" ").append(method).append(" ").append(pattern);
+  return k;
+}
+
+void node_metrics::add_route(const std::string& type, const std::string& method, const std::string& pattern) {
+  auto key = route_key(type, method, pattern);
+  if (routes_by_key.count(key))
+    return;
+  auto& r = *routes.emplace_back(std::make_unique<route_counters>(type, method, pattern));
+  routes_by_key.emplace(std::move(key), &r);
+}
+
+void node_metrics::count_answer(unsigned status, std::chrono::steady_clock::duration latency,
+                                const std::string& key) noexcept {
+  count_request(status);
+  request_latency.observe(latency);
+  if (key.empty())
+    return;
+  if (auto* r = route(key)) {
+    r->requests.fetch_add(1, std::memory_order_relaxed);
+    if (status >= 500)
+      r->errors.fetch_add(1, std::memory_order_relaxed);
+    r->latency.observe(latency);
+  }
+}
+
+registry::rate_counters node_metrics::rate_counters() const noexcept {
+  registry::rate_counters c;
+  for (std::size_t code = 100; code < http_requests.size(); ++code) {
+    auto n = http_requests[code].load(std::memory_order_relaxed);
+    c.requests += n;
+    if (code >= 500)
+      c.errors += n;
+  }
+  c.wakes = user_wakes.load(std::memory_order_relaxed);
+  c.freezes = user_freezes.load(std::memory_order_relaxed);
+  c.latency = request_latency.counts();
+  return c;
+}
+
+void node_metrics::sample_history(std::int64_t unix_ms) {
+  auto now = rate_counters();
+  std::lock_guard<std::mutex> lock(history_mutex);
+  history.record(unix_ms, now);
+}
+
+nlohmann::json node_metrics::routes_json() const {
+  auto out = nlohmann::json::array();
+  for (auto& r : routes) {
+    auto c = r->latency.counts();
+    std::uint64_t n = 0;
+    for (auto x : c)
+      n += x;
+    auto opt = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    out.push_back({{"type", r->type},
+                   {"method", r->method},
+                   {"route", r->pattern},
+                   {"requests", r->requests.load(std::memory_order_relaxed)},
+                   {"errors", r->errors.load(std::memory_order_relaxed)},
+                   {"p50_ms", opt(registry::latency_quantile_ms(c, 0.50))},
+                   {"p99_ms", opt(registry::latency_quantile_ms(c, 0.99))},
+                   {"mean_ms", n ? nlohmann::json(static_cast<double>(r->latency.sum_us.load()) / 1000.0 /
+                                                  static_cast<double>(n))
+                                 : nlohmann::json(nullptr)}});
+  }
+  return out;
+}
+
+std::string node_metrics::history_json() const {
+  nlohmann::json j;
+  {
+    std::lock_guard<std::mutex> lock(history_mutex);
+    j = history.to_json();
+  }
+  j["routes"] = routes_json();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string node_metrics::prometheus_text() const {
@@ -142,6 +255,13 @@ std::string node_metrics::prometheus_text() const {
   counter("troupe_login_carries_dropped_total",
           "Logins routed to a group of another user_type: the guest's store was dropped, not carried.",
           login_carries_dropped.load(std::memory_order_relaxed));
+  out += "# HELP troupe_login_guest_store_dropped_total Logins into a user who has a store already (live, or frozen "
+         "in the deposit): his store wins, the guest's is dropped.\n"
+         "# TYPE troupe_login_guest_store_dropped_total counter\n";
+  line("troupe_login_guest_store_dropped_total", "reason=\"live\"",
+       login_guest_store_dropped_live.load(std::memory_order_relaxed));
+  line("troupe_login_guest_store_dropped_total", "reason=\"frozen\"",
+       login_guest_store_dropped_frozen.load(std::memory_order_relaxed));
   counter("troupe_guests_retired_total", "Guests who never had a state, retired without writing a parcel.",
           guests_retired.load(std::memory_order_relaxed));
   out += "# HELP troupe_channel_sockets Open page channel sockets (/_troupe/ws).\n"
@@ -241,6 +361,25 @@ std::string node_metrics::prometheus_text() const {
   out += "# HELP troupe_user_wake_seconds Time from a user actor's start to his installed parcel.\n"
          "# TYPE troupe_user_wake_seconds histogram\n";
   user_wake_seconds.write(out, "troupe_user_wake_seconds");
+  out += "# HELP troupe_http_request_seconds Time from a request read to its answer written, every request.\n"
+         "# TYPE troupe_http_request_seconds histogram\n";
+  request_latency.write(out, "troupe_http_request_seconds", "");
+  // One series per route of the node's user types: a finite set, made at start.
+  auto route_labels = [](const route_counters& r) {
+    return "type=\"" + r.type + "\",method=\"" + r.method + "\",route=\"" + r.pattern + "\"";
+  };
+  out += "# HELP troupe_route_requests_total Requests a user actor answered, by route pattern.\n"
+         "# TYPE troupe_route_requests_total counter\n";
+  for (auto& r : routes)
+    line("troupe_route_requests_total", route_labels(*r), r->requests.load(std::memory_order_relaxed));
+  out += "# HELP troupe_route_errors_total Requests a user actor answered 5xx, by route pattern.\n"
+         "# TYPE troupe_route_errors_total counter\n";
+  for (auto& r : routes)
+    line("troupe_route_errors_total", route_labels(*r), r->errors.load(std::memory_order_relaxed));
+  out += "# HELP troupe_route_request_seconds Latency of the requests a user actor answered, by route pattern.\n"
+         "# TYPE troupe_route_request_seconds histogram\n";
+  for (auto& r : routes)
+    r->latency.write(out, "troupe_route_request_seconds", route_labels(*r));
   out += "# HELP troupe_tls_reloads_total TLS certificate reloads (POST /_troupe/tls/reload, SIGHUP), by result.\n"
          "# TYPE troupe_tls_reloads_total counter\n";
   line("troupe_tls_reloads_total", "result=\"ok\"", tls.reloads_ok.load(std::memory_order_relaxed));

@@ -3,14 +3,18 @@
 /// The node's counters: plain atomics bumped where things happen and read by
 /// /_troupe/metrics. One instance per node (owned by its node_context), never global.
 
+#include "registry/rate_history.hpp"
+
 #include <array>
 #include <atomic>
-#include <memory>
-#include <string>
-#include <vector>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 namespace troupe::store {
 struct deposit_counters;
@@ -34,6 +38,33 @@ struct seconds_histogram {
   void observe(double seconds) noexcept;
   void write(std::string& out, const std::string& name) const;
 };
+
+/// Request latencies in the fine buckets of registry::latency_bounds_us (10 µs
+/// to 10 s): p50/p99 for the console and the history, and a Prometheus histogram.
+struct latency_histogram {
+  std::array<std::atomic<std::uint64_t>, registry::latency_buckets> buckets{};  // not cumulative
+  std::atomic<std::uint64_t> sum_us{0};
+
+  void observe(std::chrono::steady_clock::duration d) noexcept;
+  /// The counts now (each bucket read on its own: near, not exactly, one instant).
+  registry::latency_counts counts() const noexcept;
+  /// `name`_bucket{labels,le=...}, _sum and _count, in seconds.
+  void write(std::string& out, const std::string& name, const std::string& labels) const;
+};
+
+/// One route of one user actor type (a pattern, not a path: the set is the
+/// types' route tables, finite, made at start): troupe_route_*{type,method,route}.
+struct route_counters {
+  route_counters(std::string t, std::string m, std::string p)
+    : type(std::move(t)), method(std::move(m)), pattern(std::move(p)) {}
+  const std::string type, method, pattern;
+  std::atomic<std::uint64_t> requests{0};  ///< answered, whatever the status
+  std::atomic<std::uint64_t> errors{0};    ///< answered 5xx
+  latency_histogram latency;               ///< as the front measured them (read to written)
+};
+
+/// The key a route is found by (router::name_routes makes it, the front looks it up).
+std::string route_key(std::string_view type, std::string_view method, std::string_view pattern);
 
 /// Counters and gauges of one node.
 /// A worker's state as troupe_workers{group,state} counts it.
@@ -73,6 +104,10 @@ struct node_metrics {
   std::atomic<std::uint64_t> users_fenced{0};        ///< user actors that left because the deposit fenced their epoch
   std::atomic<std::uint64_t> live_user_refusals{0};  ///< newcomers refused at limits.max_live_users
   std::atomic<std::uint64_t> login_carries_dropped{0};  ///< guests' stores a login could not carry (another user_type)
+  /// Guests' stores a login dropped because the user has one already (README
+  /// "Login"): troupe_login_guest_store_dropped_total{reason="live"|"frozen"}.
+  std::atomic<std::uint64_t> login_guest_store_dropped_live{0};
+  std::atomic<std::uint64_t> login_guest_store_dropped_frozen{0};
   std::atomic<std::uint64_t> guests_retired{0};      ///< guests with no state retired without a parcel
   std::atomic<std::int64_t> inflight{0};
   std::atomic<std::uint64_t> user_freezes{0};
@@ -146,6 +181,34 @@ struct node_metrics {
   } messages;
   /// troupe_admission_rejections_total{reason}, by troupe::refusal_reason.
   std::array<std::atomic<std::uint64_t>, 4> admission_rejections{};
+  /// Every answered HTTP request's latency, as the front measured it.
+  latency_histogram request_latency;
+  /// The routes of the node's user types, made at start (add_route), never removed.
+  std::vector<std::unique_ptr<route_counters>> routes;
+  std::unordered_map<std::string, route_counters*> routes_by_key;
+  /// Rates over time (GET /_troupe/history, the console): one sample a second,
+  /// taken by the census. Guarded by history_mutex.
+  mutable std::mutex history_mutex;
+  registry::rate_history history;
+
+  /// Makes the counters of one route (at start only: not thread-safe).
+  void add_route(const std::string& type, const std::string& method, const std::string& pattern);
+  /// The counters of the route `key` (route_key), or nullptr (thread-safe once started).
+  route_counters* route(const std::string& key) const noexcept {
+    auto i = routes_by_key.find(key);
+    return i == routes_by_key.end() ? nullptr : i->second;
+  }
+  /// Counts one answered request: its status, its latency, and its route's figures when it had one.
+  void count_answer(unsigned status, std::chrono::steady_clock::duration latency, const std::string& route_key) noexcept;
+  /// The cumulative counters the history is made of.
+  registry::rate_counters rate_counters() const noexcept;
+  /// Reads the counters into the history (the census, once a second).
+  void sample_history(std::int64_t unix_ms);
+  /// GET /_troupe/history: the samples and each route's figures.
+  std::string history_json() const;
+  /// Each route's figures now: type, method, route, requests, errors, p50_ms, p99_ms, mean_ms.
+  nlohmann::json routes_json() const;
+
   /// One entry per recipe group, made before any actor starts (add_group), never removed.
   std::vector<std::unique_ptr<group_counters>> groups;
 

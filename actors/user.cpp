@@ -36,6 +36,7 @@ using reply_to = std::variant<local_reply, promise_type>;
 struct pending_call {
   std::shared_ptr<const http_request> req;  // the local path shares the front's slot
   reply_to to;
+  const std::string* route = nullptr;  // the matched route's metrics key (in the type's router, shared)
 };
 
 // A message from another user waiting for its turn (README "Messages between users").
@@ -575,6 +576,7 @@ struct user_state : detail::user_host {
       return;
     }
     request q(*call.req, std::move(found.params));
+    call.route = found.key;
     auto& fn = *found.target;
     run(std::move(call), [&] { return fn(keeper->app(), q); });
   }
@@ -612,7 +614,10 @@ struct user_state : detail::user_host {
     ctx->metrics.handler_failures.fetch_add(1, std::memory_order_relaxed);
     ctx->handler_failure_log("user {} on {}: handler {} {} failed: {}; the worker restarts him",
                              registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
-    respond(call.to, error_response(502, "the request handler failed"));
+    auto failed = error_response(502, "the request handler failed");
+    if (call.route)
+      failed.route_key = *call.route;
+    respond(call.to, std::move(failed));
     told_early.clear();  // they would run in a dead actor
     stopped = true;
     // What the handler half-changed is thrown away: his restart starts from
@@ -628,6 +633,8 @@ struct user_state : detail::user_host {
       r.body = std::move(out.body);
       r.content_type = std::move(out.content_type);
       r.retry_after = out.retry_after;
+      if (call.route)
+        r.route_key = *call.route;
       if (mode == durability::reply && dirty)
         return reply_when_durable(std::move(call), std::move(r));
       if (std::exchange(changed_now, false))
@@ -1316,6 +1323,11 @@ struct user_state : detail::user_host {
             }
             ctx->metrics.user_wakes.fetch_add(1, std::memory_order_relaxed);
             ctx->metrics.users_frozen.fetch_sub(1, std::memory_order_relaxed);
+            if (!carried.empty()) {  // a login into a frozen user: his parcel wins (README "Login")
+              ctx->metrics.login_guest_store_dropped_frozen.fetch_add(1, std::memory_order_relaxed);
+              spdlog::info("login into {}: he was frozen, his parcel wins; the guest's store ({} bytes) is dropped",
+                           registry::redact(user_name), carried.size());
+            }
             ctx->metrics.user_wake_seconds.observe(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
           } else if (!carried.empty()) {

@@ -1,4 +1,5 @@
 #include "actors/worker_process.hpp"
+#include "actors/log_format.hpp"
 
 #include "actors/census.hpp"
 #include "actors/errors.hpp"
@@ -647,10 +648,10 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
 
 // -- the child ----------------------------------------------------------------------------
 
-void setup_child_logging(const std::string& level, const std::string& worker) {
+void setup_child_logging(const std::string& level, const std::string& worker, const std::string& format) {
   spdlog::drop("troupe");  // set again once the worker's name is known
   auto logger = spdlog::stderr_color_mt("troupe");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + worker + " " + std::to_string(::getpid()) + "] %v");
+  logger->set_formatter(log_formatter(format, worker + " " + std::to_string(::getpid())));
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
   spdlog::flush_on(spdlog::level::warn);
@@ -703,7 +704,7 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
   }
   auto host = flags.parent.substr(0, port_at);
   auto port = static_cast<std::uint16_t>(std::stoi(flags.parent.substr(port_at + 1)));
-  setup_child_logging(ctx->recipe.node.log_level, "worker");
+  setup_child_logging(ctx->recipe.node.log_level, "worker", ctx->recipe.log.format);
   ctx->apps = types;
   for (auto& g : ctx->recipe.groups)
     ctx->metrics.add_group(g.name);
@@ -739,7 +740,7 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
                [&](caf::error& err) { spdlog::critical("the node refused this worker: {}", sys.render(err)); });
     if (!greeted)
       return 1;
-    setup_child_logging(ctx->recipe.node.log_level, hello.worker);
+    setup_child_logging(ctx->recipe.node.log_level, hello.worker, ctx->recipe.log.format);
     ctx->node_name = hello.node_name;
     ctx->census = caf::actor_cast<census_member_view>(hello.census);
     // Its admission reports and replacement requests go to its slot, which speaks for it to the group.

@@ -130,6 +130,7 @@ const std::vector<field<node_settings>>& node_fields() {
     {"cookie_secret", &node_settings::cookie_secret, {}},
     {"health_probe_seconds", &node_settings::health_probe_seconds, positive(max_seconds)},
     {"health_max_restart_rate", &node_settings::health_max_restart_rate, positive(1e9)},
+    {"history_seconds", &node_settings::history_seconds, between(10, 86400)},
     {"tls_cert", &node_settings::tls_cert, {}},            // read and checked at start (transport/tls_credentials)
     {"tls_key", &node_settings::tls_key, {}},
     {"tls_client_ca", &node_settings::tls_client_ca, {}},
@@ -231,6 +232,13 @@ const std::vector<field<channel_settings>>& channel_fields() {
   return f;
 }
 
+const std::vector<field<log_settings>>& log_fields() {
+  static const std::vector<field<log_settings>> f{
+    {"format", &log_settings::format, one_of("text|json")},
+  };
+  return f;
+}
+
 const std::vector<field<group_settings>>& group_fields() {
   using G = group_settings;
   static const std::vector<field<G>> f{
@@ -285,7 +293,7 @@ std::string suggestion(const std::vector<field<S>>& fields, const std::string& n
   return best ? " (did you mean " + prefix + "." + best->name + "?)" : "";
 }
 
-const char* const sections = "node, limits, deposit, commander, cluster, channel or group";
+const char* const sections = "node, limits, deposit, commander, cluster, channel, log or group";
 
 bool valid_group_name(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;
@@ -613,6 +621,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "commander") apply_section(r.commander, commander_fields(), v, name);
     else if (name == "cluster") apply_section(r.cluster, cluster_fields(), v, name);
     else if (name == "channel") apply_section(r.channel, channel_fields(), v, name);
+    else if (name == "log") apply_section(r.log, log_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
     else throw recipe_error(name, std::string("unknown key (the recipe has ") + sections + ")" + at_line(v));
   }
@@ -690,6 +699,10 @@ void apply_set(recipe& r, const std::string& arg) {
       if (!set_in(r.channel, channel_fields(), sec, name, value, label)) unknown(channel_fields(), key, name, sec, label);
       return;
     }
+    if (sec == "log") {
+      if (!set_in(r.log, log_fields(), sec, name, value, label)) unknown(log_fields(), key, name, sec, label);
+      return;
+    }
     if (sec == "group") throw recipe_error(key, label, "unknown key (a group's key is group.NAME.KEY)");
   }
   if (parts.size() == 3 && parts[0] == "group") {
@@ -733,6 +746,7 @@ void apply_env(recipe& r, const std::string& var, const std::string& value) {
   if (env_in(r.commander, commander_fields(), "commander", rest, value, var)) return;
   if (env_in(r.cluster, cluster_fields(), "cluster", rest, value, var)) return;
   if (env_in(r.channel, channel_fields(), "channel", rest, value, var)) return;
+  if (env_in(r.log, log_fields(), "log", rest, value, var)) return;
 
   if (starts_with(rest, "group_")) {
     // group_<name>_<key>: names may contain '_', so try every existing group
@@ -890,6 +904,7 @@ void validate(const recipe& r) {
   check_fields(r.commander, commander_fields(), "commander");
   check_fields(r.cluster, cluster_fields(), "cluster");
   check_fields(r.channel, channel_fields(), "channel");
+  check_fields(r.log, log_fields(), "log");
   check_cluster(r.cluster);
   if (r.groups.empty()) throw recipe_error("group", "at least one [[group]] is required");
   for (std::size_t i = 0; i < r.groups.size(); ++i) {

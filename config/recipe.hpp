@@ -45,6 +45,7 @@ struct node_settings {
   std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit
   double health_probe_seconds = 5;         ///< with no deposit write for this long, health probes the deposit
   double health_max_restart_rate = 10;     ///< user restarts per second (last minute) past which health is degraded
+  std::uint64_t history_seconds = 600;     ///< samples (one a second) of GET /_troupe/history and the console's charts
   // TLS (issue 14, docs/tls.md): `listen` serves HTTPS/WSS when tls_cert and tls_key are set.
   std::string tls_cert;                    ///< PEM certificate chain; "": plain HTTP on listen
   std::string tls_key;                     ///< PEM private key of tls_cert (unencrypted)
@@ -92,6 +93,11 @@ struct channel_settings {
   double idle_timeout_seconds = 60;          ///< nothing received (pings included) for this long: closed
   double push_timeout_seconds = 5;           ///< how long a push waits for a socket or a user to answer
   std::uint64_t max_push_users = 1000;       ///< users one push_users may name; more: refused, nothing sent
+};
+
+/// `[log]`: the node's log lines on stderr.
+struct log_settings {
+  std::string format = "text";  ///< text (for people) | json (one object per line); both stamped in UTC
 };
 
 /// `[deposit]`
@@ -180,6 +186,7 @@ struct recipe {
   commander_settings commander;
   cluster_settings cluster;
   channel_settings channel;
+  log_settings log;
   std::vector<group_settings> groups{group_settings{}};  ///< never empty; "default" first if present
 
   /// The group called `name`, or nullptr.

@@ -57,9 +57,11 @@ const user_aggregate& census_model::worker_totals(std::uint16_t number) const {
   return worker_totals_.at(number);
 }
 
-void census_model::account(const user_entry& e, int sign) {
+void census_model::account(std::string_view name, const user_entry& e, int sign) {
+  bool guest = is_guest(name);
   auto add = [&](user_aggregate& a) {
     a.users.by[static_cast<std::size_t>(e.state)] += sign;
+    a.guests += guest ? sign : 0;
     a.connections += sign * static_cast<std::int64_t>(e.connections);
     a.pages += sign * static_cast<std::int64_t>(e.pages);
   };
@@ -75,20 +77,20 @@ void census_model::update(const std::string& name, const user_entry& now) {
   if (!fresh && now.state == user_state::resting && i->second.actor > now.actor)
     return;
   if (!fresh) {
-    account(i->second, -1);
+    account(i->first, i->second, -1);
     i->second = now;
   }
-  account(i->second, +1);
+  account(i->first, i->second, +1);
 }
 
 void census_model::actor_down(const std::string& name, std::uint64_t actor) {
   auto i = users_.find(name);
   if (i == users_.end() || i->second.actor != actor)
     return;
-  account(i->second, -1);
+  account(i->first, i->second, -1);
   if (i->second.state == user_state::resting) {  // his state waits in his worker: he is still there
     i->second.actor = 0;
-    account(i->second, +1);
+    account(i->first, i->second, +1);
     return;
   }
   if (i->second.state != user_state::frozen) {
@@ -96,18 +98,18 @@ void census_model::actor_down(const std::string& name, std::uint64_t actor) {
     return;
   }
   i->second = user_entry{user_state::frozen};
-  account(i->second, +1);
+  account(i->first, i->second, +1);
 }
 
 void census_model::add_frozen(const std::string& name) {
   auto [i, fresh] = users_.insert({name, user_entry{user_state::frozen}});
   if (fresh)
-    account(i->second, +1);
+    account(i->first, i->second, +1);
 }
 
 void census_model::erase(const std::string& name) {
   if (auto i = users_.find(name); i != users_.end()) {
-    account(i->second, -1);
+    account(i->first, i->second, -1);
     users_.erase(i);
   }
 }

@@ -12,6 +12,7 @@
 #include <ext/pb_ds/tree_policy.hpp>
 #include <nlohmann/json.hpp>
 
+#include "registry/ids.hpp"
 #include "registry/short_name.hpp"
 
 #include <array>
@@ -57,6 +58,7 @@ struct user_entry {
 /// Aggregates of a set of users (the node, one worker).
 struct user_aggregate {
   state_counts users;
+  std::int64_t guests = 0;  ///< of `users`, the guests (no login yet): shown apart from named users
   std::int64_t connections = 0;
   std::int64_t pages = 0;
 };
@@ -111,7 +113,7 @@ public:
   const user_aggregate& worker_totals(std::uint16_t number) const;
 
 private:
-  void account(const user_entry& e, int sign);
+  void account(std::string_view name, const user_entry& e, int sign);
   bool matches(const filter& f, std::string_view name, const user_entry& e) const;
   std::int64_t count_matching(const filter& f) const;
 

@@ -1,6 +1,7 @@
 #include "transport/census_cli.hpp"
 
 #include "transport/front_stream.hpp"
+#include "transport/top_view.hpp"
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/connect.hpp>
@@ -17,6 +18,12 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include <poll.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <csignal>
 
 namespace troupe {
 
@@ -173,20 +180,37 @@ void print_header(std::ostream& o, const json& c) {
 void print_table(std::ostream& o, const json& c) {
   print_header(o, c);
   o << "matched " << c.value("matched", 0) << "\n\n";
-  char line[512];
-  std::snprintf(line, sizeof line, "%-32s %-10s %-16s %5s %5s %7s %9s %10s", "NAME", "STATE", "PARENT", "CONNS",
-                "PAGES", "MAILBOX", "HANDLED", "SERVICE_MS");
-  o << line << "\n";
-  for (auto& row : c["actors"]) {
-    std::string service = row.contains("service_us") ? std::to_string(row["service_us"].get<std::uint64_t>() / 1000)
-                                                     : "-";
-    auto conns = row.contains("connections") && row["connections"].is_number() ? row["connections"].dump()
-                                                                               : cell(row, "connections");
-    std::snprintf(line, sizeof line, "%-32s %-10s %-16s %5s %5s %7s %9s %10s", cell(row, "name").c_str(),
-                  cell(row, "state").c_str(), cell(row, "parent").c_str(), conns.c_str(),
-                  row.contains("pages") && row["pages"].is_number() ? row["pages"].dump().c_str() : "-",
-                  cell(row, "mailbox").c_str(), cell(row, "handled").c_str(), service.c_str());
+  // Aligned by display width (a guest's name ends with "…"), times for people (µs under a millisecond).
+  struct column {
+    const char* title;
+    int width;
+    bool right;
+  };
+  static const column cols[] = {{"NAME", 32, false},   {"STATE", 10, false},  {"PARENT", 24, false},
+                                {"CONNS", 5, true},    {"PAGES", 5, true},    {"MAILBOX", 7, true},
+                                {"HANDLED", 9, true},  {"SERVICE", 10, true}, {"PER REQ", 9, true}};
+  auto print = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      line += (i ? " " : "") + fit_cells(cells[i], cols[i].width, cols[i].right);
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
     o << line << "\n";
+  };
+  std::vector<std::string> head;
+  for (auto& col : cols)
+    head.push_back(col.title);
+  print(head);
+  auto number = [](const json& row, const char* key) {
+    return row.contains(key) && row[key].is_number() ? row[key].dump() : cell(row, key);
+  };
+  for (auto& row : c["actors"]) {
+    bool timed = row.contains("service_us") && row["service_us"].is_number();
+    auto service_us = timed ? row["service_us"].get<double>() : 0.0;
+    auto handled = row.contains("handled") && row["handled"].is_number() ? row["handled"].get<double>() : 0.0;
+    print({cell(row, "name"), cell(row, "state"), cell(row, "parent"), number(row, "connections"), number(row, "pages"),
+           cell(row, "mailbox"), cell(row, "handled"), timed ? human_duration_us(service_us) : "-",
+           timed && handled > 0 ? human_duration_us(service_us / handled) : "-"});
   }
 }
 
@@ -248,6 +272,110 @@ void print_tree(std::ostream& o, const json& c) {
   o << "frozen users (no worker): " << c["totals"]["users"].value("frozen", 0) << "\n";
 }
 
+volatile std::sig_atomic_t interrupted = 0;
+
+// The keyboard of `--top` when stdin is a terminal: keys one at a time, no
+// echo, restored on the way out (Ctrl-C included: it ends the loop).
+class raw_keys {
+public:
+  raw_keys() {
+    if (!::isatty(0) || ::tcgetattr(0, &saved_) != 0)
+      return;
+    termios raw = saved_;
+    raw.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    active_ = ::tcsetattr(0, TCSANOW, &raw) == 0;
+  }
+  ~raw_keys() {
+    if (active_)
+      ::tcsetattr(0, TCSANOW, &saved_);
+  }
+  raw_keys(const raw_keys&) = delete;
+  raw_keys& operator=(const raw_keys&) = delete;
+
+  // Waits up to `ms` for a key; 0 when none came.
+  char wait(int ms) const {
+    if (!active_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return 0;
+    }
+    pollfd p{0, POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0)
+      return 0;
+    char c = 0;
+    return ::read(0, &c, 1) == 1 ? c : 0;
+  }
+
+private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+// --top: the census redrawn every second, sorted by activity, fitted to the terminal.
+int run_top(const census_flags& f, const target_url& url, const std::string& query) {
+  top_view::order order{};
+  if (!top_view::parse_order(f.sort, order)) {
+    std::cerr << "troupe census: --sort must be handled, mailbox or service (got \"" << f.sort << "\")" << std::endl;
+    return 2;
+  }
+  auto [w, h] = terminal_size(1);
+  top_view view(w, h);
+  view.sort_by(order);
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { interrupted = 1; };
+  ::sigaction(SIGINT, &sa, nullptr);
+  raw_keys keys;
+  auto last = std::chrono::steady_clock::now();
+  bool tty = ::isatty(1);
+  for (int round = 0; !interrupted; ++round) {
+    auto r = http_get(url, f.token, query, f.cacert);
+    auto now = std::chrono::steady_clock::now();
+    if (!r.error.empty() || r.status != 200) {
+      auto body = json::parse(r.body, nullptr, false);
+      std::cerr << "troupe census: " << (r.error.empty() ? "HTTP " + std::to_string(r.status) + ": " +
+                                                             (body.is_object() ? body.value("error", r.body) : r.body)
+                                                       : f.url + ": " + r.error)
+                << std::endl;
+      return 1;
+    }
+    auto c = json::parse(r.body, nullptr, false);
+    if (c.is_discarded()) {
+      std::cerr << "troupe census: the node's answer is not JSON" << std::endl;
+      return 1;
+    }
+    auto size = terminal_size(1);
+    view.resize(size.first, size.second);
+    view.update(c, std::chrono::duration<double>(now - last).count());
+    last = now;
+    auto draw = [&] {
+      std::string out = "\x1b[H\x1b[2J";  // home + clear: redraw in place
+      auto lines = view.frame();
+      for (std::size_t i = 0; i < lines.size(); ++i)
+        out += lines[i] + (i + 1 < lines.size() || !tty ? "\n" : "");
+      std::cout << out << std::flush;
+    };
+    draw();
+    if (f.iterations > 0 && round + 1 >= f.iterations)
+      break;
+    // A key redraws at once in its new order; the next refresh comes a second after the last.
+    auto due = now + std::chrono::seconds(1);
+    while (!interrupted) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - std::chrono::steady_clock::now()).count();
+      if (left <= 0)
+        break;
+      char k = keys.wait(static_cast<int>(left));
+      if (k == 'q')
+        return 0;
+      if (k && view.key(k))
+        draw();
+    }
+  }
+  if (tty)
+    std::cout << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_census_options(CLI::App& cmd, census_flags& f) {
@@ -262,7 +390,10 @@ void add_census_options(CLI::App& cmd, census_flags& f) {
   as_json->excludes(as_tree)->excludes(as_top);
   as_tree->excludes(as_top);
   cmd.add_option("--filter", f.filters, "KEY=VALUE with KEY kind, prefix, worker, state or node (repeatable)");
-  cmd.add_option("--limit", f.limit, "rows to show, 1-1000")->check(CLI::Range(1, 1000));
+  cmd.add_option("--limit", f.limit, "rows to show, 1-1000 (--top: users to sort, default 1000)")
+    ->check(CLI::Range(1, 1000))
+    ->each([&f](const std::string&) { f.limit_given = true; });
+  cmd.add_option("--sort", f.sort, "--top: the first order, handled (handled/s), mailbox or service (keys h, m, s switch)");
   cmd.add_option("--iterations", f.iterations, "--top: stop after N refreshes (0: never)")->check(CLI::NonNegativeNumber);
 }
 
@@ -272,7 +403,9 @@ int run_census(const census_flags& f) {
     std::cerr << "troupe census: --url must look like http://HOST:PORT or https://HOST:PORT" << std::endl;
     return 2;
   }
-  std::string query = "/_troupe/census?limit=" + std::to_string(f.limit);
+  // --top sorts by activity: it takes as many users as a page holds.
+  int limit = f.top && !f.limit_given ? 1000 : f.limit;
+  std::string query = "/_troupe/census?limit=" + std::to_string(limit);
   for (auto& filter : f.filters) {
     auto eq = filter.find('=');
     std::string key = filter.substr(0, eq);
@@ -294,36 +427,32 @@ int run_census(const census_flags& f) {
     }
     query += "&" + key + "=" + value;
   }
-  for (int round = 0;; ++round) {
-    auto r = http_get(*url, f.token, query, f.cacert);
-    if (!r.error.empty()) {
-      std::cerr << "troupe census: " << f.url << ": " << r.error << std::endl;
-      return 1;
-    }
-    if (r.status != 200) {
-      auto body = json::parse(r.body, nullptr, false);
-      std::cerr << "troupe census: HTTP " << r.status << ": "
-                << (body.is_object() ? body.value("error", r.body) : r.body) << std::endl;
-      return 1;
-    }
-    if (f.json) {
-      std::cout << r.body << std::endl;
-      return 0;
-    }
-    auto c = json::parse(r.body, nullptr, false);
-    if (c.is_discarded()) {
-      std::cerr << "troupe census: the node's answer is not JSON" << std::endl;
-      return 1;
-    }
-    std::ostringstream out;
-    if (f.top)
-      out << "\x1b[H\x1b[2J";  // home + clear: redraw in place
-    f.tree ? print_tree(out, c) : print_table(out, c);
-    std::cout << out.str() << std::flush;
-    if (!f.top || (f.iterations > 0 && round + 1 >= f.iterations))
-      return 0;
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (f.top)
+    return run_top(f, *url, query);
+  auto r = http_get(*url, f.token, query, f.cacert);
+  if (!r.error.empty()) {
+    std::cerr << "troupe census: " << f.url << ": " << r.error << std::endl;
+    return 1;
   }
+  if (r.status != 200) {
+    auto body = json::parse(r.body, nullptr, false);
+    std::cerr << "troupe census: HTTP " << r.status << ": " << (body.is_object() ? body.value("error", r.body) : r.body)
+              << std::endl;
+    return 1;
+  }
+  if (f.json) {
+    std::cout << r.body << std::endl;
+    return 0;
+  }
+  auto c = json::parse(r.body, nullptr, false);
+  if (c.is_discarded()) {
+    std::cerr << "troupe census: the node's answer is not JSON" << std::endl;
+    return 1;
+  }
+  std::ostringstream out;
+  f.tree ? print_tree(out, c) : print_table(out, c);
+  std::cout << out.str() << std::flush;
+  return 0;
 }
 
 }  // namespace troupe

@@ -23,6 +23,8 @@ struct census_flags {
   std::vector<std::string> filters;  ///< kind=…, prefix=…, worker=…, state=…, node=…
   int limit = 50;
   int iterations = 0;                ///< --top: stop after N refreshes (0: until Ctrl-C)
+  bool limit_given = false;          ///< --limit was on the command line (--top lists 1000 otherwise)
+  std::string sort = "handled";      ///< --top: handled (handled/s) | mailbox | service, first order
 };
 
 /// Declares the subcommand's options on `cmd`.

@@ -193,6 +193,7 @@ private:
   // Beast keeps a reference to its chunk callback: it lives as long as the session.
   std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
   std::string allow_;                  // the Allow header of a 405, "" otherwise
+  std::string route_key_;              // the user type's route that answered (its figures), "" otherwise
   std::string interim_;                // "100 Continue", while it is written
   // The request being served, shared with the slots that carry it to actors.
   std::shared_ptr<http_request> call_req_;
@@ -551,12 +552,14 @@ void http_session::handle_admin(std::string_view path, std::string_view query) {
     return do_write(401, error_body("missing or wrong admin token"), "application/json", 0, true);
   constexpr std::string_view actors = "/_troupe/actors/";
   bool read_only_path = path == "/_troupe/metrics" || path == "/_troupe/global" || path == "/_troupe/census"
-                        || path == "/_troupe/orchestration/log"
+                        || path == "/_troupe/orchestration/log" || path == "/_troupe/history"
                         || (path.substr(0, actors.size()) == actors && path.size() > actors.size());
   if (read_only_path && !reads)
     return refuse_method("GET, HEAD");
   if (path == "/_troupe/metrics")
     return do_write(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+  if (path == "/_troupe/history")  // the rate history (one sample a second) and the per-route figures
+    return do_write(200, ctx.metrics.history_json(), "application/json");
   if (path == "/_troupe/global")
     return admin_call_to_bridge([](front& f, local_admin slot) {
       caf::anon_send(f.bridge(), global_atom::value, std::move(slot));
@@ -787,13 +790,15 @@ void http_session::finish(http_response&& r) {
   }
   if (r.stream_id != 0)
     return start_stream(std::move(r));
+  route_key_ = std::move(r.route_key);
   do_write(r.status, std::move(r.body), r.content_type, r.retry_after);
 }
 
 void http_session::do_write(std::uint16_t status, std::string body, std::string_view content_type,
                             std::uint32_t retry_after, bool challenge) {
   auto& ctx = front_.context();
-  ctx.metrics.count_request(status);
+  ctx.metrics.count_answer(status, std::chrono::steady_clock::now() - started_, route_key_);
+  route_key_.clear();
   release_body();  // the request is done with: its body no longer counts
   bool keep = req_.keep_alive() && !close_after_ && !front_.closing();
   res_ = {};

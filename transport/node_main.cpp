@@ -1,6 +1,7 @@
 #include "transport/node_main.hpp"
 
 #include <troupe/version.hpp>
+#include "actors/log_format.hpp"
 
 #include "actors/census.hpp"
 #include "actors/commander.hpp"
@@ -84,9 +85,9 @@ std::string host_name() {
 
 // Logs go to stderr (stdout carries the ready line). SPDLOG_LEVEL, when set,
 // wins over [node] log_level.
-void setup_logging(const std::string& level) {
+void setup_logging(const std::string& level, const std::string& format) {
   auto logger = spdlog::stderr_color_mt("troupe");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  logger->set_formatter(log_formatter(format));
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
   spdlog::cfg::load_env_levels();
@@ -164,7 +165,7 @@ int run_node(const node_flags& flags, const app_types& types) {
     }
   // Before the deposit is opened: what it logs at start (a directory narrowed)
   // goes to stderr, never to stdout, which carries the ready line alone.
-  setup_logging(recipe.node.log_level);
+  setup_logging(recipe.node.log_level, recipe.log.format);
   std::pair<std::string, std::uint16_t> listen, plain_listen;
   try {
     listen = config::split_listen(recipe.node.listen);
@@ -247,6 +248,14 @@ int run_node(const node_flags& flags, const app_types& types) {
     ctx->metrics.add_group(g.name);
   ctx->health.deposit_last_success_unix_ms.store(unix_now_ms());  // it was just created and probed
   ctx->apps = types;
+  // Per-route figures for every route of the types the groups serve: a finite
+  // set made here, read without a lock by the front afterwards.
+  for (auto& g : recipe.groups)
+    if (auto* routes = types.routes(g.user_type))
+      routes->for_each_route([&](const std::string& method, const std::string& pattern) {
+        ctx->metrics.add_route(g.user_type, method, pattern);
+      });
+  ctx->metrics.history = registry::rate_history(recipe.node.history_seconds);
   ctx->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
   if (recipe.cluster.enabled() && recipe.node.name.empty()) {
     // Members must have distinct names, and several may share a host.

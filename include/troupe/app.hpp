@@ -260,10 +260,19 @@ public:
     const handler* target = nullptr;  ///< nullptr: no route
     bool other_method = false;        ///< the path exists under another method (405)
     request::params_type params;
+    const std::string* key = nullptr;  ///< the route's metrics key (name_routes), with target
   };
   match find(std::string_view method, std::string_view path) const;
 
   std::size_t size() const noexcept { return routes_.size(); }
+  /// Gives each route its metrics key under user type `type` (app_types::add does).
+  void name_routes(const std::string& type);
+  /// Calls `f(method, pattern)` for each route, in declaration order.
+  template <class F>
+  void for_each_route(F&& f) const {
+    for (auto& r : routes_)
+      f(r.method, r.pattern);
+  }
 
 private:
   struct route {
@@ -271,6 +280,7 @@ private:
     std::string pattern;
     std::vector<std::string> segments;  // "{name}" marks a parameter
     handler fn;
+    std::string key;  // "<type> <method> <pattern>": its per-route figures (node_metrics::route)
   };
   std::vector<route> routes_;
 };
@@ -774,6 +784,7 @@ public:
       route_table<T> table(*built);
       T::routes(table);
     }
+    built->name_routes(name);
     e.routes = std::move(built);
     // Its messages (README "Messages between users"), built once the same way.
     auto accepted = std::make_shared<message_router>();

@@ -874,3 +874,28 @@ TEST(Recipe, TlsKeysAreCheckedTogether) {
   EXPECT_DOUBLE_EQ(r.limits.tls_handshake_timeout_seconds, 2.5);
   EXPECT_EQ(load_recipe({}).node.tls_cert, "");  // off by default
 }
+
+TEST(recipe, log_format_is_text_by_default_and_json_from_any_source) {
+  EXPECT_EQ(load_recipe({}).log.format, "text");
+  recipe_sources s;
+  s.sets = {"log.format=json"};
+  EXPECT_EQ(load_recipe(s).log.format, "json");
+  recipe_sources e;
+  e.env = {{"TROUPE_LOG_FORMAT", "json"}};
+  EXPECT_EQ(load_recipe(e).log.format, "json");
+  temp_dir dir;
+  EXPECT_EQ(from_file(dir, "[log]\nformat = \"json\"\n").log.format, "json");
+  auto err = error_of_sets({"log.format=xml"});
+  EXPECT_EQ(err.key(), "log.format");
+  EXPECT_TRUE(one_line(err.what())) << err.what();
+  EXPECT_EQ(error_of_sets({"log.colour=red"}).key(), "log.colour");
+}
+
+TEST(recipe, history_seconds_is_bounded) {
+  EXPECT_EQ(load_recipe({}).node.history_seconds, 600u);
+  recipe_sources s;
+  s.sets = {"node.history_seconds=30"};
+  EXPECT_EQ(load_recipe(s).node.history_seconds, 30u);
+  EXPECT_EQ(error_of_sets({"node.history_seconds=5"}).key(), "node.history_seconds");
+  EXPECT_EQ(error_of_sets({"node.history_seconds=100000"}).key(), "node.history_seconds");
+}

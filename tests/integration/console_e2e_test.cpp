@@ -67,6 +67,54 @@ TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
   EXPECT_GT(rows, 5);
   EXPECT_LT(rows, 200);
 
+  // Guests apart from named users: counted apart, each row marked.
+  EXPECT_EQ(testid_value(browser, "total-guests"), "\"999\"");
+  EXPECT_EQ(testid_value(browser, "total-named"), "\"1\"");
+  EXPECT_EQ(browser.evaluate("document.querySelector('[data-testid=\"user-row\"][data-id=\"user:alice\"]')?.dataset.guest")
+              .get<std::string>(), "0");
+  EXPECT_TRUE(browser.evaluate("[...document.querySelectorAll('[data-testid=\"user-row\"]')]"
+                               ".filter(r => r.dataset.id !== 'user:alice').every(r => r.dataset.guest === '1')")
+                .get<bool>());
+  // The service time is labelled: in total and per request.
+  auto headers = browser.evaluate("document.getElementById('cols').textContent").get<std::string>();
+  EXPECT_NE(headers.find("service total"), std::string::npos) << headers;
+  EXPECT_NE(headers.find("per req"), std::string::npos) << headers;
+
+  // A click on a header sorts by it; another reverses. The first row shown (by position):
+  const std::string first_row =
+    "[...document.querySelectorAll('[data-testid=\"user-row\"]')].sort((a, b) => a.dataset.index - b.dataset.index)[0]"
+    "?.dataset.id";
+  browser.wait_for(first_row + " === 'user:alice'", 10s, "alice first by name");
+  browser.click("#cols [data-sort=\"name\"]");
+  browser.wait_for(first_row + " !== 'user:alice' && document.querySelector('#cols [data-sort=\"name\"]')"
+                   ".getAttribute('aria-sort') === 'descending'",
+                   5s, "the name order reversed");
+  // alice handled a login and 3 increments, each guest one read: she leads by messages handled.
+  browser.click("#cols [data-sort=\"handled\"]");
+  browser.wait_for(first_row + " === 'user:alice' && document.querySelector('#cols [data-sort=\"handled\"]')"
+                   ".getAttribute('aria-sort') === 'descending'",
+                   5s, "alice first by messages handled");
+  browser.click("#cols [data-sort=\"handled\"]");
+  browser.wait_for(first_row + " !== 'user:alice'", 5s, "the fewest handled first");
+  browser.click("#cols [data-sort=\"name\"]");
+  browser.wait_for(first_row + " === 'user:alice'", 5s, "back to the census's order");
+
+  // The rates over time: the node's history, drawn after the traffic above.
+  browser.wait_for("Number(document.querySelector('[data-testid=\"chart-requests\"]')?.dataset.points) >= 2 && "
+                   "Number(document.querySelector('[data-testid=\"chart-requests\"]')?.dataset.max) > 0 && "
+                   "document.querySelector('[data-testid=\"chart-requests\"] polyline').getAttribute('points').split(' ').length >= 2",
+                   10s, "the requests/s chart to have points");
+  for (const char* chart : {"chart-errors", "chart-wakes", "chart-freezes", "chart-p50", "chart-p99"})
+    EXPECT_EQ(browser.evaluate(std::string("!!document.querySelector('[data-testid=\"") + chart + "\"]')").get<bool>(), true)
+      << chart;
+  EXPECT_TRUE(browser.evaluate("Number(document.querySelector('[data-testid=\"chart-p50\"]').dataset.points) >= 1").get<bool>());
+  // Per-route figures: the 999 guests' reads and alice's increments.
+  browser.wait_for("Number(document.querySelector('[data-testid=\"route-row\"][data-route=\"GET /api/counter\"]')"
+                   "?.dataset.requests) >= 999 && "
+                   "Number(document.querySelector('[data-testid=\"route-row\"][data-route=\"POST /api/counter/incr\"]')"
+                   "?.dataset.requests) === 3",
+                   10s, "the per-route figures");
+
   // Search, open, freeze with confirmation, see him frozen.
   browser.type("#filter-prefix", "alice");
   browser.wait_for("(() => { const r = document.querySelectorAll('[data-testid=\"user-row\"]');"
@@ -89,6 +137,11 @@ TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
   browser.wait_for("[...document.querySelectorAll('[data-testid=\"log-line\"]')].some(l => "
                    "l.textContent.includes('freeze') && l.textContent.includes('user:alice'))",
                    10s, "the freeze in the log's tail");
+  // Timestamps in ISO form, UTC with its zone.
+  EXPECT_TRUE(browser.evaluate("[...document.querySelectorAll('[data-testid=\"log-time\"]')].every(t => "
+                               "/^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z$/.test(t.textContent))")
+                .get<bool>())
+    << browser.evaluate("[...document.querySelectorAll('[data-testid=\"log-time\"]')].map(t => t.textContent)").dump();
 
   // The node agrees, and logged who did it.
   auto frozen = api.get("/_troupe/census?state=frozen", auth).json();

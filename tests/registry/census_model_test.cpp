@@ -216,3 +216,26 @@ TEST(census_model, a_resting_user_stays_on_his_worker_without_an_actor) {
   EXPECT_STREQ(to_string(user_state::resting), "resting");
   EXPECT_EQ(user_state_from("resting"), user_state::resting);
 }
+
+TEST(census_model, counts_guests_apart_from_named_users_through_a_life) {
+  census_model m;
+  auto w = m.worker_number("default-w1");
+  auto g1 = guest_name("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), g2 = guest_name("BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB");
+  m.update(g1, live(w, user_state::active, 1));
+  m.update(g2, live(w, user_state::active, 2));
+  m.update("alice", live(w, user_state::active, 3));
+  EXPECT_EQ(m.totals().users.all(), 3);
+  EXPECT_EQ(m.totals().guests, 2);
+  EXPECT_EQ(m.worker_totals(w).guests, 2);
+  m.update(g1, live(w, user_state::departing, 1));  // a change of state is no new guest
+  EXPECT_EQ(m.totals().guests, 2);
+  m.actor_down(g1, 1);  // he retired
+  EXPECT_EQ(m.totals().guests, 1);
+  m.add_frozen(guest_name("CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC"));  // found in the deposit
+  EXPECT_EQ(m.totals().guests, 2);
+  EXPECT_EQ(m.worker_totals(w).guests, 1);  // a frozen guest is on no worker
+  m.erase(g2);
+  m.erase("alice");
+  EXPECT_EQ(m.totals().guests, 1);
+  EXPECT_EQ(m.totals().users.all(), 1);
+}
