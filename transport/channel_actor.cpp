@@ -110,7 +110,8 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
 }  // namespace
 
 channel_hub_handle spawn_channel_hub(caf::actor_system& sys, node_metrics& metrics) {
-  return sys.spawn(hub_impl, &metrics);
+  // Hidden: the actor system's shutdown never waits for it (its front stops it, and it holds nothing to save).
+  return sys.spawn<caf::hidden>(hub_impl, &metrics);
 }
 
 }  // namespace troupe

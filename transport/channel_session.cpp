@@ -199,7 +199,8 @@ private:
                          .count();
     ctx.metrics.inflight.fetch_add(1, std::memory_order_relaxed);
     call_user(front_, ws_.get_executor(), std::move(req), timeout,
-              [weak = weak_from_this(), e = std::move(e), &metrics = ctx.metrics](http_response&& r) mutable {
+              [weak = weak_from_this(), e = std::move(e), &metrics = ctx.metrics](http_response&& r,
+                                                                                   const caf::actor&) mutable {
                 metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
                 if (auto self = weak.lock())
                   self->answered(e, std::move(r));

@@ -1,4 +1,5 @@
 #include "transport/front.hpp"
+#include "transport/user_call.hpp"
 
 #include "actors/errors.hpp"
 #include "actors/user.hpp"
@@ -133,10 +134,7 @@ public:
   }
 
   // -- answers from the actor side (posted onto this session's strand) ------------
-  void on_actor_reply(std::uint64_t call, http_response&& r);
-  void on_dropped(std::uint64_t call);
-  void on_placed(std::uint64_t call, placement&& where);
-  void on_resolve_failed(std::uint64_t call, const caf::error& err);
+  void on_actor_reply(std::uint64_t call, http_response&& r);  // an admin operation's answer
   // A streaming response (docs/streaming.md), from its sink (posted onto the strand).
   void stream_write(std::string bytes);
   void stream_end(bool clean);
@@ -167,8 +165,7 @@ private:
   void order(std::string what, std::string target);
   template <class Send>
   void admin_call_to_bridge(Send send);
-  void dispatch(bool retry);
-  void send_to(const caf::actor& actor, std::uint64_t call);
+  void dispatch_call();
   void on_deadline();
   void finish(http_response&& r);
   void do_write(std::uint16_t status, std::string body, std::string_view content_type,
@@ -199,13 +196,11 @@ private:
   std::shared_ptr<http_request> call_req_;
   bool minted_ = false;
   std::string rotated_cid_;  // login/logout gave the connection this new id: the reply's cookie
-  bool retried_ = false;
-  bool forwarded_ = false;  // the current call went to a user on another node
   bool counted_ = false;
   std::uint64_t call_seq_ = 0;
   std::uint64_t current_call_ = 0;  // 0: nothing awaited
   std::chrono::steady_clock::time_point started_;
-  caf::actor target_;  // the actor the current call went to (a stream's writer)
+  caf::actor target_;  // the actor that answered the current call (a stream's writer)
 
   // -- a streaming response (docs/streaming.md) -----------------------------------
   // The sink actor keeps the queue and sends one batch at a time; the session
@@ -262,29 +257,6 @@ private:
   bool answered_ = false;
 };
 
-// The front's side of one request handed to a user actor.
-class http_call final : public reply_slot, session_link {
-public:
-  http_call(std::weak_ptr<http_session> s, net::any_io_executor ex, std::uint64_t id,
-            std::shared_ptr<const http_request> req)
-    : session_link(std::move(s), std::move(ex), id), req_(std::move(req)) {}
-
-  const http_request& request() const override { return *req_; }
-
-  void deliver(http_response&& r) override {
-    post([r = std::move(r)](http_session& s, std::uint64_t id) mutable { s.on_actor_reply(id, std::move(r)); });
-  }
-
-  // Destroyed undelivered: the actor died with the request in its mailbox.
-  ~http_call() override {
-    if (!answered())
-      post([](http_session& s, std::uint64_t id) { s.on_dropped(id); });
-  }
-
-private:
-  std::shared_ptr<const http_request> req_;
-};
-
 // The front's side of one admin operation handed to the bridge.
 class admin_call final : public admin_slot, session_link {
 public:
@@ -298,27 +270,6 @@ public:
     if (!answered())
       post([](http_session& s, std::uint64_t id) {
         s.on_actor_reply(id, error_response(503, "the operation was dropped", 1));
-      });
-  }
-};
-
-// The front's side of one resolve handed to the bridge.
-class resolve_call final : public resolve_slot, session_link {
-public:
-  using session_link::session_link;
-
-  void placed(placement&& where) override {
-    post([w = std::move(where)](http_session& s, std::uint64_t id) mutable { s.on_placed(id, std::move(w)); });
-  }
-
-  void failed(const caf::error& err) override {
-    post([err](http_session& s, std::uint64_t id) { s.on_resolve_failed(id, err); });
-  }
-
-  ~resolve_call() override {
-    if (!answered())
-      post([](http_session& s, std::uint64_t id) {
-        s.on_resolve_failed(id, make_error(errc::unavailable, "bridge gone"));
       });
   }
 };
@@ -486,13 +437,7 @@ void http_session::handle() {
   for (auto& field : req_)
     call->headers.push_back({std::string(field.name_string()), std::string(field.value())});
   call_req_ = std::move(call);
-
-  deadline_.expires_after(limits_.request_timeout);
-  deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-    if (!ec)
-      self->on_deadline();
-  });
-  dispatch(false);
+  dispatch_call();
 }
 
 // 405 with the methods the path takes.
@@ -686,7 +631,6 @@ template <class Send>
 void http_session::admin_call_to_bridge(Send send) {
   auto id = ++call_seq_;
   current_call_ = id;
-  retried_ = true;  // nothing to re-resolve
   deadline_.expires_after(limits_.request_timeout);
   deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec)
@@ -695,84 +639,31 @@ void http_session::admin_call_to_bridge(Send send) {
   send(front_, local_admin{std::make_shared<admin_call>(weak_from_this(), stream_.get_executor(), id)});
 }
 
-void http_session::dispatch(bool retry) {
-  retried_ = retry;
+// The request goes the one way every user call goes (transport/user_call.hpp):
+// cache or resolve, slot or forwarder, one re-resolve, its deadline (504).
+void http_session::dispatch_call() {
   auto id = ++call_seq_;
   current_call_ = id;
-  if (auto actor = front_.routes().find(call_req_->cid))
-    return send_to(*actor, id);
-  auto slot = std::make_shared<resolve_call>(weak_from_this(), stream_.get_executor(), id);
-  caf::anon_send(front_.bridge(), resolve_atom::value, call_req_->cid, minted_, local_resolve{std::move(slot)});
-}
-
-void http_session::send_to(const caf::actor& actor, std::uint64_t id) {
-  // The slot shares the request: one the actor does not take (not_here, died) is sent once more.
-  auto slot = std::make_shared<http_call>(weak_from_this(), stream_.get_executor(), id, call_req_);
-  target_ = actor;
-  forwarded_ = front_.is_remote(actor);
-  if (forwarded_)  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
-    return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
-  caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, local_reply{std::move(slot)});
-}
-
-void http_session::on_placed(std::uint64_t id, placement&& where) {
-  if (id != current_call_)
-    return;
-  front_.routes().put(call_req_->cid, where.actor);
-  send_to(where.actor, id);
-}
-
-void http_session::on_resolve_failed(std::uint64_t id, const caf::error& err) {
-  if (id != current_call_)
-    return;
-  if (is(err, errc::bad_request))
-    return finish(error_response(400, "bad request"));
-  auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
-  if (auto r = refusal_of(err))  // admission, a degraded group, a quarantined user: the refuser computed Retry-After
-    return finish(error_response(503, r->text, r->retry_after));
-  if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload
-    return finish(error_response(503, "the node is at its limit of live users, retry", hold));
-  front_.no_placement_log("front: no placement for a request: {}", to_string(err));
-  finish(error_response(503, "the user cannot be served right now, retry", hold));
+  call_user(front_, stream_.get_executor(), call_req_, limits_.request_timeout,
+            // The call holds the session until it is answered (its deadline bounds that).
+            [self = shared_from_this(), id](http_response&& r, const caf::actor& answered_by) {
+              if (id != self->current_call_)
+                return;  // answered already (the shutdown's 503)
+              self->target_ = answered_by;
+              if (!r.set_cid.empty())  // the request's id is dead: hand the client the new one
+                self->rotated_cid_ = std::move(r.set_cid);
+              self->finish(std::move(r));
+            },
+            minted_);
 }
 
 void http_session::on_actor_reply(std::uint64_t id, http_response&& r) {
   if (id != current_call_)
     return;  // answered already (504) or superseded
-  switch (r.route) {
-    case route_note::not_here:
-      front_.routes().erase(call_req_->cid);
-      if (!retried_)
-        return dispatch(true);
-      return finish(error_response(503, "the user cannot be reached right now, retry", 1));
-    case route_note::changed:
-      front_.routes().erase(call_req_->cid);
-      break;
-    case route_note::keep:
-      break;
-  }
-  if (!r.set_cid.empty()) {  // the request's id is dead: forget its route, hand the client the new one
-    front_.routes().erase(call_req_->cid);
-    rotated_cid_ = std::move(r.set_cid);
-  }
   finish(std::move(r));
 }
 
-void http_session::on_dropped(std::uint64_t id) {
-  if (id != current_call_)
-    return;
-  front_.routes().erase(call_req_->cid);
-  // A local actor that died with the request in its mailbox never ran it. A
-  // remote one may have (its node died after the change, before the answer):
-  // sending a change again could apply it twice, so its outcome is unknown
-  // (no Retry-After); a read is safe to send again (docs/CLUSTER.md).
-  if (forwarded_ && call_req_->method != "GET" && call_req_->method != "HEAD")
-    return finish(error_response(503, "the user's node went away while serving this request: its outcome is unknown"));
-  if (!retried_)
-    return dispatch(true);  // the target died: re-resolve once
-  finish(error_response(503, "the user's actor went away, retry", 1));
-}
-
+// An admin operation past the request deadline.
 void http_session::on_deadline() {
   if (current_call_ == 0)
     return;

@@ -17,15 +17,19 @@ namespace {
 class user_call : public std::enable_shared_from_this<user_call> {
 public:
   user_call(front& f, net::any_io_executor ex, std::shared_ptr<http_request> req,
-            std::function<void(http_response&&)> done, bool minted)
+            user_call_done done, bool minted)
     : front_(f), ex_(std::move(ex)), req_(std::move(req)), deadline_(ex_), done_(std::move(done)), minted_(minted) {}
 
   void start(std::chrono::milliseconds timeout) {
     // The pending wait holds the call alive until it is answered (then cancelled) or due.
     deadline_.expires_after(timeout);
-    deadline_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (!ec)
-        self->finish(error_response(504, "the request was not answered in time"));
+    deadline_.async_wait([self = shared_from_this(), timeout](boost::system::error_code ec) {
+      if (ec || self->finished_)
+        return;
+      self->front_.timeout_log("front: {} {} not answered within {} ms (504)", self->req_->method, self->req_->path,
+                               timeout.count());
+      self->target_ = {};
+      self->finish(error_response(504, "the request was not answered in time"));
     });
     dispatch(false);
   }
@@ -51,10 +55,15 @@ public:
     if (attempt != attempt_ || finished_)
       return;
     front_.routes().erase(req_->cid);
-    if (forwarded_ && req_->method != "GET")  // it may have run on the remote node: unknown outcome
+    target_ = {};
+    // A local actor that died with the request in its mailbox never ran it. A
+    // remote one may have (its node died after the change, before the answer):
+    // sending a change again could apply it twice, so its outcome is unknown
+    // (no Retry-After); a read is safe to send again (docs/CLUSTER.md).
+    if (forwarded_ && req_->method != "GET" && req_->method != "HEAD")
       return finish(error_response(503, "the user's node went away while serving this request: its outcome is unknown"));
     if (!retried_)
-      return dispatch(true);
+      return dispatch(true);  // the target died: re-resolve once
     finish(error_response(503, "the user's actor went away, retry", 1));
   }
 
@@ -71,11 +80,11 @@ public:
     if (is(err, errc::bad_request))
       return finish(error_response(400, "bad request"));
     auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
-    if (auto r = refusal_of(err))
+    if (auto r = refusal_of(err))  // admission, a degraded group, a quarantined user: the refuser computed Retry-After
       return finish(error_response(503, r->text, r->retry_after));
-    if (is(err, errc::too_many_users))
+    if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload
       return finish(error_response(503, "the node is at its limit of live users, retry", hold));
-    front_.no_placement_log("front: no placement for a channel call: {}", to_string(err));
+    front_.no_placement_log("front: no placement for a call: {}", to_string(err));
     finish(error_response(503, "the user cannot be served right now, retry", hold));
   }
 
@@ -146,9 +155,11 @@ private:
   }
 
   void send_to(const caf::actor& actor) {
+    // The slot shares the request: one the actor does not take (not_here, died) is sent once more.
     auto slot = std::make_shared<reply>(weak_from_this(), ex_, attempt_, req_);
+    target_ = actor;
     forwarded_ = front_.is_remote(actor);
-    if (forwarded_)
+    if (forwarded_)  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
       return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
     caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, local_reply{std::move(slot)});
   }
@@ -159,14 +170,15 @@ private:
     finished_ = true;
     deadline_.cancel();
     auto done = std::move(done_);
-    done(std::move(r));
+    done(std::move(r), target_);
   }
 
   front& front_;
   net::any_io_executor ex_;
   std::shared_ptr<http_request> req_;
   net::steady_timer deadline_;
-  std::function<void(http_response&&)> done_;
+  user_call_done done_;
+  caf::actor target_;  // the actor that has the request now
   bool minted_;
   std::uint64_t attempt_ = 0;
   bool retried_ = false;
@@ -177,7 +189,7 @@ private:
 }  // namespace
 
 void call_user(front& owner, net::any_io_executor ex, std::shared_ptr<http_request> req,
-               std::chrono::milliseconds timeout, std::function<void(http_response&&)> done, bool minted) {
+               std::chrono::milliseconds timeout, user_call_done done, bool minted) {
   std::make_shared<user_call>(owner, std::move(ex), std::move(req), std::move(done), minted)->start(timeout);
 }
 
