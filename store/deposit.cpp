@@ -398,6 +398,11 @@ public:
   std::uint64_t next_commander_generation() override {
     const std::string path = root_ + "/" + std::string(generation_name);
     const std::string lock_path = root_ + "/" + std::string(generation_lock_name);
+    generation_locked_ = true;  // a heal meanwhile must not lock it again (flock: this very process would wait)
+    struct unlocked {
+      bool& flag;
+      ~unlocked() { flag = false; }
+    } reset{generation_locked_};
     file_lock held;
     int e = held.lock(lock_path);
     if (e == ENOENT && heal("locking " + lock_path))
@@ -412,13 +417,21 @@ public:
     }
     if (e)
       fail("cannot read", path, e);
-    const std::uint64_t next = current.value_or(0) + 1;
-    const std::string text = std::to_string(next) + "\n";
+    // A file removed with its directory under this process starts from what it gave, not from 0.
+    const std::uint64_t next = std::max(current.value_or(0), generation_given_) + 1;
+    write_generation(path, next);
+    generation_given_ = next;
+    return next;
+  }
+
+  // Writes `generation` to `path` durably (temp file, fsync, rename, fsync of DIR); throws on failure.
+  void write_generation(const std::string& path, std::uint64_t generation) {
+    const std::string text = std::to_string(generation) + "\n";
     std::string tmp = temp_name(root_);
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file_mode);
     if (fd < 0)
       fail("cannot create temp file", tmp, errno);
-    e = write_all(fd, text.data(), text.size());
+    int e = write_all(fd, text.data(), text.size());
     if (!e && ::fsync(fd) != 0)
       e = errno;
     if (::close(fd) != 0 && !e)
@@ -432,7 +445,30 @@ public:
     if (int se = fsync_dir(root_))
       fail("cannot fsync directory", root_, se);
     note_success();
-    return next;
+  }
+
+  // After a heal: DIR/commander-generation went with its directory. The
+  // generation this process gave is written back (under the lock, never
+  // below what the file holds), so that a restarted commander's epochs stay
+  // above those of the parcels written since (docs/deposit.md "Owner epochs").
+  void restore_generation() {
+    if (generation_given_ == 0 || generation_locked_)
+      return;
+    const std::string path = root_ + "/" + std::string(generation_name);
+    const std::string lock_path = root_ + "/" + std::string(generation_lock_name);
+    try {
+      file_lock held;
+      if (int e = held.lock(lock_path))
+        fail("cannot lock", lock_path, e);
+      int e = 0;
+      auto current = read_number(path, e);
+      if (e == ENOENT || (!e && current.value_or(0) < generation_given_)) {
+        write_generation(path, generation_given_);
+        spdlog::warn("deposit: {} was gone with its directory; generation {} written back", path, generation_given_);
+      }
+    } catch (const deposit_error& err) {
+      spdlog::error("deposit: the commander generation could not be written back after a heal: {}", err.what());
+    }
   }
 
   void put_connection(const std::string& cid, const parcel& p) override {
@@ -591,6 +627,7 @@ private:
     counters_.healed.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn("deposit: the deposit's structure under {} was missing ({}); recreated {} director{}", root_, why,
                  made, made == 1 ? "y" : "ies");
+    restore_generation();
     return true;
   }
 
@@ -1214,6 +1251,8 @@ private:
   }
 
   std::string root_, users_, connections_, quarantine_;
+  std::uint64_t generation_given_ = 0;  // the last commander generation this object gave (0: none)
+  bool generation_locked_ = false;      // next_commander_generation holds the generation lock
   std::atomic<std::uint64_t> temp_counter_{0};
   std::atomic<std::uint64_t> quarantine_counter_{0};
 };

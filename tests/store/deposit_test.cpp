@@ -706,10 +706,19 @@ TEST_F(deposit_test, heals_after_its_directory_is_removed) {
   EXPECT_EQ(dep->counters().healed, 3u);
   EXPECT_EQ(files_in(dir + "/quarantine").size(), 1u);
 
+  // The commander generation it gave goes back with the structure: a restarted
+  // commander's epochs stay above those of the parcels written since.
+  EXPECT_EQ(dep->next_commander_generation(), 1u);
+  EXPECT_EQ(dep->next_commander_generation(), 2u);
+  fs::remove_all(dir);
+  dep->put_user("dora", make_parcel(1, "d"));
+  EXPECT_EQ(read_file(dir + "/commander-generation"), "2\n");
+  EXPECT_EQ(make_filesystem_deposit(dir)->next_commander_generation(), 3u) << "a restart continues above it";
+
   // A single put after rm -rf (the one-entry batch path) too.
   fs::remove_all(dir);
   EXPECT_EQ(dep->put_batch({{false, "carl", make_parcel(1, "c")}}), (std::vector<std::string>{""}));
-  EXPECT_EQ(dep->counters().healed, 4u);
+  EXPECT_EQ(dep->counters().healed, 5u);
   EXPECT_EQ(dep->counters().failures, 0u);
   EXPECT_TRUE(temp_files_under(dir).empty());
 }
