@@ -77,6 +77,13 @@ TEST_F(DepositFaults, RemovedDepositDirectoryHealsAndAFreezeLands) {
   scratch_dir scratch;
   const std::string dep = scratch.path + "/deposit";
   start_on(dep);
+  // Placed before her: her owner epoch is not the generation's first, so a
+  // restart whose generation started again from 1 would find her parcel newer
+  // than its placement and refuse her as stale.
+  for (const char* other : {"bob", "carol"}) {
+    http_client c(port());
+    ASSERT_STATUS(c.post_json("/api/login", {{"user", other}}), 200);
+  }
   http_client alice(port());
   ASSERT_STATUS(alice.post_json("/api/login", {{"user", "alice"}}), 200);
   for (int i = 1; i <= 3; ++i)
@@ -97,6 +104,7 @@ TEST_F(DepositFaults, RemovedDepositDirectoryHealsAndAFreezeLands) {
   for (const auto* sub : {"", "/users", "/connections", "/quarantine"})
     EXPECT_EQ(mode_of(dep + sub), 0700u) << dep + sub;
   EXPECT_NE(node().stderr_log().find("recreated"), std::string::npos) << "the heal is not logged";
+  EXPECT_TRUE(fs::exists(dep + "/commander-generation")) << "the commander generation did not come back: " << listing(dep);
 
   soft_quit();
   start_on(dep);
