@@ -6,8 +6,10 @@
 // write path of a resting user's freeze is tested on a full deposit.
 #include "../support/test_support.hpp"
 #include "../support/ws_client.hpp"
+#include "store/deposit.hpp"
 
 #include <filesystem>
+#include <fstream>
 
 using namespace troupe::test;
 using nlohmann::json;
@@ -198,4 +200,55 @@ TEST_F(Rest, ARestingUsersFreezeOnAFullDepositLosesNothing) {
   http_client again(port());
   login(again, "fay");
   EXPECT_EQ(count_of(again.get("/api/counter")), 1);
+}
+
+// What he left in memory is newer than his parcel on disk: a parcel corrupted
+// while he rests is never read (he comes back from memory), and the soft quit's
+// freeze writes his state over it; a restart finds every acknowledged change.
+TEST_F(Rest, ACorruptParcelUnderARestingUserIsNeverServedAndHisFreezeReplacesIt) {
+  start_here();
+  http_client gus(port());
+  login(gus, "gus");
+  ASSERT_EQ(count_of(gus.post("/api/counter/incr")), 1);
+  http_client admin(port());
+  ASSERT_STATUS(admin.post("/_troupe/users/gus/freeze", "", auth), 200);  // a parcel of his on disk (count 1)
+  ASSERT_EQ(count_of(gus.post("/api/counter/incr")), 2);                  // woken, changed in memory only
+  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  auto file = troupe::store::filesystem_parcel_path(deposit_.path, troupe::store::parcel_kind::user, "gus");
+  ASSERT_TRUE(std::filesystem::is_regular_file(file));
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << "not a parcel";
+
+  EXPECT_EQ(count_of(gus.get("/api/counter")), 2) << "he came back from memory";
+  EXPECT_EQ(metric("troupe_deposit_quarantined_total"), 0) << "his parcel was not read";
+  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  node().terminate();
+  auto code = node().wait_exit(15s);
+  ASSERT_TRUE(code) << "the soft quit did not end";
+  EXPECT_EQ(*code, 0) << node().stderr_tail();
+  start_here();
+  http_client again(port());
+  login(again, "gus");
+  EXPECT_EQ(count_of(again.get("/api/counter")), 2);
+}
+
+// The deposit removed under the node while he rests: his freeze at the soft
+// quit heals it and lands; a restart finds him as he was.
+TEST_F(Rest, ADepositRemovedWhileHeRestsIsHealedByHisFreeze) {
+  start_here();
+  {
+    http_client hal(port());
+    login(hal, "hal");
+    for (int i = 1; i <= 3; ++i)
+      ASSERT_EQ(count_of(hal.post("/api/counter/incr")), i);
+  }
+  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  std::filesystem::remove_all(deposit_.path);
+  node().terminate();
+  auto code = node().wait_exit(15s);
+  ASSERT_TRUE(code) << "the soft quit did not end";
+  EXPECT_EQ(*code, 0) << "nothing was left unsaved: " << node().stderr_tail();
+  start_here();
+  http_client hal(port());
+  login(hal, "hal");
+  EXPECT_EQ(count_of(hal.get("/api/counter")), 3);
 }
