@@ -60,11 +60,9 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
   return {
     [=](bind_atom, std::uint64_t socket, std::string& cid, std::string& page, caf::actor& user) {
       auto* e = self->state.find(socket);
-      if (!e) {  // closed meanwhile: the user learns it as from any socket that goes
-        socket_entry gone;
-        gone.bound.push_back(binding{std::move(cid), std::move(page), std::move(user)});
-        return forget(socket, gone);
-      }
+      if (!e)  // closed meanwhile: the user learns it as from any socket that goes
+        return self->send(caf::actor_cast<user_handle>(user), unbind_atom::value, cid, page,
+                          channel_ref{caf::actor_cast<caf::actor>(self), socket});
       if (auto* b = e->find(page)) {
         b->cid = std::move(cid);
         b->user = std::move(user);
