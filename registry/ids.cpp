@@ -86,7 +86,8 @@ std::string errno_text(int e) {
   return std::strerror(e);
 }
 
-// Reads the secret file at `path`: nullopt when there is none.
+}  // namespace
+
 std::optional<std::string> read_secret(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -127,6 +128,8 @@ std::optional<std::string> read_secret(const std::string& path) {
                              + " hex digits); removing it makes a new secret, which ends every session");
   return secret;
 }
+
+namespace {
 
 void write_all(int fd, const std::string& text, const std::string& path) {
   std::size_t done = 0;
@@ -242,13 +245,18 @@ bool store_secret_if_absent(const std::string& path, const std::string& secret) 
   return true;
 }
 
+std::string generate_secret() {
+  std::string secret(generated_secret_bytes, '\0');
+  random_bytes(reinterpret_cast<unsigned char*>(secret.data()), secret.size());
+  return secret;
+}
+
 std::string load_or_create_secret(const std::string& path) {
   // Two rounds at most: the second reads what another process made meanwhile.
   for (int round = 0; round < 2; ++round) {
     if (auto secret = read_secret(path))
       return std::move(*secret);
-    std::string secret(generated_secret_bytes, '\0');
-    random_bytes(reinterpret_cast<unsigned char*>(secret.data()), secret.size());
+    auto secret = generate_secret();
     if (store_secret_if_absent(path, secret))
       return secret;
   }

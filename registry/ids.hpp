@@ -6,6 +6,7 @@
 #include <openssl/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,6 +48,13 @@ private:
 
 /// Bytes of a generated cookie secret.
 inline constexpr std::size_t generated_secret_bytes = 32;
+
+/// A fresh random secret of generated_secret_bytes bytes (OpenSSL's CSPRNG).
+std::string generate_secret();
+
+/// The secret stored at `path` as load_or_create_secret writes it; nullopt
+/// when there is no such file. Throws like load_or_create_secret.
+std::optional<std::string> read_secret(const std::string& path);
 
 /// The secret stored at `path` (64 hex digits, optionally followed by a
 /// newline; the secret is the 32 bytes they encode); when there is no such

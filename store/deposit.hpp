@@ -222,6 +222,18 @@ public:
   /// unreadable generation file is refused, never guessed).
   virtual std::uint64_t next_commander_generation() = 0;
 
+  /// The platform secret `name` as the deposit keeps it for every node on it:
+  /// the stored value, or `candidate` stored now when there is none (created
+  /// once: concurrent callers all get the first stored value). nullopt: this
+  /// backend keeps no secrets (the filesystem one: the node keeps the file
+  /// <deposit.path>/cookie.secret itself, in the directory its members share).
+  /// Throws deposit_error when the store cannot be reached.
+  virtual std::optional<std::string> load_or_create_secret(const std::string& name, const std::string& candidate) {
+    (void)name;
+    (void)candidate;
+    return std::nullopt;
+  }
+
   // --- connections (payload = packed connection_record) -----------------------
   /// Like put_user (owner = cid when empty); no marker.
   virtual void put_connection(const std::string& cid, const parcel& p) = 0;

@@ -225,6 +225,10 @@ const std::vector<statement>& statements() {
     {"generation",
      "UPDATE {s}.commander_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation",
      {}},
+    // A platform secret: created once (the first writer's value stands), then read.
+    {"create_secret", "INSERT INTO {s}.secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+     {text_oid, bytea_oid}},
+    {"get_secret", "SELECT value FROM {s}.secrets WHERE name = $1", {text_oid}},
     {"put_connection",
      "INSERT INTO {s}.connections AS c (key, parcel, written_at) VALUES ($1, $2, now()) "
      "ON CONFLICT (key) DO UPDATE SET parcel = EXCLUDED.parcel, written_at = now()",
@@ -313,6 +317,11 @@ const std::vector<const char*>& migrations() {
     "  id integer PRIMARY KEY CHECK (id = 1),"
     "  generation bigint NOT NULL);"
     "INSERT INTO {s}.commander_generation (id, generation) VALUES (1, 0);",
+    // 2: the platform's secrets (the generated cookie secret), shared by every member on the database.
+    "CREATE TABLE {s}.secrets ("
+    "  name text PRIMARY KEY,"
+    "  value bytea NOT NULL,"
+    "  created_at timestamptz NOT NULL DEFAULT now());",
   };
   return all;
 }
@@ -458,6 +467,27 @@ public:
                             ".commander_generation has no row; refusing to guess a generation (an operator "
                             "restores it: docs/deposit.md \"Fencing\")");
       return get_be64(PQgetvalue(r.get(), 0, 0));
+    });
+  }
+
+  std::optional<std::string> load_or_create_secret(const std::string& name, const std::string& candidate) override {
+    return call([&] {
+      // Under the schema's lock (the migrations' advisory lock): members starting
+      // at once agree on the one value, whoever inserts it.
+      exec("BEGIN");
+      try {
+        lock_schema();
+        run("create_secret", params().bytes(name).bytes(candidate));
+        auto r = run("get_secret", params().bytes(name));
+        if (PQntuples(r.get()) != 1)
+          throw deposit_error("postgres: secret " + name + " could not be created");
+        std::string value(PQgetvalue(r.get(), 0, 0), static_cast<std::size_t>(PQgetlength(r.get(), 0, 0)));
+        exec("COMMIT");
+        return std::optional<std::string>(std::move(value));
+      } catch (const std::exception&) {
+        rollback();
+        throw;
+      }
     });
   }
 
@@ -817,9 +847,7 @@ private:
   void migrate() {
     exec("BEGIN");
     try {
-      const std::string lock = "SELECT pg_advisory_xact_lock(" + std::to_string(migration_lock_class) +
-                               ", hashtext(" + literal(options_.schema) + "))";
-      exec(lock.c_str());
+      lock_schema();
       exec(with_schema("CREATE SCHEMA IF NOT EXISTS {s}", schema_).c_str());
       exec(with_schema("CREATE TABLE IF NOT EXISTS {s}.schema_version (version integer PRIMARY KEY, "
                        "applied_at timestamptz NOT NULL DEFAULT now())",
@@ -842,6 +870,13 @@ private:
       rollback();
       throw;
     }
+  }
+
+  /// The schema's transaction-scoped advisory lock (migrations, secrets).
+  void lock_schema() {
+    const std::string lock = "SELECT pg_advisory_xact_lock(" + std::to_string(migration_lock_class) + ", hashtext(" +
+                             literal(options_.schema) + "))";
+    exec(lock.c_str());
   }
 
   std::string literal(const std::string& text) const {

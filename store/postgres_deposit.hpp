@@ -12,6 +12,7 @@
 ///       connections(key bytea PK, parcel bytea, written_at)
 ///       quarantine(id, key, kind, reason, bytes, at)    moved parcels, never deleted
 ///       commander_generation(id = 1, generation)
+///       secrets(name text PK, value bytea, created_at)   the generated cookie secret (v2)
 ///
 ///   A users row holds his parcel (NULL: none), his claim and his quarantine
 ///   marker, so a claim-only or marker-only row is not a user (count_users,
@@ -39,6 +40,8 @@
 ///   threads are safe and are served one at a time (the deposit actor makes
 ///   them from one thread anyway). for_each_user calls `fn` without the mutex
 ///   held (pages of keys), so `fn` may use the deposit.
+/// * load_or_create_secret: one row of `secrets`, inserted once under the
+///   schema's advisory lock (the first member's candidate stands), read by all.
 /// * Every statement runs under `SET statement_timeout` (nothing hangs forever).
 
 #include "store/deposit.hpp"
@@ -66,7 +69,7 @@ struct postgres_options {
 };
 
 /// The schema version this binary creates and understands.
-constexpr int postgres_schema_version = 1;
+constexpr int postgres_schema_version = 2;
 
 /// Connects (throws deposit_error naming host/port/db — never the password —
 /// when it cannot within connect_timeout), creates/migrates the schema,

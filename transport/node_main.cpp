@@ -66,6 +66,8 @@ std::string joined(const std::vector<std::string>& names, std::size_t at_most = 
 
 // The generated cookie secret, in the deposit directory.
 constexpr std::string_view cookie_secret_file = "cookie.secret";
+// Its name in a deposit that keeps secrets itself (PostgreSQL).
+constexpr std::string_view cookie_secret_name = "cookie";
 // A configured secret shorter than this could be guessed from one minted id.
 constexpr std::size_t min_cookie_secret_bytes = 16;
 
@@ -199,11 +201,6 @@ int run_node(const node_flags& flags, const app_types& types) {
   }
   std::shared_ptr<store::deposit> deposit_store;
   if (recipe.deposit.backend == "postgres") {
-    // Members on several hosts share the database, not deposit.path: the key
-    // of their connection ids must be shared too.
-    if (recipe.cluster.enabled() && recipe.node.cookie_secret.empty())
-      return usage_error("node.cookie_secret: a cluster on deposit.backend = \"postgres\" needs it set, the same on "
-                         "every member (it cannot be generated into a directory they share)");
     try {
       store::postgres_options o;
       o.url = recipe.deposit.url;
@@ -226,13 +223,23 @@ int run_node(const node_flags& flags, const app_types& types) {
     }
   }
   // The key of the connection ids: configured (shared by the members of a
-  // cluster) or generated once into the deposit (shared by every node on it).
+  // cluster) or generated once into the deposit (shared by every node on it):
+  // on PostgreSQL into the database, the source of truth every host shares;
+  // on the filesystem into the deposit directory.
   std::string secret_origin = "node.cookie_secret";  // logged (the secret itself never is)
-  std::string deposit_secret;  // generated into the deposit: written back if the deposit loses it
+  std::string deposit_secret;  // generated into the deposit directory: written back if the deposit loses it
   try {
     std::string secret = recipe.node.cookie_secret;
-    if (secret.empty()) {
-      secret_origin = recipe.deposit.path + "/" + std::string(cookie_secret_file);
+    const auto secret_file = recipe.deposit.path + "/" + std::string(cookie_secret_file);
+    if (secret.empty() && recipe.deposit.backend == "postgres") {
+      // A file an earlier troupe generated on this host seeds the database
+      // (its sessions go on); else a fresh one. The first member's stands.
+      auto candidate = registry::read_secret(secret_file).value_or(registry::generate_secret());
+      secret = deposit_store->load_or_create_secret(std::string(cookie_secret_name), candidate).value();
+      OPENSSL_cleanse(candidate.data(), candidate.size());
+      secret_origin = "the PostgreSQL deposit (" + recipe.deposit.schema + ".secrets)";
+    } else if (secret.empty()) {
+      secret_origin = secret_file;
       secret = registry::load_or_create_secret(secret_origin);
       deposit_secret = secret;
     } else if (secret.size() < min_cookie_secret_bytes)

@@ -2,7 +2,9 @@
 // the node did not mint is replaced like no cookie at all; login and logout
 // rotate the id (a new cookie, the old id dead); the ids are signed with a
 // secret that is generated once into the deposit (0600, reused across restarts)
-// or configured and shared by several nodes.
+// or configured and shared by several nodes; on PostgreSQL the generated
+// secret lives in the database, so a node on another host keeps every session.
+#include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
 
 #include <filesystem>
@@ -266,5 +268,61 @@ TEST_F(Session, ABadSecretStopsTheNodeAtStart) {
     EXPECT_NE(r.err.find("troupe: node.cookie_secret: "), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("0123456789abcdef"), std::string::npos) << "the secret was shown: " << r.err;
     EXPECT_EQ(file_text(dir.path + "/b/cookie.secret"), "0123456789abcdef\n");
+  }
+}
+
+// Issue 23 (2): on PostgreSQL the generated secret is kept in the database (the
+// source of truth every host shares), never on one host's disk: a node on the
+// same database with a fresh deposit directory (another host, a fresh
+// container) knows every cookie and every acknowledged change.
+TEST_F(Session, OnPostgresTheGeneratedSecretLivesInTheDatabase) {
+  scratch_database db;
+  TROUPE_NEED_SCRATCH_DATABASE(db);
+  auto args = postgres_args(db.url());
+  for (auto s : {"group.default.durability=reply"}) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  struct visitor {
+    std::string cid, user;
+    long long count = 0;
+  };
+  std::vector<visitor> seen;
+  {
+    node_process first(args);
+    for (int i = 0; i < 60; ++i) {
+      http_client c(first.port());
+      visitor v;
+      if (i % 2) {  // half of them named, half guests
+        v.user = unique_name("pg_");
+        ASSERT_STATUS(c.post_json("/api/login", {{"user", v.user}}), 200);
+      }
+      for (int k = 0; k <= i % 3; ++k)
+        v.count = count_of(c.post("/api/counter/incr"));
+      ASSERT_TRUE(c.cookie());
+      v.cid = *c.cookie();
+      if (v.user.empty())
+        v.user = "guest_" + v.cid;
+      seen.push_back(v);
+    }
+    EXPECT_FALSE(fs::exists(fs::path(first.deposit_dir()) / "cookie.secret"))
+      << "the generated secret went to one host's disk";
+    auto stored = psql(db.url(), "SELECT count(*) FROM troupe.secrets WHERE name = 'cookie';");
+    ASSERT_TRUE(stored);
+    EXPECT_EQ(*stored, "1") << "no secret in the database";
+    first.terminate();
+    ASSERT_EQ(first.wait_exit(milliseconds(30000)), 0) << first.diagnostics();
+  }
+  node_process second(args);  // a deposit directory of its own: nothing of the first host's disk
+  for (auto& v : seen) {
+    auto w = whoami_as(second.port(), v.cid);
+    ASSERT_STATUS(w, 200);
+    EXPECT_FALSE(w.has("Set-Cookie")) << "came back as a stranger: " << w.describe();
+    EXPECT_EQ(w.json().value("user", ""), v.user);
+    http_client c(second.port());
+    c.use_cookie_jar(false);
+    auto r = c.get("/api/counter", {{"Cookie", "troupe_cid=" + v.cid}});
+    ASSERT_STATUS(r, 200);
+    EXPECT_EQ(count_of(r), v.count) << v.user;
   }
 }

@@ -1856,7 +1856,7 @@ TEST_P(pg_deposit, refuses_a_newer_schema_version_with_a_clear_text) {
 TEST_P(pg_deposit, migrating_twice_and_at_once_is_idempotent) {
   dep->put_user("alice", make_parcel(1, "kept"));
   dep.reset();
-  EXPECT_EQ(admin->one("SELECT string_agg(version::text, ',') FROM " + table("schema_version")), "1");
+  EXPECT_EQ(admin->one("SELECT string_agg(version::text, ',' ORDER BY version) FROM " + table("schema_version")), "1,2");
   // A fresh schema, four members starting at once: one migrates, the others find it done.
   schema = unique_schema();
   std::vector<std::thread> starts;
@@ -1873,10 +1873,32 @@ TEST_P(pg_deposit, migrating_twice_and_at_once_is_idempotent) {
   for (auto& t : starts)
     t.join();
   EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(admin->one("SELECT string_agg(version::text, ',') FROM " + table("schema_version")), "1");
+  EXPECT_EQ(admin->one("SELECT string_agg(version::text, ',' ORDER BY version) FROM " + table("schema_version")), "1,2");
   dep = open();  // once more: nothing to do
-  EXPECT_EQ(admin->one("SELECT count(*) FROM " + table("schema_version")), "1");
+  EXPECT_EQ(admin->one("SELECT count(*) FROM " + table("schema_version")), "2");
   EXPECT_TRUE(dep->get_user("bob"));
+}
+
+// Issue 23 (2): the generated cookie secret is kept in the database, created
+// once: members starting at once with different candidates all get the first.
+TEST_P(pg_deposit, a_secret_is_created_once_and_every_member_reads_the_same) {
+  std::vector<std::string> got(4);
+  std::vector<std::thread> starts;
+  for (int i = 0; i < 4; ++i)
+    starts.emplace_back([&, i] { got[i] = open()->load_or_create_secret("cookie", "candidate-" + std::to_string(i)).value(); });
+  for (auto& t : starts)
+    t.join();
+  for (auto& g : got)
+    EXPECT_EQ(g, got.front());
+  EXPECT_EQ(got.front().substr(0, 10), "candidate-");
+  EXPECT_EQ(dep->load_or_create_secret("cookie", "later").value(), got.front()) << "a later candidate never replaces it";
+  EXPECT_EQ(dep->load_or_create_secret("other", std::string("\0\x01\xff", 3)).value(), std::string("\0\x01\xff", 3))
+    << "bytes kept as they are";
+  EXPECT_EQ(admin->one("SELECT count(*) FROM " + table("secrets")), "2");
+}
+
+TEST_F(deposit_test, keeps_no_secrets_itself_the_node_keeps_its_file) {
+  EXPECT_FALSE(dep->load_or_create_secret("cookie", "x"));
 }
 
 TEST_P(pg_deposit, a_lost_connection_throws_then_reconnects_by_itself) {
