@@ -96,6 +96,47 @@ struct commander_state {
   // The global store next to this commander (linked: they stop together).
   global_store_handle global_store;
 
+  // Requests to workers on other members, by id: CAF never fails one when
+  // its member dies (it waits out its timeout), so each is answered (or
+  // routed again) at that member's down verdict instead (node_down).
+  struct remote_watch {
+    caf::node_id node;
+    std::function<void()> at_verdict;
+  };
+  std::unordered_map<std::uint64_t, remote_watch> remote_watches;
+  std::uint64_t last_watch = 0;
+
+  // Watches a request to the worker of `slot`: 0 (nothing to watch) when it
+  // runs on this member, whose death ends the commander too.
+  std::uint64_t watch_remote(std::size_t slot, std::function<void()> at_verdict) {
+    const auto& node = slots[slot].handle.node();
+    if (node == self->node())
+      return 0;
+    remote_watches.emplace(++last_watch, remote_watch{node, std::move(at_verdict)});
+    return last_watch;
+  }
+
+  // The watched request was answered: true when it still counts (not
+  // answered already at its member's down verdict).
+  bool unwatch(std::uint64_t id) { return id == 0 || remote_watches.erase(id) > 0; }
+
+  // The member is down: its watched requests are answered or routed again now.
+  void release_remote_watches(const caf::node_id& node) {
+    std::vector<std::function<void()>> due;
+    for (auto i = remote_watches.begin(); i != remote_watches.end();)
+      if (i->second.node == node) {
+        due.push_back(std::move(i->second.at_verdict));
+        i = remote_watches.erase(i);
+      } else {
+        ++i;
+      }
+    if (!due.empty())
+      spdlog::info("commander: {} request(s) in flight to the member declared down answered or placed again now",
+                   due.size());
+    for (auto& f : due)
+      f();
+  }
+
   // Fencing (docs/CLUSTER.md "Fencing"): each placement's owner epoch, under
   // a commander generation the deposit gave this commander when it started.
   registry::epoch_source epochs;
@@ -260,6 +301,8 @@ struct commander_state {
       spdlog::warn("commander: member {} is down: its {} user(s) wake elsewhere on their next request", name, users);
     }
     self->send(global_store, node_down_atom::value, node);
+    // After its users left the index: an attach that waited on it places him on a live worker.
+    release_remote_watches(node);
     if (!name.empty() && expected_nodes.erase(name))
       check_ready();
   }
@@ -296,7 +339,24 @@ struct commander_state {
     auto slot = index->place(user, *epoch, group, steady::now());
     if (!slot)
       return no_worker_admits(std::move(promise), user, cid, std::move(parcel), wake, group, may_grow);
-    promise.delegate(slots[*slot].handle, attach_atom::value, attach_order{user, cid, std::move(parcel), wake, *epoch});
+    if (slots[*slot].handle.node() == self->node()) {
+      promise.delegate(slots[*slot].handle, attach_atom::value, attach_order{user, cid, std::move(parcel), wake, *epoch});
+      return;
+    }
+    attach_order order{user, cid, parcel, wake, *epoch};
+    auto watch = watch_remote(*slot, [this, promise, user, cid, parcel = std::move(parcel), wake, group]() mutable {
+      attach(std::move(promise), user, cid, std::move(parcel), wake, group);  // he is no longer placed there
+    });
+    self->request(slots[*slot].handle, ctx->hold_timeout(), attach_atom::value, std::move(order))
+      .then(
+        [this, watch, promise](placement& p) mutable {
+          if (unwatch(watch))
+            promise.deliver(std::move(p));
+        },
+        [this, watch, promise](caf::error& err) mutable {
+          if (unwatch(watch))
+            promise.deliver(std::move(err));
+        });
   }
 
   placement_promise promise() { return self->make_response_promise<placement>(); }
@@ -661,16 +721,24 @@ struct commander_state {
       return;
     }
     attach_order order{msg.to, {}, {}, true, *epoch};
+    // A message is a change: one in flight to a member that dies may have been handled there.
+    auto watch = watch_remote(*slot, [promise]() mutable {
+      promise.deliver(tell_reply::of(R::unavailable, "the recipient's member went down with the message: it may or "
+                                                     "may not have been delivered"));
+    });
     self->request(slots[*slot].handle, tell_budget(), tell_atom::value,
                   std::move(order), msg)
       .then(
-        [this, msg, promise, again](tell_reply& r) mutable {
+        [this, watch, msg, promise, again](tell_reply& r) mutable {
+          if (!unwatch(watch))
+            return;
           if (r.result == tell_reply::not_here && !again)
             return tell(std::move(msg), std::move(promise), true);
           promise.deliver(std::move(r));
         },
-        [promise](caf::error&) mutable {
-          promise.deliver(tell_reply::of(R::unavailable, "the recipient's worker did not answer"));
+        [this, watch, promise](caf::error&) mutable {
+          if (unwatch(watch))
+            promise.deliver(tell_reply::of(R::unavailable, "the recipient's worker did not answer"));
         });
   }
 
@@ -758,13 +826,21 @@ struct commander_state {
       promise.deliver(std::move(err));
     };
     if (auto slot = index->worker_of(user)) {
+      // His member going down drops him as surely: his actor went with it.
+      auto watch = watch_remote(*slot, [this, promise, user]() { finish_drop(promise, user, "inactive"); });
       self->request(slots[*slot].handle, ctx->request_timeout(), drop_atom::value, user)
-        .then([this, promise, user](bool) { finish_drop(promise, user, "active"); },
-              [this, promise, user, fail](caf::error& err) mutable {
-                if (is(err, errc::no_such_user))  // placed, but his actor is gone (crashed for good)
-                  return finish_drop(promise, user, "inactive");
-                fail(std::move(err));
-              });
+        .then(
+          [this, watch, promise, user](bool) {
+            if (unwatch(watch))
+              finish_drop(promise, user, "active");
+          },
+          [this, watch, promise, user, fail](caf::error& err) mutable {
+            if (!unwatch(watch))
+              return;
+            if (is(err, errc::no_such_user))  // placed, but his actor is gone (crashed for good)
+              return finish_drop(promise, user, "inactive");
+            fail(std::move(err));
+          });
       return promise;
     }
     // Not live: frozen, if the deposit has his parcel (he is not woken to know).
@@ -835,14 +911,21 @@ struct commander_state {
       return make_error(errc::refused, "worker " + name + " is the last of group " + slots[*slot].group + " in service");
     auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
     auto s = *slot;
+    auto watch = watch_remote(s, [promise]() mutable {
+      promise.deliver(make_error(errc::unavailable, "the worker's member went down while it was being drained"));
+    });
     self->request(slots[s].handle, caf::infinite, drain_atom::value)
       .then(
-        [this, promise, s](std::uint64_t frozen, std::uint64_t failed) mutable {
+        [this, watch, promise, s](std::uint64_t frozen, std::uint64_t failed) mutable {
+          if (!unwatch(watch))
+            return;
           if (failed)
             index->set_in_service(s, true);
           promise.deliver(frozen, failed);
         },
-        [this, promise, s](caf::error& err) mutable {
+        [this, watch, promise, s](caf::error& err) mutable {
+          if (!unwatch(watch))
+            return;
           index->set_in_service(s, true);
           promise.deliver(std::move(err));
         });
@@ -1007,7 +1090,23 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       auto slot = st.index ? st.index->worker_of(user) : std::nullopt;
       if (!slot)
         return make_error(errc::no_such_user, user);
-      return self->delegate(st.slots[*slot].handle, freeze_atom::value, user);
+      auto promise = self->make_response_promise<bool>();
+      auto watch = st.watch_remote(*slot, [promise]() mutable {
+        promise.deliver(make_error(errc::unavailable, "his member went down before he was frozen"));
+      });
+      if (watch == 0)
+        return promise.delegate(st.slots[*slot].handle, freeze_atom::value, user);
+      self->request(st.slots[*slot].handle, st.ctx->request_timeout(), freeze_atom::value, user)
+        .then(
+          [self, watch, promise](bool frozen) mutable {
+            if (self->state.unwatch(watch))
+              promise.deliver(frozen);
+          },
+          [self, watch, promise](caf::error& err) mutable {
+            if (self->state.unwatch(watch))
+              promise.deliver(std::move(err));
+          });
+      return promise;
     },
     [=](push_atom, const std::string& user, std::string& path,
         std::string& data) -> caf::result<std::uint32_t, std::uint32_t> {
@@ -1015,7 +1114,22 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       auto slot = st.index ? st.index->worker_of(user) : std::nullopt;
       if (!slot || st.departing.count(user))  // frozen, unknown or leaving: not woken for a push
         return {std::uint32_t{0}, std::uint32_t{1}};
-      return self->delegate(st.slots[*slot].handle, push_atom::value, user, std::move(path), std::move(data));
+      auto promise = self->make_response_promise<std::uint32_t, std::uint32_t>();
+      auto watch = st.watch_remote(*slot, [promise]() mutable { promise.deliver(std::uint32_t{0}, std::uint32_t{1}); });
+      if (watch == 0)
+        return promise.delegate(st.slots[*slot].handle, push_atom::value, user, std::move(path), std::move(data));
+      self->request(st.slots[*slot].handle, node_context::timer_millis(st.ctx->recipe.channel.push_timeout_seconds),
+                    push_atom::value, user, std::move(path), std::move(data))
+        .then(
+          [self, watch, promise](std::uint32_t delivered, std::uint32_t missed) mutable {
+            if (self->state.unwatch(watch))
+              promise.deliver(delivered, missed);
+          },
+          [self, watch, promise](caf::error&) mutable {
+            if (self->state.unwatch(watch))
+              promise.deliver(std::uint32_t{0}, std::uint32_t{1});
+          });
+      return promise;
     },
     // Notices name the placement they are about (its owner epoch): one from a
     // stale placement (a fenced member's user, placed again elsewhere since)

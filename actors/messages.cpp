@@ -51,6 +51,9 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<channel_handle>("troupe.channel_handle");
   cfg.add_message_type<worker_handle>("troupe.worker_handle");
   cfg.add_message_type<std::vector<worker_handle>>("troupe.worker_actors");
+  // A worker's scan answer (its users' owner epochs): not a CAF builtin, and a new
+  // commander on another member reads it (unregistered, it arrived empty).
+  cfg.add_message_type<std::vector<std::uint64_t>>("troupe.owner_epochs");
   cfg.add_message_type<group_handle>("troupe.group_handle");
   cfg.add_message_type<commander_handle>("troupe.commander_handle");
   cfg.add_message_type<global_store_handle>("troupe.global_store_handle");

@@ -359,10 +359,13 @@ int run_node(const node_flags& flags, const app_types& types) {
     commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
   } else {
     auto hold = std::chrono::milliseconds(static_cast<std::int64_t>(recipe.limits.hold_seconds * 1000));
-    auto link = cluster::spawn_commander_link(*sys, ctx->node_name, hold, recipe.limits.max_inflight);
+    // Longer than any asker waits: a soft quit's freeze budget, a request's timeout.
+    auto longest = std::chrono::milliseconds(static_cast<std::int64_t>(
+      (recipe.node.shutdown_freeze_seconds + recipe.limits.request_timeout_seconds + recipe.limits.hold_seconds) * 1000));
+    auto link = cluster::spawn_commander_link(*sys, ctx->node_name, hold, recipe.limits.max_inflight, longest);
     commander = caf::actor_cast<commander_handle>(link);
     global_store = caf::actor_cast<global_store_handle>(
-      cluster::spawn_global_store_link(*sys, ctx->node_name, hold, recipe.limits.max_inflight));
+      cluster::spawn_global_store_link(*sys, ctx->node_name, hold, recipe.limits.max_inflight, longest));
     serving = std::make_shared<serving_signal>();
     ctx->serving = serving;
   }

@@ -227,6 +227,87 @@ TEST_F(Cluster, StoppedMemberIsDeclaredDownAndServesNothingStaleWhenResumed) {
   EXPECT_EQ(via2.status == 200 ? count_of(via2) : -1, 2);
 }
 
+namespace {
+
+// Issue 23 (9): every user of a member that stalls (SIGSTOP) is served
+// elsewhere once the member is declared down — at its verdict, not when a
+// fixed timer ends: the users whose front had no route to them (their
+// resolve went to the commander, which had handed it to the stalled
+// member's worker) as much as those whose request the forwarder failed.
+// limits.hold_seconds is made long (20 s) and every client waits 12 s at
+// most: a request left to that timer fails here, one answered at the
+// verdict (failure_timeout_ms = 2 s) passes with a wide margin.
+void users_of_a_stalled_member_come_back_at_its_verdict(cluster_fixture& cluster, std::size_t stalled,
+                                                        const std::vector<std::uint16_t>& fronts) {
+  struct stalled_user {
+    std::string cookie;
+    std::uint16_t via = 0;  // the front asked after the stall: with a route to him, or without
+  };
+  std::vector<stalled_user> users;
+  const auto target = cluster.name(stalled);
+  for (int i = 0; i < 200 && users.size() < 8; ++i) {
+    auto front = cluster.member(stalled).port();
+    auto u = new_user(front);  // routed by the stalled member's front: no other front has a route to him
+    if (u.node != target)
+      continue;
+    // Half are asked through a front that has a route to him (it made him), half through one that has none.
+    auto other = fronts[users.size() % fronts.size()];
+    if (users.size() % 2 == 0) {
+      http_client c(other);
+      c.set_cookie(u.cookie);
+      EXPECT_STATUS(c.get("/api/counter"), 200);  // now that front has a route to him
+    }
+    users.push_back({u.cookie, other});
+  }
+  ASSERT_EQ(users.size(), 8u) << "users living on " << target;
+  cluster.pause(stalled);
+  std::vector<std::thread> clients;
+  std::vector<int> status(users.size(), 0);
+  std::vector<long long> counts(users.size(), -1);
+  const auto give_up = std::chrono::steady_clock::now() + milliseconds(12000);
+  for (std::size_t i = 0; i < users.size(); ++i)
+    clients.emplace_back([&, i] {
+      while (std::chrono::steady_clock::now() < give_up && status[i] != 200) {
+        auto left = std::chrono::duration_cast<milliseconds>(give_up - std::chrono::steady_clock::now());
+        try {
+          auto r = with_cookie(users[i].via, "GET", "/api/counter", users[i].cookie, {}, std::max(left, milliseconds(1)));
+          status[i] = r.status;
+          if (r.status == 200)
+            counts[i] = count_of(r);
+          else
+            std::this_thread::sleep_for(milliseconds(100));  // a 503 before the verdict: ask again
+        } catch (const std::exception&) {
+          status[i] = -1;  // no answer within the time left
+        }
+      }
+    });
+  for (auto& t : clients)
+    t.join();
+  cluster.resume(stalled);
+  for (std::size_t i = 0; i < users.size(); ++i) {
+    EXPECT_EQ(status[i], 200) << "user " << i << " (asked through port " << users[i].via << ") not served elsewhere "
+                              << "within 12 s of the stall";
+    EXPECT_EQ(counts[i], 1) << "his acknowledged change (durability reply)";
+  }
+}
+
+std::vector<std::string> stall_args() {
+  return {"--set", "group.default.durability=reply", "--set", "cluster.failure_timeout_ms=2000",
+          "--set", "limits.hold_seconds=20"};
+}
+
+}  // namespace
+
+TEST_F(Cluster, UsersOfAStalledMemberAreServedElsewhereAtItsDownVerdict) {
+  ASSERT_TRUE(start_members(3, stall_args()));
+  users_of_a_stalled_member_come_back_at_its_verdict(cluster_, 2, {member("n1").port(), member("n2").port()});
+}
+
+TEST_F(Cluster, UsersOfTheStalledCommandersMemberAreServedElsewhereAtItsDownVerdict) {
+  ASSERT_TRUE(start_members(3, stall_args()));
+  users_of_a_stalled_member_come_back_at_its_verdict(cluster_, 0, {member("n2").port(), member("n3").port()});
+}
+
 TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGlobalValue) {
   std::vector<std::string> reply{"--set", "group.default.durability=reply", "--set", "commander.durability=reply"};
   ASSERT_TRUE(start_members(3, reply));
