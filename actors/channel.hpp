@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace troupe {
 
@@ -37,6 +38,21 @@ struct channel_push {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, channel_push& x) {
   return f(caf::meta::type_name("troupe.channel_push"), x.socket, x.cid, x.page, x.frame);
+}
+
+/// A page's open channel as its user froze with it: handed to his next
+/// placement (through the commander), which binds the page to the same socket
+/// again, so a page keeps hearing its user across a freeze and a wake.
+struct channel_binding {
+  std::string cid;
+  std::string page;
+  channel_ref socket;
+  bool sequential = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, channel_binding& x) {
+  return f(caf::meta::type_name("troupe.channel_binding"), x.cid, x.page, x.socket, x.sequential);
 }
 
 /// The channel hub's typed interface, as users see it (one hub per front;

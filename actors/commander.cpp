@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -135,6 +136,60 @@ struct commander_state {
                    due.size());
     for (auto& f : due)
       f();
+  }
+
+  // The channels of users who froze with pages bound to open sockets
+  // (docs/channels.md): handed to each one's next placement, which binds the
+  // pages to those sockets again. Bounded (at most 4 × channel.max_sockets
+  // bindings, the oldest users' let go first: their pages open again on a
+  // 409); a socket that closed meanwhile is found out by the hub at the rebind.
+  struct kept_channels {
+    std::uint64_t seq = 0;
+    std::vector<channel_binding> bindings;
+  };
+  std::unordered_map<std::string, kept_channels> frozen_channels;
+  std::deque<std::pair<std::uint64_t, std::string>> frozen_channels_order;  // oldest first
+  std::uint64_t frozen_channels_seq = 0;
+  std::size_t frozen_channel_count = 0;
+
+  void keep_channels(const std::string& user, std::vector<channel_binding> bindings) {
+    take_channels(user);
+    if (bindings.empty())
+      return;
+    frozen_channel_count += bindings.size();
+    frozen_channels[user] = kept_channels{++frozen_channels_seq, std::move(bindings)};
+    frozen_channels_order.emplace_back(frozen_channels_seq, user);
+    const auto cap = 4 * std::max<std::uint64_t>(1, ctx->recipe.channel.max_sockets);
+    while (frozen_channel_count > cap && !frozen_channels_order.empty()) {
+      auto [seq, name] = std::move(frozen_channels_order.front());
+      frozen_channels_order.pop_front();
+      if (auto i = frozen_channels.find(name); i != frozen_channels.end() && i->second.seq == seq)
+        take_channels(name);
+    }
+  }
+
+  std::vector<channel_binding> take_channels(const std::string& user) {
+    auto i = frozen_channels.find(user);
+    if (i == frozen_channels.end())
+      return {};
+    auto bindings = std::move(i->second.bindings);
+    frozen_channels.erase(i);
+    frozen_channel_count -= bindings.size();
+    if (frozen_channels.empty())  // the order's leftovers are stale entries only
+      frozen_channels_order.clear();
+    return bindings;
+  }
+
+  // Sockets of a member declared down are gone with its front.
+  void forget_channels_on(const caf::node_id& node) {
+    for (auto i = frozen_channels.begin(); i != frozen_channels.end();) {
+      auto& b = i->second.bindings;
+      auto before = b.size();
+      b.erase(std::remove_if(b.begin(), b.end(), [&](const channel_binding& x) { return x.socket.hub.node() == node; }),
+              b.end());
+      frozen_channel_count -= before - b.size();
+      i = b.empty() ? frozen_channels.erase(i) : std::next(i);
+    }
   }
 
   // Fencing (docs/CLUSTER.md "Fencing"): each placement's owner epoch, under
@@ -301,6 +356,7 @@ struct commander_state {
       spdlog::warn("commander: member {} is down: its {} user(s) wake elsewhere on their next request", name, users);
     }
     self->send(global_store, node_down_atom::value, node);
+    forget_channels_on(node);
     // After its users left the index: an attach that waited on it places him on a live worker.
     release_remote_watches(node);
     if (!name.empty() && expected_nodes.erase(name))
@@ -336,14 +392,19 @@ struct commander_state {
       promise.deliver(make_error(errc::unavailable, "no owner epoch yet: the deposit gave no commander generation"));
       return;
     }
+    const bool newly_placed = !index->worker_of(user);
     auto slot = index->place(user, *epoch, group, steady::now());
     if (!slot)
       return no_worker_admits(std::move(promise), user, cid, std::move(parcel), wake, group, may_grow);
+    std::vector<channel_binding> channels;
+    if (newly_placed)
+      channels = placed_with_channels(user);
     if (slots[*slot].handle.node() == self->node()) {
-      promise.delegate(slots[*slot].handle, attach_atom::value, attach_order{user, cid, std::move(parcel), wake, *epoch});
+      promise.delegate(slots[*slot].handle, attach_atom::value,
+                       attach_order{user, cid, std::move(parcel), wake, *epoch, std::move(channels)});
       return;
     }
-    attach_order order{user, cid, parcel, wake, *epoch};
+    attach_order order{user, cid, parcel, wake, *epoch, std::move(channels)};
     auto watch = watch_remote(*slot, [this, promise, user, cid, parcel = std::move(parcel), wake, group]() mutable {
       attach(std::move(promise), user, cid, std::move(parcel), wake, group);  // he is no longer placed there
     });
@@ -360,6 +421,16 @@ struct commander_state {
   }
 
   placement_promise promise() { return self->make_response_promise<placement>(); }
+
+  // The channels he froze with, for the placement that starts him again; their
+  // connections are routed to him again too (a sweep may have let them go).
+  std::vector<channel_binding> placed_with_channels(const std::string& user) {
+    auto channels = take_channels(user);
+    for (auto& b : channels)
+      if (!index->user_of(b.cid))
+        index->bind(b.cid, user);
+    return channels;
+  }
 
   // No worker of `group` admits a newcomer: the group starts one more (the
   // arrival waits for it, within the hold budget) unless it is at
@@ -715,12 +786,15 @@ struct commander_state {
       promise.deliver(tell_reply::of(R::unavailable, "no owner epoch yet"));
       return;
     }
+    const bool newly_placed = !index->worker_of(msg.to);
     auto slot = index->place(msg.to, *epoch, group, steady::now());
     if (!slot) {  // a message does not grow a group: the sender may retry
       promise.deliver(tell_reply::of(R::unavailable, "no worker of group " + group + " admits the recipient now"));
       return;
     }
-    attach_order order{msg.to, {}, {}, true, *epoch};
+    attach_order order{msg.to, {}, {}, true, *epoch, {}};
+    if (newly_placed)
+      order.channels = placed_with_channels(msg.to);
     // A message is a change: one in flight to a member that dies may have been handled there.
     auto watch = watch_remote(*slot, [promise]() mutable {
       promise.deliver(tell_reply::of(R::unavailable, "the recipient's member went down with the message: it may or "
@@ -860,6 +934,7 @@ struct commander_state {
   }
 
   void finish_drop(drop_promise promise, const std::string& user, const std::string& was) {
+    take_channels(user);  // his pages are not his any more
     auto cids = index->unbind_user(user);
     index->remove(user);
     // Removes are ordered after every write he made (the deposit flushes first).
@@ -1138,9 +1213,11 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
       if (self->state.is_current(user, epoch))
         self->state.departing.try_emplace(user);
     },
-    [=](frozen_atom, const std::string& user, std::uint64_t epoch) {
-      if (self->state.is_current(user, epoch))
-        self->state.end_departure(user, true);
+    [=](frozen_atom, const std::string& user, std::uint64_t epoch, std::vector<channel_binding>& channels) {
+      if (!self->state.is_current(user, epoch))
+        return;
+      self->state.keep_channels(user, std::move(channels));  // before the held requests wake him
+      self->state.end_departure(user, true);
     },
     [=](release_atom, const std::string& user) {
       // A guest who never had a state retired: his connection needs no entry

@@ -54,8 +54,9 @@ using commander_handle = caf::typed_actor<
   /// freezing; requests for him are held until frozen or thaw. A notice whose
   /// epoch is not his current placement's is ignored.
   caf::reacts_to<freezing_atom, std::string, std::uint64_t>,
-  /// From a user actor: his parcels are durable and he leaves; held requests wake him.
-  caf::reacts_to<frozen_atom, std::string, std::uint64_t>,
+  /// From a user actor: his parcels are durable and he leaves; held requests
+  /// wake him. The channels his pages had open go to his next placement.
+  caf::reacts_to<frozen_atom, std::string, std::uint64_t, std::vector<channel_binding>>,
   /// From a user actor: his freeze failed; he stays where he was.
   caf::reacts_to<thaw_atom, std::string, std::uint64_t>,
   /// From a user actor, after `frozen`: a guest who never had a state left

@@ -48,6 +48,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<page_handle>("troupe.page_handle");
   cfg.add_message_type<channel_push>("troupe.channel_push");
   cfg.add_message_type<channel_ref>("troupe.channel_ref");
+  cfg.add_message_type<channel_binding>("troupe.channel_binding");
+  cfg.add_message_type<std::vector<channel_binding>>("troupe.channel_bindings");
   cfg.add_message_type<channel_handle>("troupe.channel_handle");
   cfg.add_message_type<worker_handle>("troupe.worker_handle");
   cfg.add_message_type<std::vector<worker_handle>>("troupe.worker_actors");

@@ -1088,6 +1088,32 @@ struct user_state : detail::user_host {
     return r;
   }
 
+  // The channels his pages had open when he froze (the commander kept them):
+  // the pages are bound to the same sockets again, to this actor; a socket
+  // that closed meanwhile answers unbind (forget_channel) at once.
+  void restore_channels(std::vector<channel_binding>& bound) {
+    for (auto& b : bound) {
+      connections.add(b.cid);
+      auto t = connections.touch_page(*connections.find(b.cid), b.page, ctx->recipe.limits.max_pages_per_connection,
+                                      ctx->recipe.limits.max_pages_per_user);
+      if (!t.page || t.page->channel)
+        continue;
+      t.page->channel = std::make_unique<page_channel>(page_channel{b.socket, b.sequential});
+      self->send(caf::actor_cast<channel_handle>(b.socket.hub), bind_atom::value, b.socket.socket, b.cid, b.page,
+                 caf::actor_cast<caf::actor>(self));
+    }
+  }
+
+  // What a freeze hands to his next placement: every page's open channel.
+  std::vector<channel_binding> open_channels() const {
+    std::vector<channel_binding> out;
+    for (auto& conn : connections)
+      for (auto& page : conn.pages)
+        if (page.channel && page.channel->socket)
+          out.push_back(channel_binding{conn.cid, page.id, page.channel->socket, page.channel->sequential});
+    return out;
+  }
+
   // The socket `socket` went (or refused): page `page` of `cid` has no channel any more.
   void forget_channel(const std::string& cid, const std::string& page, const channel_ref& socket) {
     if (auto* conn = connections.find(cid))
@@ -1551,7 +1577,8 @@ struct user_state : detail::user_host {
       schedule_idle();
       return drain();
     }
-    self->send(commander, frozen_atom::value, user_name, owner_epoch);  // before the not_here answers below
+    // Before the not_here answers below; his pages' channels go to his next placement.
+    self->send(commander, frozen_atom::value, user_name, owner_epoch, open_channels());
     if (empty_guest()) {  // he leaves no trace: the census forgets him too
       ctx->metrics.guests_retired.fetch_add(1, std::memory_order_relaxed);
       self->send(commander, release_atom::value, user_name);
@@ -1755,7 +1782,8 @@ struct user_state : detail::user_host {
       deferred_then = nullptr;
     }
     dirty = false;
-    self->send(commander, frozen_atom::value, user_name, owner_epoch);  // he is not placed here any more
+    // He is not placed here any more; his channels are the newer placement's business.
+    self->send(commander, frozen_atom::value, user_name, owner_epoch, std::vector<channel_binding>{});
     note(registry::user_state::frozen);
     retire();
   }
@@ -1837,6 +1865,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.messages = spec.messages;
   user_access::bind(st.keeper->app(), &st);
   self->set_down_handler([self](caf::down_msg& m) { self->state.on_down(m); });  // his streams' sinks
+  st.restore_channels(spec.channels);
   if (spec.resumed) {
     st.resume_from_rest(*spec.resumed);
   } else if (spec.wake && st.deposit) {

@@ -141,6 +141,9 @@ struct user_spec {
   /// A resting user started again: what he left (parcel, connections,
   /// clocks) instead of `parcel` and `wake`. Null: a start or a wake.
   resting_user_ptr resumed;
+  /// The channels his pages had open when he froze (docs/channels.md): his
+  /// pages are bound to those sockets again at once.
+  std::vector<channel_binding> channels;
 };
 
 /// Spawns a user actor monitored by `parent` (his worker), which takes him

@@ -376,7 +376,8 @@ struct worker_state {
     arm_rest_sweep();
   }
 
-  user_handle start(const std::string& user, store::bytes parcel, bool wake, std::uint64_t owner_epoch) {
+  user_handle start(const std::string& user, store::bytes parcel, bool wake, std::uint64_t owner_epoch,
+                    std::vector<channel_binding> channels = {}) {
     resting_user_ptr resumed;
     if (auto r = resting.find(user); r != resting.end()) {  // what he left when he rested is all he is
       resumed = std::make_shared<resting_user>(std::move(r->second));
@@ -408,6 +409,7 @@ struct worker_state {
     us.owner_epoch = owner_epoch;
     us.gate = gate;
     us.resumed = std::move(resumed);
+    us.channels = std::move(channels);
     epochs[user] = owner_epoch;
     if (auto c = crashes.find(user); c != crashes.end())
       us.restarts = static_cast<std::uint32_t>(c->second.size());
@@ -452,7 +454,8 @@ struct worker_state {
                                      *retry));
         return;
       }
-    user_handle h = hosted ? live(order.user) : start(order.user, order.parcel, order.wake, order.owner_epoch);
+    user_handle h = hosted ? live(order.user)
+                           : start(order.user, order.parcel, order.wake, order.owner_epoch, order.channels);
     self->request(h, spec.ctx->hold_timeout(), adopt_atom::value, order.cid)
       .then([promise, cid = order.cid](placement& p) mutable {
               p.cid = cid;
@@ -497,7 +500,8 @@ struct worker_state {
         promise.deliver(tell_reply::of(R::unavailable, "the recipient is quarantined (his actor crashed too often)"));
         return;
       }
-    user_handle h = hosted ? live(order.user) : start(order.user, order.parcel, order.wake, order.owner_epoch);
+    user_handle h = hosted ? live(order.user)
+                           : start(order.user, order.parcel, order.wake, order.owner_epoch, order.channels);
     self->request(h, spec.ctx->request_timeout(), tell_atom::value, msg)
       .then([promise](tell_reply& r) mutable { promise.deliver(std::move(r)); },
             [this, h, order, msg, promise, first_try](caf::error& err) mutable {

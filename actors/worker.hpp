@@ -23,11 +23,13 @@ struct attach_order {
   /// spawned for this order stamps it on every parcel, and a restart after
   /// a crash keeps it. 0: none (oldest; tests that do not care).
   std::uint64_t owner_epoch = 0;
+  /// The channels his pages had open when he froze: bound again if he is started for this order.
+  std::vector<channel_binding> channels;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attach_order& x) {
-  return f(caf::meta::type_name("troupe.attach_order"), x.user, x.cid, x.parcel, x.wake, x.owner_epoch);
+  return f(caf::meta::type_name("troupe.attach_order"), x.user, x.cid, x.parcel, x.wake, x.owner_epoch, x.channels);
 }
 
 /// Whether a worker admits newcomers now. A worker tells its group at every

@@ -332,7 +332,11 @@ TEST_F(Channel, PushUsersNamingTooManyUsersSendsNothing) {
   EXPECT_EQ((*pushed)["data"]["text"], "yes");
 }
 
-TEST_F(Channel, AfterFreezeAndWakeTheClientReopensAndIsServed) {
+// Issue 23 (1): a page keeps hearing its user across a freeze and a wake. The
+// operator freezes him while the page's socket stays open; a message from
+// another user wakes him (no call of the page's in between) and its push
+// reaches the page; the page's own calls are served on the same socket.
+TEST_F(Channel, APageKeepsHearingItsUserAcrossAFreezeAndAWake) {
   boot();
   browser a(port());
   auto name = "dora" + random_token(6);
@@ -344,7 +348,61 @@ TEST_F(Channel, AfterFreezeAndWakeTheClientReopensAndIsServed) {
   http_client admin(port());
   ASSERT_STATUS(admin.post("/_troupe/users/" + name + "/freeze", "", {{"Authorization", "Bearer " + admin_token}}),
                 200);
-  // Woken by the call: his page is there (its record was frozen), its binding is not.
+  ASSERT_TRUE(ws->open());
+  // Another user's message wakes him; his handler pushes it to his pages.
+  browser b(port());
+  auto told = b.http.post_json("/api/tell", {{"user", name}, {"text", "wake up"}});
+  ASSERT_STATUS(told, 200);
+  auto pushed = read_until(*ws, [](const json& f) { return f.value("push", "") == "/inbox"; });
+  ASSERT_TRUE(pushed) << "the page never heard its woken user";
+  EXPECT_EQ((*pushed)["data"]["text"], "wake up");
+  // The page's calls go on on the same socket, with his state back.
+  auto r = call(*ws, {{"id", 3}, {"page", "tab"}, {"path", "/api/counter/incr"}});
+  EXPECT_EQ(r["status"], 200) << r.dump();
+  EXPECT_EQ(r["data"]["count"], 2);
+  // Frozen again and woken by the page's own call this time.
+  ASSERT_STATUS(admin.post("/_troupe/users/" + name + "/freeze", "", {{"Authorization", "Bearer " + admin_token}}),
+                200);
+  r = call(*ws, {{"id", 4}, {"page", "tab"}, {"path", "/api/counter/incr"}});
+  EXPECT_EQ(r["status"], 200) << r.dump();
+  EXPECT_EQ(r["data"]["count"], 3);
+  auto p = a.http.post_json("/api/push", {{"page", "tab"}, {"text", "still there"}});
+  EXPECT_EQ(json::parse(p.body)["delivered"], 1) << p.body;
+}
+
+// A guest who never changed his state is retired when idle (his actor goes,
+// nothing is written): the live counter page he left open hears his next
+// change all the same.
+TEST_F(Channel, AGuestsPageKeepsHearingHimAfterHeIsRetiredIdle) {
+  boot({"--set", "group.default.guest_idle_seconds=0.5"});
+  browser a(port());
+  auto ws = a.channel(port());
+  ASSERT_EQ(open_channel(*ws, "live", 1)["status"], 200);
+  ASSERT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_guests_retired_total") >= 1; }))
+    << "the idle guest was not retired";
+  ASSERT_EQ(count_of(a.http.post("/api/counter/incr")), 1);
+  auto pushed = read_until(*ws, [](const json& f) { return f.value("push", "") == "/counter"; });
+  ASSERT_TRUE(pushed) << "the page never heard its guest again";
+  EXPECT_EQ((*pushed)["data"]["count"], 1);
+}
+
+// A socket that closed while its user was frozen is not bound again: the new
+// socket of the reconnecting page gets 409 until it opens the channel again.
+TEST_F(Channel, AfterFreezeASocketClosedMeanwhileIsForgottenAndTheNewOneReopens) {
+  boot();
+  browser a(port());
+  auto name = "erin" + random_token(6);
+  ASSERT_STATUS(a.http.post_json("/api/login", {{"user", name}}), 200);
+  a.cid = a.http.cookie().value();
+  {
+    auto ws = a.channel(port());
+    ASSERT_EQ(open_channel(*ws, "tab", 1)["status"], 200);
+    ASSERT_EQ(call(*ws, {{"id", 2}, {"page", "tab"}, {"path", "/api/counter/incr"}})["data"]["count"], 1);
+    http_client admin(port());
+    ASSERT_STATUS(admin.post("/_troupe/users/" + name + "/freeze", "", {{"Authorization", "Bearer " + admin_token}}),
+                  200);
+  }  // the browser went away while he was frozen
+  auto ws = a.channel(port());
   auto r = call(*ws, {{"id", 3}, {"page", "tab"}, {"path", "/api/counter/incr"}});
   EXPECT_EQ(r["status"], 409) << r.dump();
   EXPECT_EQ(open_channel(*ws, "tab", 4)["status"], 200);
@@ -353,6 +411,9 @@ TEST_F(Channel, AfterFreezeAndWakeTheClientReopensAndIsServed) {
   EXPECT_EQ(r["data"]["count"], 2);  // his state came back with him
   auto p = a.http.post_json("/api/push", {{"page", "tab"}, {"text", "back"}});
   EXPECT_EQ(json::parse(p.body)["delivered"], 1) << p.body;
+  // Nothing of the closed socket lingers: his pages are all reached.
+  auto all = a.http.post_json("/api/broadcast", {{"text", "all"}});
+  EXPECT_EQ(json::parse(all.body)["not_delivered"], 0) << all.body;
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include "../support/cluster_fixture.hpp"
 #include "../support/deposit_backend.hpp"
 #include "../support/test_support.hpp"
+#include "../support/ws_client.hpp"
 
 #include <atomic>
 #include <csignal>
@@ -306,6 +307,38 @@ TEST_F(Cluster, UsersOfAStalledMemberAreServedElsewhereAtItsDownVerdict) {
 TEST_F(Cluster, UsersOfTheStalledCommandersMemberAreServedElsewhereAtItsDownVerdict) {
   ASSERT_TRUE(start_members(3, stall_args()));
   users_of_a_stalled_member_come_back_at_its_verdict(cluster_, 0, {member("n2").port(), member("n3").port()});
+}
+
+// Issue 23 (1) across members: a page whose socket is on one member's front
+// keeps hearing its user after he froze and woke (the binding crossed to the
+// commander and back to his new placement, wherever that is).
+TEST_F(Cluster, APageOnOneFrontHearsItsUserAfterAFreezeAndAWakeAnywhere) {
+  ASSERT_TRUE(start_members(2));
+  http_client c(member("n2").port());
+  const auto name = "page_" + random_token(8);
+  ASSERT_STATUS(c.post_json("/api/login", {{"user", name}}), 200);
+  const auto cid = c.cookie().value();
+  ws_client ws(member("n1").port(), "/_troupe/ws", {{"Cookie", "troupe_cid=" + cid}});
+  ws.send(json{{"id", 1}, {"page", "tab"}, {"path", "/_troupe/openchannel"}}.dump());
+  auto opened = ws.read(milliseconds(10000));
+  ASSERT_TRUE(opened);
+  ASSERT_EQ(json::parse(*opened).value("status", 0), 200) << *opened;
+  http_client admin(member("n1").port());
+  ASSERT_STATUS(admin.post("/_troupe/users/" + name + "/freeze", "", bearer()), 200);
+  http_client other(member("n2").port());
+  ASSERT_STATUS(other.post_json("/api/tell", {{"user", name}, {"text", "across"}}), 200);
+  std::optional<json> pushed;
+  auto until = std::chrono::steady_clock::now() + milliseconds(10000);
+  while (!pushed && std::chrono::steady_clock::now() < until) {
+    auto text = ws.read(milliseconds(1000));
+    if (!text)
+      continue;
+    auto f = json::parse(*text, nullptr, false);
+    if (!f.is_discarded() && f.value("push", "") == "/inbox")
+      pushed = f;
+  }
+  ASSERT_TRUE(pushed) << "the page on n1 never heard its woken user";
+  EXPECT_EQ((*pushed)["data"]["text"], "across");
 }
 
 TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGlobalValue) {
