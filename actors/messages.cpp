@@ -41,7 +41,6 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_vitals>("troupe.worker_vitals");
   cfg.add_message_type<worker_hello>("troupe.worker_hello");
   cfg.add_message_type<worker_process_handle>("troupe.worker_process_handle");
-  cfg.add_message_type<worker_gate_handle>("troupe.worker_gate_handle");
   cfg.add_message_type<login_request>("troupe.login_request");
   cfg.add_message_type<user_handle>("troupe.user_handle");
   cfg.add_message_type<connection_handle>("troupe.connection_handle");

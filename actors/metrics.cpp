@@ -223,6 +223,14 @@ std::string node_metrics::prometheus_text() const {
   line("troupe_cluster_members", "state=\"self_fenced\"", cluster_fenced.load(std::memory_order_relaxed));
   counter("troupe_node_failovers_total", "Cluster members declared down whose users the commander placed elsewhere.",
           node_failovers.load(std::memory_order_relaxed));
+  counter("troupe_worker_gate_refusals_total",
+          "Connections to the worker gate refused before the middleman saw them (no or a wrong token, garbage, too "
+          "slow, too many waiting).",
+          worker_gate_refusals.load(std::memory_order_relaxed));
+  counter("troupe_cluster_gate_refusals_total",
+          "Connections to the cluster port refused before the middleman saw them (no cluster key, garbage, too slow, "
+          "too many waiting).",
+          cluster_gate_refusals.load(std::memory_order_relaxed));
   counter("troupe_requests_expired_total", "Requests dropped from a user's queue past their deadline, never run.",
           requests_expired.load(std::memory_order_relaxed));
   out += "# HELP troupe_stream_open Streaming responses (SSE, NDJSON) open on this node's front.\n"

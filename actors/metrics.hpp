@@ -124,6 +124,10 @@ struct node_metrics {
   std::atomic<std::int64_t> cluster_fenced{0};
   /// Cluster members declared down whose users this node's commander handed elsewhere.
   std::atomic<std::uint64_t> node_failovers{0};
+  /// Connections the gates refused before CAF saw them (gate/listener.hpp):
+  /// the worker gate's (troupe_worker_gate_refusals_total) and the cluster port's.
+  std::atomic<std::uint64_t> worker_gate_refusals{0};
+  std::atomic<std::uint64_t> cluster_gate_refusals{0};
   seconds_histogram user_wake_seconds;
   std::atomic<std::int64_t> global_keys{0};
   std::atomic<std::int64_t> connections_bound{0};  ///< the commander's connection → user bindings, at its last sweep

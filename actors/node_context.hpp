@@ -12,6 +12,8 @@
 #include "config/recipe.hpp"
 #include "registry/ids.hpp"
 
+#include "gate/token_table.hpp"
+
 #include <caf/actor.hpp>
 #include <caf/duration.hpp>
 
@@ -38,6 +40,17 @@ struct serving_signal {
   }
 };
 
+/// What a worker process reads from its bootstrap descriptor: the node's
+/// recipe sources, its cookie secret and the child's gate token. Never on a
+/// command line or in an environment (/proc shows those to local users).
+struct worker_bootstrap {
+  std::string token;
+  std::string cookie_secret;
+  std::string config_file;
+  std::vector<std::pair<std::string, std::string>> env;  ///< the node's TROUPE_* variables
+  std::vector<std::string> sets;                         ///< every --set the node's recipe was composed with
+};
+
 struct node_context {
   std::string node_name;
   config::recipe recipe;
@@ -58,12 +71,12 @@ struct node_context {
   /// Set on a cluster member (null on a lone node): the front serves users only while it says so.
   std::shared_ptr<const serving_signal> serving;
 
-  /// Set when a group has isolation = "process": the gate its worker
-  /// processes greet (a worker_gate_handle, published on 127.0.0.1 at this
-  /// port), and the recipe arguments they get (--config FILE, --set K=V ...).
-  caf::actor worker_gate;
+  /// Set when a group has isolation = "process": the worker gate's port (on
+  /// 127.0.0.1), the tokens its slots expect there, and what every child's
+  /// bootstrap carries besides its own token.
+  std::shared_ptr<gate::token_table> worker_tokens;
   std::uint16_t worker_gate_port = 0;
-  std::vector<std::string> worker_recipe_args;
+  worker_bootstrap worker_boot;
 
   /// limits.hold_seconds as a CAF timeout.
   caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }

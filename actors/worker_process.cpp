@@ -4,10 +4,12 @@
 #include "actors/census.hpp"
 #include "actors/errors.hpp"
 #include "actors/group.hpp"
-#include "actors/rate_limited_log.hpp"
+#include "gate/dial.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <nlohmann/json.hpp>
+#include <openssl/crypto.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -22,6 +24,7 @@
 #include <optional>
 #include <random>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,9 +38,14 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// The child reads its token from here (never from its command line, which
-// any local user can read in /proc), and removes it from its environment.
-constexpr const char* token_variable = "TROUPE_WORKER_TOKEN";
+// The descriptor a child finds its bootstrap on (its node's recipe, cookie
+// secret and gate token: never on its command line or in its environment,
+// which any local user can read in /proc).
+constexpr int bootstrap_fd = 3;
+// What a bootstrap may weigh: a recipe's sets and environment, with room to spare.
+constexpr std::size_t max_bootstrap_bytes = 4u << 20;
+// A child dials its node's gate within this.
+constexpr auto gate_timeout = std::chrono::seconds(10);
 
 // A child that has not handed over its worker this long after its start is
 // killed (and counts as a failed start): twice stuck_timeout_seconds, at least this.
@@ -49,48 +57,6 @@ constexpr auto linger_timeout = std::chrono::seconds(2);
 constexpr auto stop_timeout = std::chrono::seconds(5);
 // A process that ends sooner than this after its start is started again only after as long.
 constexpr auto young_death = std::chrono::seconds(1);
-
-std::string random_token() {
-  std::random_device rd;  // getrandom(2) on Linux
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string t;
-  for (int i = 0; i < 8; ++i) {
-    auto v = rd();
-    for (int j = 0; j < 8; ++j, v >>= 4)
-      t.push_back(hex[v & 0xf]);
-  }
-  return t;
-}
-
-// -- the gate -----------------------------------------------------------------------------
-
-struct gate_state {
-  static const char* name;
-  std::unordered_map<std::string, worker_hello> expected;  // by token
-  rate_limited_log refused_log{spdlog::level::warn};
-};
-
-const char* gate_state::name = "troupe.worker_gate";
-
-worker_gate_handle::behavior_type gate_impl(worker_gate_handle::stateful_pointer<gate_state> self) {
-  return {
-    [=](hello_atom, const std::string& token) -> caf::result<worker_hello> {
-      auto& st = self->state;
-      auto i = st.expected.find(token);
-      if (token.empty() || i == st.expected.end()) {
-        st.refused_log("worker gate: a process that cannot show a valid token was refused");
-        return make_error(errc::refused, "unknown worker token");
-      }
-      auto hello = std::move(i->second);
-      st.expected.erase(i);  // once
-      return hello;
-    },
-    [=](hello_atom, std::string& token, worker_hello& hello) {
-      self->state.expected[std::move(token)] = std::move(hello);
-    },
-    [=](drop_atom, const std::string& token) { self->state.expected.erase(token); },
-  };
-}
 
 // -- the slot -----------------------------------------------------------------------------
 
@@ -124,7 +90,8 @@ struct slot_state {
   // The process (-1: none); shared with the functor that kills it if the slot ends first.
   std::shared_ptr<pid_t> process = std::make_shared<pid_t>(-1);
   pid_t& pid = *process;
-  std::string token;
+  // The token the worker gate expects from its child (shared with that functor, which drops it).
+  std::shared_ptr<std::string> token = std::make_shared<std::string>();
   worker_handle child;
   std::uint64_t generation = 0;  // of the child: stale answers are recognised
   steady::time_point started_at, lost_at;
@@ -165,28 +132,67 @@ struct slot_state {
     shown.reset();
   }
 
+  // The expected token goes (the child came, or will not).
+  void forget_token() {
+    if (token->empty())
+      return;
+    spec.ctx->worker_tokens->drop(*token);
+    OPENSSL_cleanse(token->data(), token->size());
+    token->clear();
+  }
+
+  // The child's bootstrap as an unnamed in-memory file (nothing on disk, no
+  // pipe that could fill): its descriptor, or -1 (logged).
+  int write_bootstrap() {
+    auto boot = spec.ctx->worker_boot;
+    boot.token = *token;
+    auto text = encode_bootstrap(boot);
+    OPENSSL_cleanse(boot.token.data(), boot.token.size());
+    OPENSSL_cleanse(boot.cookie_secret.data(), boot.cookie_secret.size());
+    int fd = ::memfd_create("troupe-worker-bootstrap", MFD_CLOEXEC);
+    bool ok = fd >= 0;
+    for (std::size_t done = 0; ok && done < text.size();) {
+      auto n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      ok = n > 0;
+      done += ok ? static_cast<std::size_t>(n) : 0;
+    }
+    ok = ok && ::lseek(fd, 0, SEEK_SET) == 0;
+    OPENSSL_cleanse(text.data(), text.size());
+    if (!ok) {
+      spdlog::error("worker {}: cannot write its process's bootstrap: {}", spec.name, std::strerror(errno));
+      if (fd >= 0)
+        ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
   // Starts a child process; on failure it counts as an exit (restart asked).
   void start_child() {
     phase = slot_phase::starting;
     show(worker_state::starting);
     child_lost = child_stopped = killed = false;
-    token = random_token();
-    worker_hello hello{caf::actor_cast<caf::actor>(self), spec.commander, spec.global_store, spec.deposit,
-                       caf::actor_cast<caf::actor>(spec.ctx->census), spec.ctx->node_name, spec.name, spec.group};
-    self->send(caf::actor_cast<worker_gate_handle>(spec.ctx->worker_gate), hello_atom::value, token, std::move(hello));
-    std::vector<std::string> args{"troupe", "worker", "--parent", "127.0.0.1:" + std::to_string(spec.ctx->worker_gate_port),
-                                  "--parent-pid", std::to_string(::getpid()), "--worker", spec.name};
-    for (auto& a : spec.ctx->worker_recipe_args)
-      args.push_back(a);
+    forget_token();
+    *token = gate::token_table::make_token();
+    spec.ctx->worker_tokens->expect(*token, gate::publish_of(self->system(), caf::actor_cast<worker_process_handle>(self)));
+    int boot_fd = write_bootstrap();
+    std::vector<std::string> args{"troupe",       "worker",
+                                  "--parent",     "127.0.0.1:" + std::to_string(spec.ctx->worker_gate_port),
+                                  "--parent-pid", std::to_string(::getpid()),
+                                  "--worker",     spec.name,
+                                  "--bootstrap-fd", std::to_string(bootstrap_fd)};
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
+    // Its environment is the node's but for what the bootstrap carries (the
+    // recipe's TROUPE_* variables) and the database password libpq would read.
     std::vector<std::string> env_strings;
     for (char** e = environ; e && *e; ++e)
-      if (std::strncmp(*e, token_variable, std::strlen(token_variable)) != 0)
+      if (std::strncmp(*e, "TROUPE_", 7) != 0 && std::strncmp(*e, "PGPASSWORD=", 11) != 0)
         env_strings.emplace_back(*e);
-    env_strings.push_back(std::string(token_variable) + "=" + token);
     std::vector<char*> envp;
     for (auto& e : env_strings)
       envp.push_back(e.data());
@@ -194,7 +200,9 @@ struct slot_state {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);  // the node's stdout carries its ready line only
-    posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);     // no listening socket of the node's
+    if (boot_fd >= 0)
+      posix_spawn_file_actions_adddup2(&fa, boot_fd, bootstrap_fd);
+    posix_spawn_file_actions_addclosefrom_np(&fa, bootstrap_fd + 1);  // no socket of the node's
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t none;
@@ -208,14 +216,16 @@ struct slot_state {
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     pid_t p = -1;
-    int rc = posix_spawn(&p, "/proc/self/exe", &fa, &attr, argv.data(), envp.data());
+    int rc = boot_fd < 0 ? EIO : posix_spawn(&p, "/proc/self/exe", &fa, &attr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
+    if (boot_fd >= 0)
+      ::close(boot_fd);
     started_at = steady::now();
     ++generation;
     if (rc != 0) {
       spdlog::error("worker {}: cannot start its process: {}", spec.name, std::strerror(rc));
-      self->send(caf::actor_cast<worker_gate_handle>(spec.ctx->worker_gate), drop_atom::value, token);
+      forget_token();
       pid = -1;
       exited(-1);
       return;
@@ -224,9 +234,16 @@ struct slot_state {
     spdlog::info("worker {}: process {} started", spec.name, pid);
   }
 
-  // The child showed its token and handed its worker over.
-  void on_ready(const std::string& shown_token, worker_handle w) {
-    if (phase != slot_phase::starting || child || shown_token != token || !w) {
+  // Whom its child works for (asked once it passed the gate, which took its token).
+  worker_hello hello() {
+    forget_token();
+    return worker_hello{spec.commander, spec.global_store, spec.deposit, caf::actor_cast<caf::actor>(spec.ctx->census),
+                        spec.ctx->node_name, spec.name, spec.group, generation};
+  }
+
+  // The child of generation `gen` handed its worker over.
+  void on_ready(std::uint64_t gen, worker_handle w) {
+    if (phase != slot_phase::starting || child || gen != generation || !w) {
       if (w)  // a stale child (we gave up on it): it must not serve
         caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
       return;
@@ -395,7 +412,7 @@ struct slot_state {
       else if (child_lost && now - lost_at > linger_timeout)
         kill_child("lingers without its worker");
       else if (phase == slot_phase::starting && !child && !child_lost && now - started_at > start_timeout) {
-        self->send(caf::actor_cast<worker_gate_handle>(spec.ctx->worker_gate), drop_atom::value, token);
+        forget_token();
         kill_child("did not hand its worker over in time");
       }
     }
@@ -531,8 +548,11 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
     if (em.reason)
       self->state.stop(em.reason);
   });
-  // Never an orphan: a process still running when the slot ends is killed and reaped.
-  self->attach_functor([process = st.process] {
+  // Never an orphan: a process still running when the slot ends is killed and
+  // reaped; the gate no longer expects its child (nor holds the slot for it).
+  self->attach_functor([process = st.process, token = st.token, tokens = st.spec.ctx->worker_tokens] {
+    if (!token->empty())
+      tokens->drop(*token);
     if (*process > 0) {
       ::kill(*process, SIGKILL);
       ::waitpid(*process, nullptr, 0);  // at once after SIGKILL
@@ -622,7 +642,8 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
       self->state.tell(a, on, retry_after);
     },
     [=](heartbeat_atom) { return self->state.vitals; },
-    [=](ready_atom, const std::string& token, worker_handle& w) { self->state.on_ready(token, std::move(w)); },
+    [=](hello_atom) { return self->state.hello(); },
+    [=](ready_atom, std::uint64_t gen, worker_handle& w) { self->state.on_ready(gen, std::move(w)); },
     [=](admission_atom a, admission_report& report) {
       if (!self->state.child || report.worker != self->state.child.address())
         return;  // from a child given up on
@@ -666,36 +687,106 @@ caf::timespan heartbeat_interval(const config::group_settings& settings) {
                                                          std::chrono::duration_cast<caf::timespan>(quarter)));
 }
 
-worker_gate_handle spawn_worker_gate(caf::actor_system& sys) {
-  return sys.spawn(gate_impl);
-}
-
 worker_handle spawn_worker_process(caf::local_actor& group, worker_spec spec, const config::group_settings& settings) {
   auto g = caf::actor_cast<group_handle>(&group);
   auto slot = group.spawn<caf::linked>(slot_impl, std::move(spec), settings, std::move(g));
   return caf::actor_cast<worker_handle>(slot);
 }
 
+std::string encode_bootstrap(const worker_bootstrap& b) {
+  auto hex = [](const std::string& bytes) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) {
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+    return out;
+  };
+  nlohmann::json j{{"token", hex(b.token)},
+                   {"cookie_secret", hex(b.cookie_secret)},
+                   {"config_file", b.config_file},
+                   {"env", b.env},
+                   {"sets", b.sets}};
+  return j.dump();
+}
+
+worker_bootstrap decode_bootstrap(const std::string& text) {
+  auto unhex = [](const std::string& hex) {
+    if (hex.size() % 2)
+      throw std::invalid_argument("odd hex digits");
+    std::string out;
+    for (std::size_t i = 0; i < hex.size(); i += 2)
+      out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    return out;
+  };
+  try {
+    auto j = nlohmann::json::parse(text);
+    worker_bootstrap b;
+    b.token = unhex(j.at("token").get<std::string>());
+    b.cookie_secret = unhex(j.at("cookie_secret").get<std::string>());
+    b.config_file = j.at("config_file").get<std::string>();
+    b.env = j.at("env").get<std::vector<std::pair<std::string, std::string>>>();
+    b.sets = j.at("sets").get<std::vector<std::string>>();
+    return b;
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
+namespace {
+
+// Reads (and closes) the bootstrap descriptor: its text, or throws std::runtime_error.
+std::string read_bootstrap(int fd) {
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      throw std::runtime_error(std::string("cannot read descriptor ") + std::to_string(fd) + ": " + std::strerror(e));
+    }
+    if (n == 0)
+      break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > max_bootstrap_bytes) {
+      ::close(fd);
+      throw std::runtime_error("more than " + std::to_string(max_bootstrap_bytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  OPENSSL_cleanse(buf, sizeof buf);
+  return text;
+}
+
+// An error's own words (a gate's refusal says what it means).
+std::string words_of(const caf::error& err) {
+  if (err.context().match_elements<std::string>())
+    return err.context().get_as<std::string>(0);
+  return caf::to_string(err);
+}
+
+}  // namespace
+
 int run_worker_process(const worker_process_flags& flags, const app_types& types) {
   // Dies with the node's thread that started it (a scheduler thread, which
   // lives as long as the node's actors); and exits if the node is gone already.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (flags.parent_pid > 0 && ::getppid() != static_cast<pid_t>(flags.parent_pid))
-    return 1;
-  std::string token = flags.token;
-  if (const char* t = std::getenv(token_variable); t && token.empty())
-    token = t;
-  ::unsetenv(token_variable);  // not a recipe key, and nothing below needs to see it
-  auto ctx = std::make_shared<node_context>();
-  try {
-    config::recipe_sources src;
-    src.file = flags.config_file;
-    src.env = config::troupe_environment();
-    src.sets = flags.sets;
-    ctx->recipe = config::load_recipe(src);
-  } catch (const config::recipe_error& e) {
-    std::fprintf(stderr, "troupe worker: %s\n", e.what());
-    return 2;
+  worker_bootstrap boot;
+  if (flags.bootstrap_fd >= 0) {
+    try {
+      auto text = read_bootstrap(flags.bootstrap_fd);
+      boot = decode_bootstrap(text);
+      OPENSSL_cleanse(text.data(), text.size());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe worker: its bootstrap (--bootstrap-fd) is unreadable: %s\n", e.what());
+      return 2;
+    }
   }
   auto port_at = flags.parent.rfind(':');
   if (port_at == std::string::npos) {
@@ -704,20 +795,39 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
   }
   auto host = flags.parent.substr(0, port_at);
   auto port = static_cast<std::uint16_t>(std::stoi(flags.parent.substr(port_at + 1)));
+  // The gate first: a process its node did not start (no token, a guessed or
+  // a used one) is told so here, and its node logs the refusal.
+  auto connection = gate::dial(host, port, gate::kind::worker, boot.token, gate_timeout);
+  OPENSSL_cleanse(boot.token.data(), boot.token.size());
+  if (!connection) {
+    std::fprintf(stderr, "troupe worker: %s\n", words_of(connection.error()).c_str());
+    return 1;
+  }
+  if (flags.parent_pid > 0 && ::getppid() != static_cast<pid_t>(flags.parent_pid)) {  // its node died meanwhile
+    ::close(*connection);
+    std::fprintf(stderr, "troupe worker: its node (pid %ld) is gone\n", flags.parent_pid);
+    return 1;
+  }
+  auto ctx = std::make_shared<node_context>();
+  try {
+    config::recipe_sources src;
+    src.file = boot.config_file;
+    src.env = boot.env;
+    src.sets = boot.sets;
+    ctx->recipe = config::load_recipe(src);
+    if (boot.cookie_secret.empty())
+      throw std::invalid_argument("its bootstrap holds no cookie secret");
+    ctx->cids = std::make_shared<const registry::cid_signer>(boot.cookie_secret);  // the connection ids' key, as the node has it
+    OPENSSL_cleanse(boot.cookie_secret.data(), boot.cookie_secret.size());
+  } catch (const std::exception& e) {
+    ::close(*connection);
+    std::fprintf(stderr, "troupe worker: %s\n", e.what());
+    return 2;
+  }
   setup_child_logging(ctx->recipe.node.log_level, "worker", ctx->recipe.log.format);
   ctx->apps = types;
   for (auto& g : ctx->recipe.groups)
     ctx->metrics.add_group(g.name);
-  // The connection ids' key, as the node has it (the node created the file before any worker started).
-  try {
-    std::string secret = ctx->recipe.node.cookie_secret;
-    if (secret.empty())
-      secret = registry::load_or_create_secret(ctx->recipe.deposit.path + "/cookie.secret");
-    ctx->cids = std::make_shared<const registry::cid_signer>(secret);
-  } catch (const std::exception& e) {
-    spdlog::critical("the connection ids' key cannot be read: {}", e.what());
-    return 1;
-  }
   caf::actor_system_config cfg;
   register_types(cfg);
   cfg.load<caf::io::middleman>();
@@ -725,19 +835,28 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
   cfg.set("scheduler.max-threads", ctx->recipe.node.actor_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(ctx->recipe.node.actor_scheduler));
   caf::actor_system sys{cfg};
-  auto gate = sys.middleman().remote_actor<worker_gate_handle>(host, port);
-  if (!gate) {
-    spdlog::critical("cannot reach the node's worker gate at {}: {}", flags.parent, sys.render(gate.error()));
-    return 1;
-  }
   int code = 0;
   {
     caf::scoped_actor self{sys};
+    // Through the gate, CAF's handshake reaches this child's slot.
+    worker_process_handle slot;
+    auto scribe = gate::make_scribe(sys, *connection, false, false);
+    self->request(gate::basp_broker(sys), gate_timeout, caf::connect_atom::value, std::move(scribe), port)
+      .receive(
+        [&](caf::node_id&, caf::strong_actor_ptr& actor, std::set<std::string>& interface) {
+          if (actor && sys.assignable<worker_process_handle>(interface))
+            slot = caf::actor_cast<worker_process_handle>(actor);
+        },
+        [&](caf::error& err) { spdlog::critical("the node's worker gate let this worker through, then: {}", sys.render(err)); });
+    if (!slot) {
+      spdlog::critical("the node's worker gate did not lead to a worker slot");
+      return 1;
+    }
     worker_hello hello;
     bool greeted = false;
-    self->request(*gate, std::chrono::seconds(10), hello_atom::value, token)
+    self->request(slot, gate_timeout, hello_atom::value)
       .receive([&](worker_hello& h) { hello = std::move(h); greeted = true; },
-               [&](caf::error& err) { spdlog::critical("the node refused this worker: {}", sys.render(err)); });
+               [&](caf::error& err) { spdlog::critical("its slot did not say whom it works for: {}", sys.render(err)); });
     if (!greeted)
       return 1;
     setup_child_logging(ctx->recipe.node.log_level, hello.worker, ctx->recipe.log.format);
@@ -745,10 +864,10 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
     ctx->census = caf::actor_cast<census_member_view>(hello.census);
     // Its admission reports and replacement requests go to its slot, which speaks for it to the group.
     auto worker = spawn_worker(sys, worker_spec{hello.worker, hello.group, hello.commander, hello.global_store,
-                                                hello.deposit, ctx, hello.slot});
+                                                hello.deposit, ctx, caf::actor_cast<caf::actor>(slot)});
     self->monitor(worker);
-    self->monitor(hello.slot);
-    self->send(caf::actor_cast<worker_process_handle>(hello.slot), ready_atom::value, token, worker);
+    self->monitor(slot);
+    self->send(slot, ready_atom::value, hello.generation, worker);
     bool worker_gone = false;
     while (!worker_gone) {
       self->receive([&](caf::down_msg& dm) {

@@ -11,6 +11,7 @@
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "cluster/membership.hpp"
+#include "gate/dial.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/io/middleman_actor.hpp>
@@ -128,8 +129,8 @@ struct agent_config {
   caf::actor census;
   /// This node's counters (troupe_cluster_members{state}); may be null in tests.
   node_metrics* metrics = nullptr;
-  /// Opens node-to-node connections: the middleman's actor (or the openssl manager's, for TLS).
-  caf::io::middleman_actor connector;
+  /// Opens node-to-node connections through the other members' gates (gate/dial.hpp).
+  gate::connector_handle connector;
   /// Starts the commander and its global store on this node (called when it
   /// becomes the leader), given the members up (this one included) whose
   /// workers it must learn. Stopping the commander stops its global store.

@@ -80,6 +80,9 @@ struct limits_settings {
   double stream_keepalive_seconds = 15;        ///< an SSE comment on a stream quiet this long; 0: none
   double tls_handshake_timeout_seconds = 10;   ///< a TLS handshake (and a TLS close) must complete within this
   std::uint64_t max_message_bytes = 65536;     ///< an encoded message between users (tell); refused too_big past it
+  // The gates in front of CAF's middleman (the worker gate, the cluster port; docs/CLUSTER.md "The gate").
+  std::uint64_t gate_max_pending = 64;         ///< connections being vetted at once per gate; one more is closed
+  double gate_handshake_timeout_seconds = 3;   ///< a connection must answer the gate's challenge within this
 };
 
 /// `[channel]`: the page channels on /_troupe/ws (docs/channels.md).

@@ -12,6 +12,8 @@
 #include "actors/worker_process.hpp"
 #include "cluster/agent.hpp"
 #include "cluster/commander_link.hpp"
+#include "gate/dial.hpp"
+#include "gate/listener.hpp"
 #include "store/postgres_deposit.hpp"
 #include "transport/bridge.hpp"
 #include "transport/census_cli.hpp"
@@ -144,15 +146,10 @@ int run_node(const node_flags& flags, const app_types& types) {
       src.sets.insert(src.sets.begin() + (src.sets.size() - flags.sets.size()),
                       "group.default.user_type=" + flags.app);
     ctx->recipe = config::load_recipe(src);
-    // A worker process composes the same recipe (the environment is inherited).
-    if (!src.file.empty()) {
-      ctx->worker_recipe_args.push_back("--config");
-      ctx->worker_recipe_args.push_back(src.file);
-    }
-    for (auto& s : src.sets) {
-      ctx->worker_recipe_args.push_back("--set");
-      ctx->worker_recipe_args.push_back(s);
-    }
+    // A worker process composes the same recipe from its bootstrap (never from its command line).
+    ctx->worker_boot.config_file = src.file;
+    ctx->worker_boot.env = src.env;
+    ctx->worker_boot.sets = src.sets;
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
   }
@@ -227,6 +224,9 @@ int run_node(const node_flags& flags, const app_types& types) {
   // on PostgreSQL into the database, the source of truth every host shares;
   // on the filesystem into the deposit directory.
   std::string secret_origin = "node.cookie_secret";  // logged (the secret itself never is)
+  const bool any_process_group =
+    std::any_of(recipe.groups.begin(), recipe.groups.end(), [](auto& g) { return g.process_isolation(); });
+  std::string cluster_key;
   std::string deposit_secret;  // generated into the deposit directory: written back if the deposit loses it
   try {
     std::string secret = recipe.node.cookie_secret;
@@ -246,6 +246,10 @@ int run_node(const node_flags& flags, const app_types& types) {
       return usage_error("node.cookie_secret: must be empty (generated into the deposit) or at least "
                          + std::to_string(min_cookie_secret_bytes) + " bytes long");
     ctx->cids = std::make_shared<const registry::cid_signer>(secret);
+    if (any_process_group)  // its worker processes sign as it does (their bootstrap carries it)
+      ctx->worker_boot.cookie_secret = secret;
+    if (recipe.cluster.enabled())  // what every member's gate asks of the others
+      cluster_key = gate::cluster_key(secret);
     OPENSSL_cleanse(secret.data(), secret.size());
   } catch (const std::exception& e) {
     return usage_error("node.cookie_secret: " + std::string(e.what()));
@@ -369,29 +373,45 @@ int run_node(const node_flags& flags, const app_types& types) {
     serving = std::make_shared<serving_signal>();
     ctx->serving = serving;
   }
-  // Worker processes (isolation = "process") greet the node at its gate, on
-  // loopback only, before any group starts them.
-  worker_gate_handle worker_gate;
-  if (std::any_of(recipe.groups.begin(), recipe.groups.end(), [](auto& g) { return g.process_isolation(); })) {
-    worker_gate = spawn_worker_gate(*sys);
-    auto port = sys->middleman().publish(worker_gate, 0, "127.0.0.1", true);
-    if (!port) {
-      spdlog::critical("the worker gate cannot listen on 127.0.0.1: {}", sys->render(port.error()));
-      for (auto a : {caf::actor_cast<caf::actor>(worker_gate), caf::actor_cast<caf::actor>(commander),
-                     caf::actor_cast<caf::actor>(health), caf::actor_cast<caf::actor>(forwarder),
-                     caf::actor_cast<caf::actor>(census), caf::actor_cast<caf::actor>(deposit)})
+  // Worker processes (isolation = "process") pass the node's worker gate, on
+  // loopback only, before any group starts them; the cluster port's gate
+  // (below) is the same kind. Both vet every connection on a thread of their
+  // own, so stray clients never reach the middleman that carries heartbeats.
+  std::unique_ptr<gate::listener> worker_gate, cluster_gate;
+  auto gate_options = [&](std::string name, gate::kind which) {
+    gate::listener_options o;
+    o.name = std::move(name);
+    o.which = which;
+    o.max_pending = recipe.limits.gate_max_pending;
+    o.handshake_timeout = node_context::timer_millis(recipe.limits.gate_handshake_timeout_seconds);
+    return o;
+  };
+  if (any_process_group) {
+    auto tokens = std::make_shared<gate::token_table>();
+    auto o = gate_options("worker gate", gate::kind::worker);
+    o.host = "127.0.0.1";
+    try {
+      worker_gate = std::make_unique<gate::listener>(
+        *sys, std::move(o), [tokens](const gate::nonce& n, const gate::mac& m) { return tokens->take(n, m); },
+        &ctx->metrics.worker_gate_refusals);
+    } catch (const std::exception& e) {
+      spdlog::critical("the worker gate cannot listen on 127.0.0.1: {}", e.what());
+      for (auto a : {caf::actor_cast<caf::actor>(commander), caf::actor_cast<caf::actor>(health),
+                     caf::actor_cast<caf::actor>(forwarder), caf::actor_cast<caf::actor>(census),
+                     caf::actor_cast<caf::actor>(deposit)})
         caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
       deposit = nullptr;
       census_of_deposit.join();
       return 1;
     }
-    ctx->worker_gate = caf::actor_cast<caf::actor>(worker_gate);
-    ctx->worker_gate_port = *port;
+    ctx->worker_tokens = std::move(tokens);
+    ctx->worker_gate_port = worker_gate->port();
+    spdlog::info("worker gate on 127.0.0.1:{}", ctx->worker_gate_port);
   }
   // What a start that fails from here on must stop (the actor system waits for every actor).
   auto abandon_start = [&] {
-    if (worker_gate)
-      caf::anon_send_exit(worker_gate, caf::exit_reason::user_shutdown);
+    cluster_gate.reset();
+    worker_gate.reset();
     if (cluster_agent)
       caf::anon_send_exit(cluster_agent, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
@@ -439,7 +459,8 @@ int run_node(const node_flags& flags, const app_types& types) {
     ac.heartbeat_interval = std::chrono::milliseconds(cc.heartbeat_interval_ms);
     ac.failure_timeout = std::chrono::milliseconds(cc.failure_timeout_ms);
     ac.join_timeout = std::chrono::milliseconds(cc.join_timeout_ms);
-    ac.connector = cluster_tls ? sys->openssl_manager().actor_handle() : sys->middleman().actor_handle();
+    ac.connector = gate::spawn_connector(*sys, gate::dial_settings{gate::kind::cluster, cluster_key, cluster_tls,
+                                                                   std::chrono::milliseconds(cc.join_timeout_ms)});
     ac.leader_listeners = {caf::actor_cast<caf::actor>(commander), caf::actor_cast<caf::actor>(global_store)};
     ac.down_listeners = {caf::actor_cast<caf::actor>(forwarder)};
     for (auto& g : groups)
@@ -458,16 +479,29 @@ int run_node(const node_flags& flags, const app_types& types) {
     auto agent = cluster::spawn_agent(*sys, std::move(ac));
     cluster_agent = caf::actor_cast<caf::actor>(agent);
     caf::anon_send(census, agent_atom::value, cluster_agent);  // its census answers for the cluster from now on
-    auto published = cluster_tls
-                       ? caf::openssl::publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true)
-                       : sys->middleman().publish(agent, cluster_listen.second, cluster_listen.first.c_str(), true);
-    if (!published) {
+    // The members reach the agent through the cluster port's gate: only a
+    // connection that holds the cluster's key gets to CAF (in TLS when set).
+    auto o = gate_options("cluster gate", gate::kind::cluster);
+    o.host = cluster_listen.first;
+    o.port = cluster_listen.second;
+    o.tls = cluster_tls;
+    try {
+      auto whom = gate::publish_of(*sys, agent);
+      cluster_gate = std::make_unique<gate::listener>(
+        *sys, std::move(o),
+        [key = cluster_key, whom](const gate::nonce& n, const gate::mac& m) -> std::optional<gate::published> {
+          if (gate::same(gate::sign(key, gate::kind::cluster, n), m))
+            return whom;
+          return std::nullopt;
+        },
+        &ctx->metrics.cluster_gate_refusals);
+    } catch (const std::exception& e) {
       abandon_start();
-      return usage_error("cluster.listen: cannot listen on " + cc.listen + ": " + sys->render(published.error()));
+      return usage_error("cluster.listen: cannot listen on " + cc.listen + ": " + e.what());
     }
     std::string shown = cluster_listen.first.find(':') != std::string::npos ? "[" + cluster_listen.first + "]"
                                                                               : cluster_listen.first;
-    std::string address = shown + ":" + std::to_string(*published);
+    std::string address = shown + ":" + std::to_string(cluster_gate->port());
     bool joined = false;
     std::string why;
     {
@@ -497,8 +531,8 @@ int run_node(const node_flags& flags, const app_types& types) {
     caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
     for (auto& g : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
-    if (worker_gate)
-      caf::anon_send_exit(worker_gate, caf::exit_reason::user_shutdown);
+    cluster_gate.reset();  // their threads end before the actor system
+    worker_gate.reset();
     caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
@@ -693,8 +727,8 @@ int node_main(int argc, char** argv, app_types types) {
   worker->add_option("--parent", wflags.parent, "127.0.0.1:PORT of the node's worker gate")->required();
   worker->add_option("--parent-pid", wflags.parent_pid, "the node's pid")->required();
   worker->add_option("--worker", wflags.worker, "its worker's name");
-  worker->add_option("--config", wflags.config_file, "the node's TOML recipe");
-  worker->add_option("--set", wflags.sets, "KEY=VALUE, as the node got it (repeatable)");
+  worker->add_option("--bootstrap-fd", wflags.bootstrap_fd,
+                     "the inherited descriptor its node wrote its recipe, cookie secret and gate token to");
   census_flags cflags;
   auto* census = app.add_subcommand("census", "show a node's census (docs/census.md)");
   add_census_options(*census, cflags);

@@ -388,8 +388,16 @@ TEST_F(ProcessWorkers, SigtermFreezesTheUsersOfWorkerProcessesAndLeavesNoProcess
   EXPECT_EQ(count_of(b.get("/api/counter")), 1);
 }
 
-// The gate answers only a process that shows the token its slot gave it.
-TEST_F(ProcessWorkers, AProcessThatCannotShowItsTokenIsRefused) {
+// The file of `pid`'s /proc entry `what` ("cmdline", "environ"), NULs kept.
+std::string proc_file(pid_t pid, const std::string& what) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + what, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Issue 23 (6): the worker gate answers only a process that proves the token
+// its slot made for it; one that cannot (none, a guessed one) is refused,
+// says so on stderr, and the node logs it with the peer's address and counts it.
+TEST_F(ProcessWorkers, AProcessThatCannotShowItsTokenIsRefusedAndTheNodeSaysSo) {
   auto& n = start_process();
   ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 1; }));
   auto child = worker_processes(n.pid()).front();
@@ -398,16 +406,61 @@ TEST_F(ProcessWorkers, AProcessThatCannotShowItsTokenIsRefused) {
   ASSERT_NE(at, std::string::npos) << cmd;
   auto gate = cmd.substr(at + 9, cmd.find(' ', at + 9) - (at + 9));
   EXPECT_EQ(gate.rfind("127.0.0.1:", 0), 0u) << "the gate is not on loopback: " << gate;
-  ::setenv("TROUPE_WORKER_TOKEN", "0123456789abcdef0123456789abcdef", 1);
-  auto r = run_binary({"worker", "--parent", gate, "--parent-pid", std::to_string(::getpid()), "--worker", "intruder",
-                       "--set", "deposit.path=" + n.deposit_dir()},
-                      milliseconds(15000));
-  ::unsetenv("TROUPE_WORKER_TOKEN");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+  scratch_dir dir;
+  const auto guessed = dir.path + "/guessed.json";
+  std::ofstream(guessed) << R"({"token":"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",)"
+                         << R"("cookie_secret":"","config_file":"","env":[],"sets":[]})";
+  // None at all (no bootstrap, so no token), and a guessed one on the descriptor a node would use.
+  for (const auto& bootstrap : {std::string(), " --bootstrap-fd 5 5<" + guessed}) {
+    auto [rc, out] = run_command("'" + troupe_binary() + "' worker --parent " + gate +
+                                 " --parent-pid 1 --worker intruder" + bootstrap + " 2>&1");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("refused this worker"), std::string::npos) << out;
+  }
+  EXPECT_TRUE(eventually(milliseconds(5000), [&] {
+    return troupe::test::metric(n.port(), bearer(), "troupe_worker_gate_refusals_total") >= 2;
+  }));
+  EXPECT_NE(n.stderr_log().find("worker gate: refused a connection from 127.0.0.1:"), std::string::npos)
+    << n.stderr_tail();
   EXPECT_EQ(worker_processes(n.pid()).size(), 1u);
   http_client c(n.port());
   EXPECT_EQ(incr(c), 1);
+}
+
+// Issue 23 (4, 5): no secret of the node's reaches a worker process's command
+// line or environment (any local user reads them in /proc), whichever way the
+// node got it: the admin token on its own command line, the cookie secret in
+// its environment, the deposit URL's password in its recipe file; nor the
+// worker's gate token.
+TEST_F(ProcessWorkers, NoSecretIsOnAWorkerProcessCommandLineOrInItsEnvironment) {
+  scratch_dir dir;
+  const std::string admin = "admin-" + random_token(20), cookie = "cookie-" + random_token(24),
+                    password = "dbpass-" + random_token(16);
+  const auto recipe = dir.path + "/troupe.toml";
+  std::ofstream(recipe) << "[deposit]\nurl = \"postgresql://troupe:" << password << "@127.0.0.1:1/troupe\"\n"
+                        << "[[group]]\nname = \"default\"\nisolation = \"process\"\nworkers = 2\n";
+  ::setenv("TROUPE_NODE_COOKIE_SECRET", cookie.c_str(), 1);
+  node_process n({"--config", recipe, "--admin-token", admin});
+  ::unsetenv("TROUPE_NODE_COOKIE_SECRET");
+  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  for (auto pid : worker_processes(n.pid())) {
+    auto cmdline = proc_file(pid, "cmdline"), environ = proc_file(pid, "environ");
+    for (auto& secret : {admin, cookie, password}) {
+      EXPECT_EQ(cmdline.find(secret), std::string::npos) << "on the command line of " << pid;
+      EXPECT_EQ(environ.find(secret), std::string::npos) << "in the environment of " << pid;
+    }
+    EXPECT_EQ(environ.find("TROUPE_"), std::string::npos) << "a TROUPE_ variable in the environment of " << pid;
+    EXPECT_EQ(cmdline.find("--set"), std::string::npos) << cmdline_of(pid);
+    EXPECT_EQ(cmdline.find("token"), std::string::npos) << cmdline_of(pid);
+  }
+  // They work as the node does: same recipe, same cookie key (a cookie the node minted serves).
+  http_client c(n.port());
+  EXPECT_EQ(incr(c), 1);
+  EXPECT_EQ(incr(c), 2);
+  auto who = c.get("/api/whoami").json();
+  EXPECT_EQ(who.value("worker", "").rfind("default-w", 0), 0u) << who.dump();
+  http_client a(n.port());
+  EXPECT_STATUS(a.get("/_troupe/metrics", {{"Authorization", "Bearer " + admin}}), 200);
 }
 
 // kill -9 of the node itself: its worker processes do not survive it.
