@@ -3,9 +3,8 @@
 // 409), sequential pages, pushes (own page, foreign page, all pages, other
 // users), a channel across its user's freeze and wake, the outgoing queue's
 // overflow policy (close, drop_oldest) and the [channel] limits.
+#include "../support/channel_client.hpp"
 #include "../support/prometheus.hpp"
-#include "../support/test_support.hpp"
-#include "../support/ws_client.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -18,53 +17,6 @@ using nlohmann::json;
 namespace {
 
 const std::string admin_token = "channel-test-token";
-
-// A browser: an HTTP client whose first request minted its cookie.
-struct browser {
-  explicit browser(uint16_t port) : http(port) {
-    auto r = http.get("/api/whoami");
-    EXPECT_STATUS(r, 200);
-    cid = http.cookie().value_or("");
-    EXPECT_FALSE(cid.empty());
-  }
-  headers_t cookie() const { return {{"Cookie", "troupe_cid=" + cid}}; }
-  std::unique_ptr<ws_client> channel(uint16_t port) {
-    return std::make_unique<ws_client>(port, "/_troupe/ws", cookie());
-  }
-  http_client http;
-  std::string cid;
-};
-
-// Reads frames until one that `pred` takes (others are skipped), or the deadline.
-template <class Pred>
-std::optional<json> read_until(ws_client& ws, Pred pred, milliseconds timeout = milliseconds(10000)) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    auto left = std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
-    auto text = ws.read(std::max(left, milliseconds(1)));
-    if (!text)
-      return std::nullopt;
-    auto frame = json::parse(*text, nullptr, false);
-    if (!frame.is_discarded() && pred(frame))
-      return frame;
-  }
-  return std::nullopt;
-}
-
-// Sends one call and waits for its reply.
-json call(ws_client& ws, const json& envelope) {
-  ws.send(envelope.dump());
-  auto reply = read_until(ws, [&](const json& f) { return f.contains("id") && f["id"] == envelope["id"]; });
-  EXPECT_TRUE(reply) << "no reply to " << envelope.dump();
-  return reply.value_or(json::object());
-}
-
-json open_channel(ws_client& ws, const std::string& page, int id, bool sequential = false) {
-  json e{{"id", id}, {"page", page}, {"path", "/_troupe/openchannel"}};
-  if (sequential)
-    e["data"] = {{"sequential", true}};
-  return call(ws, e);
-}
 
 double metric(uint16_t port, const std::string& name) {
   http_client c(port);
