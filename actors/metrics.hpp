@@ -153,6 +153,8 @@ struct node_metrics {
   } channel;
   std::atomic<std::uint64_t> channel_pushes_delivered{0};      ///< pages a push reached (their socket queued it)
   std::atomic<std::uint64_t> channel_pushes_not_delivered{0};  ///< pages (or users) a push did not reach
+  /// Pages of idle connections forgotten to make room for a new page at limits.max_pages_per_user.
+  std::atomic<std::uint64_t> pages_reclaimed{0};
   /// The front's TLS (issue 14, docs/tls.md); all 0 while TLS is off.
   struct tls_counters {
     std::atomic<std::uint64_t> reloads_ok{0};          ///< troupe_tls_reloads_total{result="ok"}

@@ -1025,7 +1025,11 @@ struct user_state : detail::user_host {
       case outcome::invalid_id: return error_response(400, "invalid X-Troupe-Page: 1-64 characters of [A-Za-z0-9_.-]");
       case outcome::too_many_on_connection: return error_response(429, "too many pages on this connection");
       case outcome::too_many_for_user: return error_response(429, "too many pages for this user");
-      case outcome::added: note(); [[fallthrough]];
+      case outcome::added:
+        if (t.reclaimed)  // the page count stays: one went, one came
+          ctx->metrics.pages_reclaimed.fetch_add(1, std::memory_order_relaxed);
+        note();
+        [[fallthrough]];
       case outcome::known: t.page->clocks.stamp_rpc(now); return std::nullopt;
     }
     return std::nullopt;

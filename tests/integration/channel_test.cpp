@@ -407,3 +407,35 @@ TEST_F(Channel, SocketAndCallLimits) {
   // A socket that reads (and so answers pings) stays.
   EXPECT_EQ(call(*one, {{"id", 9}, {"path", "/api/counter/incr"}})["status"], 200);
 }
+
+// Issue 23 (7): at limits.max_pages_per_user a new page takes the place of the
+// least recently used page of an idle connection of the user, never of a page
+// of a connection that has a channel open: while every other connection has
+// one, the new page is refused 429 as before.
+TEST_F(Channel, PagesOfAConnectionWithAnOpenChannelAreNotReclaimed) {
+  boot({"--set", "limits.max_pages_per_user=4"});
+  auto name = "ines" + random_token(6);
+  browser a(port()), b(port()), c(port());
+  a.login(name);
+  b.login(name);
+  c.login(name);
+  auto ws_a = a.channel(port());
+  auto ws_b = b.channel(port());
+  ASSERT_EQ(open_channel(*ws_a, "a1", 1)["status"], 200);
+  // A page of the same connection without a channel: in use all the same.
+  ASSERT_STATUS(a.http.get("/api/counter", {{"X-Troupe-Page", "a2"}}), 200);
+  ASSERT_EQ(open_channel(*ws_b, "b1", 1)["status"], 200);
+  ASSERT_EQ(open_channel(*ws_b, "b2", 2)["status"], 200);
+  EXPECT_STATUS(c.http.get("/api/counter", {{"X-Troupe-Page", "c1"}}), 429);
+  auto ws_c = c.channel(port());
+  EXPECT_EQ(open_channel(*ws_c, "c1", 1)["status"], 429);
+  EXPECT_EQ(call(*ws_a, {{"id", 2}, {"page", "a1"}, {"path", "/api/counter/incr"}})["status"], 200);
+  EXPECT_EQ(metric(port(), "troupe_pages_reclaimed_total"), 0);
+  // a's socket goes: his connection is idle now, and one of its pages makes room.
+  ws_a.reset();
+  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] {
+    return c.http.get("/api/counter", {{"X-Troupe-Page", "c1"}}).status == 200;
+  }));
+  EXPECT_EQ(metric(port(), "troupe_pages_reclaimed_total"), 1);
+  EXPECT_EQ(call(*ws_b, {{"id", 3}, {"page", "b1"}, {"path", "/api/counter/incr"}})["status"], 200);
+}
