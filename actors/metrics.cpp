@@ -284,7 +284,9 @@ std::string node_metrics::prometheus_text() const {
           channel.overflow_closes.load());
   counter("troupe_channel_overflow_drops_total", "Queued frames dropped for newer ones (channel.overflow = drop_oldest).",
           channel.overflow_drops.load());
-  counter("troupe_channel_sockets_refused_total", "Channel upgrades closed at once (no valid cookie, past max_sockets).",
+  counter("troupe_channel_sockets_refused_total",
+          "Channel sockets closed at once (no valid cookie, past max_sockets, max_sockets_per_connection or "
+          "max_sockets_per_user).",
           channel.sockets_refused.load());
   if (deposit) {
     counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());

@@ -149,7 +149,7 @@ struct node_metrics {
     std::atomic<std::uint64_t> bad_frames{0};         ///< frames answered 400 (not JSON, not an envelope)
     std::atomic<std::uint64_t> overflow_closes{0};    ///< sockets closed 1013: outgoing queue full (overflow = close)
     std::atomic<std::uint64_t> overflow_drops{0};     ///< queued frames dropped (overflow = drop_oldest)
-    std::atomic<std::uint64_t> sockets_refused{0};    ///< upgrades closed at once: no valid cookie, or past max_sockets
+    std::atomic<std::uint64_t> sockets_refused{0};    ///< sockets closed at once: no valid cookie, past a max_sockets* limit
   } channel;
   std::atomic<std::uint64_t> channel_pushes_delivered{0};      ///< pages a push reached (their socket queued it)
   std::atomic<std::uint64_t> channel_pushes_not_delivered{0};  ///< pages (or users) a push did not reach

@@ -1037,9 +1037,10 @@ struct user_state : detail::user_host {
 
   // -- channels (docs/channels.md) ------------------------------------------------------
 
-  // A channel call's gate: openchannel is answered here (binding the page to
-  // the call's socket); any other call naming a page goes on only when that
-  // page opened its channel on this very socket. nullopt: serve the call.
+  // A channel call's gate: a socket's admission and openchannel are answered
+  // here (openchannel binding the page to the call's socket); any other call
+  // naming a page goes on only when that page opened its channel on this very
+  // socket. nullopt: serve the call.
   std::optional<http_response> channel_gate(connection_record& conn, const http_request& req,
                                             registry::wall_clock::time_point now) {
     const bool open = req.path == "/_troupe/openchannel";
@@ -1047,6 +1048,11 @@ struct user_state : detail::user_host {
     if (id.empty())
       return open ? std::optional<http_response>(error_response(
                       400, "openchannel names no page: put it in the envelope's \"page\""))
+    if (req.path == socket_admission_path) {  // a socket's admission: whom it counts under
+      http_response r;
+      r.body = nlohmann::json{{"user", user_name}}.dump();
+      return r;
+    }
                   : std::nullopt;  // a call of the connection, not of a page
     for (auto& other : connections)
       if (&other != &conn && other.find_page(id))

@@ -988,6 +988,7 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
     routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
     main_(ioc_, false) {
   if (bridge_)
+    socket_quota_(ctx_->recipe.channel.max_sockets_per_connection, ctx_->recipe.channel.max_sockets_per_user),
     channel_hub_ = spawn_channel_hub(bridge_->home_system(), ctx_->metrics);
 }
 
