@@ -1,6 +1,7 @@
 // The channel sockets of one connection and of one user (issue 23, 8:
-// channel.max_sockets_per_connection, channel.max_sockets_per_user): against
-// the real node, over real sockets (docs/channels.md "The socket").
+// channel.max_sockets_per_connection, channel.max_sockets_per_user), and what
+// login and logout do to a connection's sockets (issue 23, a): against the
+// real node, over real sockets (docs/channels.md "The socket").
 #include "../support/channel_client.hpp"
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string admin_token = "channel-sockets-" + random_token(8);
+const std::string connection_changed = "the connection changed (login or logout): open the channel again";
 
 using sockets = std::vector<std::unique_ptr<ws_client>>;
 
@@ -136,4 +138,49 @@ TEST_F(ChannelSockets, ALoginOverASocketCountsItUnderTheNewUser) {
   // The node refuses what a client frame names as the admission call.
   auto probe = call(*his[1], {{"id", 7}, {"path", "/_troupe/socket"}});
   EXPECT_EQ(probe["status"], 404) << probe.dump();
+}
+
+// Issue 23 (a): a logout over one socket ends the connection's old id: the
+// carrier goes on under the new id, every other socket of the old id on this
+// node is closed 4001 (its page opens it again with the cookie it holds).
+TEST_F(ChannelSockets, LogoutOverOneSocketClosesTheOtherSocketsOfTheConnection) {
+  boot();
+  browser a(port());
+  auto name = "lea" + random_token(6);
+  a.login(name);
+  auto one = a.channel(port());
+  auto two = a.channel(port());
+  ASSERT_EQ(whoami(*one).value("user", ""), name);
+  ASSERT_EQ(whoami(*two).value("user", ""), name);
+  auto out = call(*one, {{"id", 2}, {"path", "/api/logout"}});
+  ASSERT_EQ(out["status"], 200) << out.dump();
+  const std::string new_id = out["data"]["connection"];
+  EXPECT_NE(new_id, a.cid);
+  expect_closed(*two, 4001, connection_changed);
+  EXPECT_EQ(two->close_reason(), connection_changed);
+  auto carrier = whoami(*one, 3);
+  EXPECT_EQ(carrier.value("connection", ""), new_id) << "the carrier goes on under the new id";
+  EXPECT_NE(carrier.value("user", ""), name);
+  // A socket opened again with the old cookie is a stranger: a new guest of that id.
+  auto reopened = a.channel(port());
+  auto stranger = whoami(*reopened);
+  EXPECT_EQ(stranger.value("connection", ""), a.cid);
+  EXPECT_NE(stranger.value("user", ""), name);
+}
+
+TEST_F(ChannelSockets, LoginOverHttpClosesTheSocketsOfTheOldId) {
+  boot();
+  browser a(port());
+  auto ws = a.channel(port());
+  auto old_id = a.cid;
+  ASSERT_EQ(whoami(*ws).value("connection", ""), old_id);
+  auto name = "max" + random_token(6);
+  a.login(name);
+  ASSERT_NE(a.cid, old_id);
+  expect_closed(*ws, 4001, connection_changed);
+  // The page opens its channel again with the cookie it holds now.
+  auto again = a.channel(port());
+  auto who = whoami(*again);
+  EXPECT_EQ(who.value("user", ""), name);
+  EXPECT_EQ(who.value("connection", ""), a.cid);
 }
