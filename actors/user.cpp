@@ -255,7 +255,8 @@ struct user_state : detail::user_host {
       it = (!it->second.sink && it->second.since < stale) ? b.streams.erase(it) : std::next(it);
     if (b.streams.size() >= ctx->recipe.limits.max_streams_per_user) {
       ctx->metrics.stream.refusals.fetch_add(1, std::memory_order_relaxed);
-      respond(call.to, error_response(503, "this user has too many open streams (limits.max_streams_per_user)", 1));
+      respond(call.to,
+              routed(call, error_response(503, "this user has too many open streams (limits.max_streams_per_user)", 1)));
       return;
     }
     auto id = ++b.stream_seq;
@@ -268,7 +269,7 @@ struct user_state : detail::user_host {
     r.content_type = content_type_of(e.format);
     r.stream_id = id;
     b.streams.emplace(id, std::move(e));
-    respond(call.to, std::move(r));
+    respond(call.to, routed(call, std::move(r)));
   }
 
   void end_stream_here(std::uint64_t id) {
@@ -614,10 +615,7 @@ struct user_state : detail::user_host {
     ctx->metrics.handler_failures.fetch_add(1, std::memory_order_relaxed);
     ctx->handler_failure_log("user {} on {}: handler {} {} failed: {}; the worker restarts him",
                              registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
-    auto failed = error_response(502, "the request handler failed");
-    if (call.route)
-      failed.route_key = *call.route;
-    respond(call.to, std::move(failed));
+    respond(call.to, routed(call, error_response(502, "the request handler failed")));
     told_early.clear();  // they would run in a dead actor
     stopped = true;
     // What the handler half-changed is thrown away: his restart starts from
@@ -1013,6 +1011,13 @@ struct user_state : detail::user_host {
       std::get<promise_type>(to).deliver(std::move(r));
   }
 
+  // `r` as the answer of the route `call` matched: the front counts it in that route's figures.
+  static http_response routed(const pending_call& call, http_response r) {
+    if (call.route)
+      r.route_key = *call.route;
+    return r;
+  }
+
   // -- pages -----------------------------------------------------------------------
 
   // The stamp climbs page → connection → user (the two others are stamped by serve).
@@ -1043,16 +1048,16 @@ struct user_state : detail::user_host {
   // socket. nullopt: serve the call.
   std::optional<http_response> channel_gate(connection_record& conn, const http_request& req,
                                             registry::wall_clock::time_point now) {
-    const bool open = req.path == "/_troupe/openchannel";
-    const auto& id = req.page;
-    if (id.empty())
-      return open ? std::optional<http_response>(error_response(
-                      400, "openchannel names no page: put it in the envelope's \"page\""))
     if (req.path == socket_admission_path) {  // a socket's admission: whom it counts under
       http_response r;
       r.body = nlohmann::json{{"user", user_name}}.dump();
       return r;
     }
+    const bool open = req.path == "/_troupe/openchannel";
+    const auto& id = req.page;
+    if (id.empty())
+      return open ? std::optional<http_response>(error_response(
+                      400, "openchannel names no page: put it in the envelope's \"page\""))
                   : std::nullopt;  // a call of the connection, not of a page
     for (auto& other : connections)
       if (&other != &conn && other.find_page(id))
@@ -1252,7 +1257,7 @@ struct user_state : detail::user_host {
   void move_connection(pending_call&& call, std::optional<std::string> target) {
     if (target && *target == user_name) {
       busy = false;
-      respond(call.to, identity_response(where(), call.req->cid, route_note::keep));
+      respond(call.to, routed(call, identity_response(where(), call.req->cid, route_note::keep)));
       return drain();
     }
     auto waiting = std::make_shared<pending_call>(std::move(call));
@@ -1260,7 +1265,7 @@ struct user_state : detail::user_host {
       auto& st = self->state;
       const std::string cid = waiting->req->cid;
       st.detach(cid);
-      auto reply = identity_response(p, p.cid, route_note::changed);
+      auto reply = routed(*waiting, identity_response(p, p.cid, route_note::changed));
       reply.set_cid = p.cid;
       respond(waiting->to, std::move(reply));
       st.busy = false;
@@ -1282,7 +1287,7 @@ struct user_state : detail::user_host {
         st.schedule_checkpoint();
       spdlog::warn("user {}: moving a connection failed: {}", registry::redact(st.user_name),
                    self->system().render(err));
-      respond(waiting->to, error_response(503, "login/logout could not be completed, retry", 1));
+      respond(waiting->to, routed(*waiting, error_response(503, "login/logout could not be completed, retry", 1)));
       st.busy = false;
       st.drain();
     };
