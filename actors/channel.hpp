@@ -68,6 +68,12 @@ using channel_handle = caf::typed_actor<
   /// refused by the overflow policy.
   caf::replies_to<push_atom, channel_push>::with<bool>>;
 
+/// The internal call a socket's session makes once, before reading any frame:
+/// its user answers 200 {"user": <his name>}, whom the socket then counts
+/// under (channel.max_sockets_per_user). A client's frame naming it is refused
+/// 404 by the session: only the front sends it.
+constexpr const char* socket_admission_path = "/_troupe/socket";
+
 /// The pushed frame's text: {"push": path, "data": data}, data being JSON text
 /// ("" for null).
 std::string push_frame(const std::string& path, const std::string& data_json);

@@ -46,7 +46,10 @@ connection_table::touched connection_table::touch_page(connection_record& conn, 
     return {touch_outcome::known, p};
   if (conn.pages.size() >= max_per_connection)
     return {touch_outcome::too_many_on_connection};
-  if (page_count_ >= max_per_user)
+  // Pages of browsers that are never coming back would otherwise lock the user
+  // out of new pages until their connections expire.
+  bool reclaimed = false;
+  if (page_count_ >= max_per_user && !(reclaimed = reclaim_idle_page(conn)))
     return {touch_outcome::too_many_for_user};
   if (conn.pages.empty())
     conn.pages.reserve(1);  // the usual single page: no growth factor's spare capacity
@@ -54,7 +57,29 @@ connection_table::touched connection_table::touch_page(connection_record& conn, 
   rec.id = std::string(page_id);
   conn.pages.push_back(std::move(rec));
   ++page_count_;
-  return {touch_outcome::added, &conn.pages.back()};
+  return {touch_outcome::added, &conn.pages.back(), reclaimed};
+}
+
+bool connection_table::reclaim_idle_page(const connection_record& keep) {
+  auto has_channel = [](const page_record& p) { return p.channel != nullptr; };
+  std::vector<page_record>* owner = nullptr;
+  std::vector<page_record>::iterator oldest;
+  for (auto& c : connections_) {
+    if (&c == &keep || c.pages.empty() || std::any_of(c.pages.begin(), c.pages.end(), has_channel))
+      continue;
+    auto lru = std::min_element(c.pages.begin(), c.pages.end(), [](const page_record& a, const page_record& b) {
+      return a.clocks.last_activity() < b.clocks.last_activity();
+    });
+    if (!owner || lru->clocks.last_activity() < oldest->clocks.last_activity()) {
+      owner = &c.pages;
+      oldest = lru;
+    }
+  }
+  if (!owner)
+    return false;
+  owner->erase(oldest);  // a record is an id and clocks: naming the page again records it afresh
+  --page_count_;
+  return true;
 }
 
 }  // namespace troupe

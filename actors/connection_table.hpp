@@ -54,11 +54,12 @@ public:
     added,                   ///< a new page was recorded
     invalid_id,              ///< not 1-64 characters of [A-Za-z0-9_.-]
     too_many_on_connection,  ///< limits.max_pages_per_connection reached
-    too_many_for_user,       ///< limits.max_pages_per_user reached
+    too_many_for_user,       ///< limits.max_pages_per_user reached, and no idle page to reclaim
   };
   struct touched {
     touch_outcome outcome;
     page_record* page = nullptr;  ///< set for known and added
+    bool reclaimed = false;       ///< added in the place of another connection's idle page
   };
 
   connection_record* find(std::string_view cid) noexcept;
@@ -67,6 +68,9 @@ public:
   /// Forgets connection `cid` and its pages; false when he did not have it.
   bool erase(std::string_view cid);
   /// Finds page `page_id` of `conn` (a record of this table), recording it when new and within the limits.
+  /// At `max_per_user`, the least recently used page of another connection
+  /// that is idle (no page of it has an open channel) makes room; at
+  /// `max_per_connection` nothing does.
   touched touch_page(connection_record& conn, std::string_view page_id, std::size_t max_per_connection,
                      std::size_t max_per_user);
 
@@ -81,6 +85,11 @@ public:
   auto end() const noexcept { return connections_.end(); }
 
 private:
+  // Forgets the least recently used page (by its clocks' last activity) of a
+  // connection other than `keep` that is idle: none of its pages has an open
+  // channel. False when there is none.
+  bool reclaim_idle_page(const connection_record& keep);
+
   std::vector<connection_record> connections_;  // one or two per user, as a rule
   std::size_t page_count_ = 0;
 };

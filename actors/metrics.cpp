@@ -285,11 +285,16 @@ std::string node_metrics::prometheus_text() const {
   counter("troupe_channel_pushes_not_delivered_total",
           "Pages (or users) a push did not reach: no open channel, gone, another connection's, refused.",
           channel_pushes_not_delivered.load());
+  counter("troupe_pages_reclaimed_total",
+          "Pages of idle connections forgotten to make room for a new page at limits.max_pages_per_user.",
+          pages_reclaimed.load());
   counter("troupe_channel_overflow_closes_total", "Sockets closed 1013 because their outgoing queue was full.",
           channel.overflow_closes.load());
   counter("troupe_channel_overflow_drops_total", "Queued frames dropped for newer ones (channel.overflow = drop_oldest).",
           channel.overflow_drops.load());
-  counter("troupe_channel_sockets_refused_total", "Channel upgrades closed at once (no valid cookie, past max_sockets).",
+  counter("troupe_channel_sockets_refused_total",
+          "Channel sockets closed at once (no valid cookie, past max_sockets, max_sockets_per_connection or "
+          "max_sockets_per_user).",
           channel.sockets_refused.load());
   if (deposit) {
     counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());

@@ -153,10 +153,12 @@ struct node_metrics {
     std::atomic<std::uint64_t> bad_frames{0};         ///< frames answered 400 (not JSON, not an envelope)
     std::atomic<std::uint64_t> overflow_closes{0};    ///< sockets closed 1013: outgoing queue full (overflow = close)
     std::atomic<std::uint64_t> overflow_drops{0};     ///< queued frames dropped (overflow = drop_oldest)
-    std::atomic<std::uint64_t> sockets_refused{0};    ///< upgrades closed at once: no valid cookie, or past max_sockets
+    std::atomic<std::uint64_t> sockets_refused{0};    ///< sockets closed at once: no valid cookie, past a max_sockets* limit
   } channel;
   std::atomic<std::uint64_t> channel_pushes_delivered{0};      ///< pages a push reached (their socket queued it)
   std::atomic<std::uint64_t> channel_pushes_not_delivered{0};  ///< pages (or users) a push did not reach
+  /// Pages of idle connections forgotten to make room for a new page at limits.max_pages_per_user.
+  std::atomic<std::uint64_t> pages_reclaimed{0};
   /// The front's TLS (issue 14, docs/tls.md); all 0 while TLS is off.
   struct tls_counters {
     std::atomic<std::uint64_t> reloads_ok{0};          ///< troupe_tls_reloads_total{result="ok"}

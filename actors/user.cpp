@@ -255,7 +255,8 @@ struct user_state : detail::user_host {
       it = (!it->second.sink && it->second.since < stale) ? b.streams.erase(it) : std::next(it);
     if (b.streams.size() >= ctx->recipe.limits.max_streams_per_user) {
       ctx->metrics.stream.refusals.fetch_add(1, std::memory_order_relaxed);
-      respond(call.to, error_response(503, "this user has too many open streams (limits.max_streams_per_user)", 1));
+      respond(call.to,
+              routed(call, error_response(503, "this user has too many open streams (limits.max_streams_per_user)", 1)));
       return;
     }
     auto id = ++b.stream_seq;
@@ -268,7 +269,7 @@ struct user_state : detail::user_host {
     r.content_type = content_type_of(e.format);
     r.stream_id = id;
     b.streams.emplace(id, std::move(e));
-    respond(call.to, std::move(r));
+    respond(call.to, routed(call, std::move(r)));
   }
 
   void end_stream_here(std::uint64_t id) {
@@ -614,10 +615,7 @@ struct user_state : detail::user_host {
     ctx->metrics.handler_failures.fetch_add(1, std::memory_order_relaxed);
     ctx->handler_failure_log("user {} on {}: handler {} {} failed: {}; the worker restarts him",
                              registry::redact(user_name), worker_name, call.req->method, call.req->path, what);
-    auto failed = error_response(502, "the request handler failed");
-    if (call.route)
-      failed.route_key = *call.route;
-    respond(call.to, std::move(failed));
+    respond(call.to, routed(call, error_response(502, "the request handler failed")));
     told_early.clear();  // they would run in a dead actor
     stopped = true;
     // What the handler half-changed is thrown away: his restart starts from
@@ -1013,6 +1011,13 @@ struct user_state : detail::user_host {
       std::get<promise_type>(to).deliver(std::move(r));
   }
 
+  // `r` as the answer of the route `call` matched: the front counts it in that route's figures.
+  static http_response routed(const pending_call& call, http_response r) {
+    if (call.route)
+      r.route_key = *call.route;
+    return r;
+  }
+
   // -- pages -----------------------------------------------------------------------
 
   // The stamp climbs page → connection → user (the two others are stamped by serve).
@@ -1025,7 +1030,11 @@ struct user_state : detail::user_host {
       case outcome::invalid_id: return error_response(400, "invalid X-Troupe-Page: 1-64 characters of [A-Za-z0-9_.-]");
       case outcome::too_many_on_connection: return error_response(429, "too many pages on this connection");
       case outcome::too_many_for_user: return error_response(429, "too many pages for this user");
-      case outcome::added: note(); [[fallthrough]];
+      case outcome::added:
+        if (t.reclaimed)  // the page count stays: one went, one came
+          ctx->metrics.pages_reclaimed.fetch_add(1, std::memory_order_relaxed);
+        note();
+        [[fallthrough]];
       case outcome::known: t.page->clocks.stamp_rpc(now); return std::nullopt;
     }
     return std::nullopt;
@@ -1033,11 +1042,17 @@ struct user_state : detail::user_host {
 
   // -- channels (docs/channels.md) ------------------------------------------------------
 
-  // A channel call's gate: openchannel is answered here (binding the page to
-  // the call's socket); any other call naming a page goes on only when that
-  // page opened its channel on this very socket. nullopt: serve the call.
+  // A channel call's gate: a socket's admission and openchannel are answered
+  // here (openchannel binding the page to the call's socket); any other call
+  // naming a page goes on only when that page opened its channel on this very
+  // socket. nullopt: serve the call.
   std::optional<http_response> channel_gate(connection_record& conn, const http_request& req,
                                             registry::wall_clock::time_point now) {
+    if (req.path == socket_admission_path) {  // a socket's admission: whom it counts under
+      http_response r;
+      r.body = nlohmann::json{{"user", user_name}}.dump();
+      return r;
+    }
     const bool open = req.path == "/_troupe/openchannel";
     const auto& id = req.page;
     if (id.empty())
@@ -1268,7 +1283,7 @@ struct user_state : detail::user_host {
   void move_connection(pending_call&& call, std::optional<std::string> target) {
     if (target && *target == user_name) {
       busy = false;
-      respond(call.to, identity_response(where(), call.req->cid, route_note::keep));
+      respond(call.to, routed(call, identity_response(where(), call.req->cid, route_note::keep)));
       return drain();
     }
     auto waiting = std::make_shared<pending_call>(std::move(call));
@@ -1276,7 +1291,7 @@ struct user_state : detail::user_host {
       auto& st = self->state;
       const std::string cid = waiting->req->cid;
       st.detach(cid);
-      auto reply = identity_response(p, p.cid, route_note::changed);
+      auto reply = routed(*waiting, identity_response(p, p.cid, route_note::changed));
       reply.set_cid = p.cid;
       respond(waiting->to, std::move(reply));
       st.busy = false;
@@ -1298,7 +1313,7 @@ struct user_state : detail::user_host {
         st.schedule_checkpoint();
       spdlog::warn("user {}: moving a connection failed: {}", registry::redact(st.user_name),
                    self->system().render(err));
-      respond(waiting->to, error_response(503, "login/logout could not be completed, retry", 1));
+      respond(waiting->to, routed(*waiting, error_response(503, "login/logout could not be completed, retry", 1)));
       st.busy = false;
       st.drain();
     };

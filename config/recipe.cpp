@@ -226,6 +226,8 @@ const std::vector<field<channel_settings>>& channel_fields() {
     {"max_queued_bytes", &C::max_queued_bytes, at_least(1024)},
     {"max_frame_bytes", &C::max_frame_bytes, at_least(256)},
     {"max_sockets", &C::max_sockets, at_least(1)},
+    {"max_sockets_per_connection", &C::max_sockets_per_connection, at_least(1)},
+    {"max_sockets_per_user", &C::max_sockets_per_user, at_least(1)},
     {"max_calls_per_socket", &C::max_calls_per_socket, at_least(1)},
     {"idle_timeout_seconds", &C::idle_timeout_seconds, positive(max_seconds)},
     {"push_timeout_seconds", &C::push_timeout_seconds, positive(max_seconds)},

@@ -92,6 +92,8 @@ struct channel_settings {
   std::uint64_t max_queued_bytes = 1048576;  ///< bytes waiting to be written on one socket
   std::uint64_t max_frame_bytes = 65536;     ///< a larger incoming frame closes the socket (1009)
   std::uint64_t max_sockets = 10000;         ///< open channel sockets on the node; one more is closed (1013)
+  std::uint64_t max_sockets_per_connection = 16;  ///< open sockets of one connection (cookie) on the node; past it 1013
+  std::uint64_t max_sockets_per_user = 64;   ///< open sockets of one user (all his connections) on the node; past it 1013
   std::uint64_t max_calls_per_socket = 128;  ///< calls in flight (or queued on a sequential page) per socket; 503 past it
   double idle_timeout_seconds = 60;          ///< nothing received (pings included) for this long: closed
   double push_timeout_seconds = 5;           ///< how long a push waits for a socket or a user to answer

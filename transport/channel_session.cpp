@@ -1,5 +1,6 @@
 #include "transport/channel_session.hpp"
 
+#include "actors/channel.hpp"
 #include "actors/node_context.hpp"
 #include "transport/channel_actor.hpp"
 #include "transport/channel_protocol.hpp"
@@ -13,6 +14,7 @@
 
 #include <array>
 #include <list>
+#include <optional>
 #include <unordered_map>
 
 namespace troupe {
@@ -35,6 +37,37 @@ channel_outbox::limits outbox_limits(const config::channel_settings& c) {
 
 constexpr const char* openchannel_path = "/_troupe/openchannel";
 
+// Login or logout over another socket (or HTTP) ended this socket's connection id.
+constexpr auto connection_changed_code = static_cast<websocket::close_code>(4001);
+constexpr const char* connection_changed = "the connection changed (login or logout): open the channel again";
+
+// A close frame's reason holds at most 123 bytes (RFC 6455 §5.5): a longer
+// text is cut, never inside a UTF-8 sequence.
+websocket::close_reason close_reason_of(websocket::close_code code, std::string_view text) {
+  constexpr std::size_t max_reason = 123;
+  if (text.size() > max_reason) {
+    auto n = max_reason;
+    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80)
+      --n;
+    text = text.substr(0, n);
+  }
+  return websocket::close_reason(code, beast::string_view(text.data(), text.size()));
+}
+
+// The "user" an answer names (the admission's, a login's or logout's): "" when none.
+std::string user_named(const std::string& body) {
+  auto j = json::parse(body, nullptr, false);
+  return j.is_object() && j.contains("user") && j["user"].is_string() ? j["user"].get<std::string>() : std::string();
+}
+
+// An error answer's text, for a close reason.
+std::string error_text(const http_response& r) {
+  auto j = json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_string())
+    return j["error"].get<std::string>();
+  return "the channel cannot be served now (" + std::to_string(r.status) + ")";
+}
+
 class channel_session : public std::enable_shared_from_this<channel_session> {
 public:
   channel_session(front_stream&& stream, front& owner, std::string cid)
@@ -47,16 +80,24 @@ public:
 
   ~channel_session() {
     outbox_->close();
-    if (socket_)  // the hub tells the users whose pages were bound here
+    if (registered_)  // the hub tells the users whose pages were bound here
       caf::anon_send(front_.channel_hub(), socket_closed_atom::value, socket_);
+    if (in_quota_)
+      front_.socket_quota().release(socket_);
     if (counted_)
       metrics_.channel.sockets.fetch_sub(1, std::memory_order_relaxed);
   }
 
   void run(http::request<http::string_body>&& upgrade) {
+    socket_ = front_.next_channel_socket();
+    // The cheap checks first, before any actor is asked: a cookie cannot take every slot of the node.
     if (cid_.empty()) {
       refusal_ = websocket::close_reason(websocket::close_code::policy_error,
                                          "no valid troupe_cid cookie: make an HTTP request first to get one");
+    } else if (!(in_quota_ = front_.socket_quota().try_open(socket_, cid_, closer()))) {
+      refusal_ = websocket::close_reason(websocket::close_code::try_again_later,
+                                         "too many open channels for this connection "
+                                         "(channel.max_sockets_per_connection)");
     } else if (static_cast<std::uint64_t>(metrics_.channel.sockets.fetch_add(1, std::memory_order_relaxed))
                >= settings_.max_sockets) {
       metrics_.channel.sockets.fetch_sub(1, std::memory_order_relaxed);
@@ -106,11 +147,65 @@ private:
   void on_accept(beast::error_code ec) {
     if (ec)
       return;
-    if (refusal_) {
-      metrics_.channel.sockets_refused.fetch_add(1, std::memory_order_relaxed);
-      return close(*refusal_);
+    accepted_ = true;
+    if (refusal_)
+      return refuse(std::move(*refusal_));
+    if (close_after_accept_)
+      return close(std::move(*close_after_accept_));
+    admit();
+  }
+
+  // What closes this socket from another strand (login or logout ended its
+  // connection id: channel_quota::close_connection).
+  channel_quota::closer closer() {
+    return [weak = weak_from_this(), ex = ws_.get_executor()] {
+      net::post(ex, [weak] {
+        if (auto self = weak.lock())
+          self->close_when_accepted(websocket::close_reason(connection_changed_code, connection_changed));
+      });
+    };
+  }
+
+  void close_when_accepted(websocket::close_reason reason) {
+    if (!accepted_) {  // a close cannot overtake the handshake
+      close_after_accept_ = std::move(reason);
+      return;
     }
+    close(std::move(reason));
+  }
+
+  void refuse(websocket::close_reason reason) {
+    metrics_.channel.sockets_refused.fetch_add(1, std::memory_order_relaxed);
+    close(std::move(reason));
+  }
+
+  // Before any frame is read, one call to the connection's user names whom
+  // the socket counts under (channel.max_sockets_per_user). It may wake him.
+  void admit() {
+    if (auto refusal = refusal_now())
+      return refuse(close_reason_of(websocket::close_code::try_again_later, error_text(*refusal)));
+    auto req = std::make_shared<http_request>();
+    req->method = "GET";  // it changes nothing: safe to send again when his actor went away with it
+    req->path = socket_admission_path;
+    // No read is pending yet: the call holds the session until it is answered (its deadline bounds that).
+    send_call(std::move(req), [keep = shared_from_this()](channel_session& self, http_response&& r) {
+      self.admitted(std::move(r));
+    });
+  }
+
+  void admitted(http_response&& r) {
+    if (closed_)
+      return;
+    if (r.status != 200)
+      return refuse(close_reason_of(websocket::close_code::try_again_later, error_text(r)));
+    if (!front_.socket_quota().try_admit(socket_, user_named(r.body)))
+      return refuse(too_many_for_user());
     do_read();
+  }
+
+  static websocket::close_reason too_many_for_user() {
+    return websocket::close_reason(websocket::close_code::try_again_later,
+                                   "too many open channels for this user (channel.max_sockets_per_user)");
   }
 
   // A message is read in chunks into `message_`: a read waiting on an idle
@@ -162,16 +257,26 @@ private:
     start(std::move(e));
   }
 
-  void start(channel_envelope&& e) {
+  // Why no call can be sent now, if none can.
+  std::optional<http_response> refusal_now() const {
     auto& ctx = front_.context();
     if (front_.closing())
-      return answered(e, error_response(503, "the node is shutting down, retry", 1));
+      return error_response(503, "the node is shutting down, retry", 1);
     if (static_cast<std::uint64_t>(ctx.metrics.inflight.load(std::memory_order_relaxed)) >= front_.limits().max_inflight)
-      return answered(e, error_response(503, "the node is at its in-flight request limit", 1));
+      return error_response(503, "the node is at its in-flight request limit", 1);
     if (ctx.serving && !ctx.serving->may_serve())
-      return answered(e, error_response(503, "this node is not serving: it is not in contact with the cluster's "
-                                             "majority", 1));
-    if (!socket_) {  // registered with the hub at the first call: a socket that only listens costs it nothing
+      return error_response(503, "this node is not serving: it is not in contact with the cluster's majority", 1);
+    return std::nullopt;
+  }
+
+  void start(channel_envelope&& e) {
+    if (auto refusal = refusal_now())
+      return answered(e, std::move(*refusal));
+    auto q = e.path.find('?');
+    if (std::string_view(e.path).substr(0, q) == socket_admission_path)  // the front's own call: no frame makes it
+      return answered(e, error_response(404, "no such route"));
+    if (!registered_) {  // registered with the hub at the first call: a socket that only listens costs it nothing
+      registered_ = true;
       auto link = std::make_shared<channel_link>();
       link->outbox = outbox_;
       link->wake = [weak = weak_from_this(), ex = ws_.get_executor()] {
@@ -180,38 +285,49 @@ private:
             self->kick();
         });
       };
-      socket_ = front_.next_channel_socket();
       caf::anon_send(front_.channel_hub(), socket_open_atom::value, socket_, std::move(link));
     }
     auto req = std::make_shared<http_request>();
     req->method = e.method;
-    auto q = e.path.find('?');
     req->path = e.path.substr(0, q);
     if (q != std::string::npos)
       req->query = e.path.substr(q + 1);
     req->body = std::move(e.body);
-    req->cid = cid_;
     req->page = e.page;
+    send_call(std::move(req),
+              [e = std::move(e)](channel_session& self, http_response&& r) { self.answered(e, std::move(r)); });
+  }
+
+  // Sends `req` as a call of this socket, through the one path of every user
+  // call (transport/user_call.hpp); `then(*this, answer)` runs on this socket's
+  // strand if the session is still there.
+  template <class Then>
+  void send_call(std::shared_ptr<http_request> req, Then then) {
+    auto& metrics = front_.context().metrics;
+    req->cid = cid_;
     req->channel = channel_ref{caf::actor_cast<caf::actor>(front_.channel_hub()), socket_};
     auto timeout = front_.limits().request_timeout;
     req->deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch() + timeout)
                          .count();
-    ctx.metrics.inflight.fetch_add(1, std::memory_order_relaxed);
+    metrics.inflight.fetch_add(1, std::memory_order_relaxed);
     call_user(front_, ws_.get_executor(), std::move(req), timeout,
-              [weak = weak_from_this(), e = std::move(e), &metrics = ctx.metrics](http_response&& r,
-                                                                                   const caf::actor&) mutable {
+              [weak = weak_from_this(), then = std::move(then), &metrics](http_response&& r,
+                                                                         const caf::actor&) mutable {
                 metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
                 if (auto self = weak.lock())
-                  self->answered(e, std::move(r));
+                  then(*self, std::move(r));
               });
   }
 
   // The answer to call `e`: written back, and the page's next call started.
   void answered(const channel_envelope& e, http_response&& r) {
     --calls_;
-    if (!r.set_cid.empty())  // a login/logout over the channel: this socket's connection is the new one now
+    bool over_user_limit = false;
+    if (!r.set_cid.empty()) {  // a login/logout over the channel: this socket's connection is the new one now
       cid_ = std::move(r.set_cid);
+      over_user_limit = !front_.socket_quota().move(socket_, cid_, user_named(r.body));
+    }
     if (e.path == openchannel_path && r.status == 200 && !e.page.empty()) {
       auto opened = json::parse(r.body, nullptr, false);
       auto& l = lanes_[e.page];
@@ -221,6 +337,8 @@ private:
     if (frame.size() > settings_.max_queued_bytes)
       frame = error_frame(e.id, 502, "the reply is larger than channel.max_queued_bytes");
     send(std::move(frame));
+    if (over_user_limit)  // after the reply, which tells the client its new connection
+      return refuse(too_many_for_user());
     if (!e.page.empty())
       if (auto l = lanes_.find(e.page); l != lanes_.end() && l->second.busy) {
         if (l->second.waiting.empty()) {
@@ -283,7 +401,10 @@ private:
   node_metrics& metrics_;
   std::string cid_;
   std::shared_ptr<channel_outbox> outbox_;
-  std::uint64_t socket_ = 0;  // its number at the front's channel hub; 0: not registered yet
+  std::uint64_t socket_ = 0;  // its number at the front's channel hub and in its socket quota
+  bool registered_ = false;   // with the hub: at the first call
+  bool accepted_ = false;     // the handshake is done
+  bool in_quota_ = false;     // counted in the front's socket_quota (released when it goes)
   std::array<char, 256> chunk_;
   std::string message_;
   std::string writing_;
@@ -292,6 +413,7 @@ private:
   bool counted_ = false;
   std::optional<websocket::close_reason> refusal_;
   std::optional<websocket::close_reason> pending_close_;
+  std::optional<websocket::close_reason> close_after_accept_;
   std::size_t calls_ = 0;  // in flight or waiting in a lane
   std::unordered_map<std::string, lane> lanes_;
 };

@@ -679,9 +679,9 @@ void http_session::finish(http_response&& r) {
     counted_ = false;
     front_.context().metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
   }
+  route_key_ = std::move(r.route_key);
   if (r.stream_id != 0)
     return start_stream(std::move(r));
-  route_key_ = std::move(r.route_key);
   do_write(r.status, std::move(r.body), r.content_type, r.retry_after);
 }
 
@@ -829,7 +829,9 @@ void http_session::start_stream(http_response&& r) {
                     "application/json", 1);
   }
   // Counted in troupe_stream_open now; the sink counts itself out when it ends.
-  ctx.metrics.count_request(200);
+  // Its route's figures count it as answered once its head is due.
+  ctx.metrics.count_answer(200, std::chrono::steady_clock::now() - started_, route_key_);
+  route_key_.clear();
   release_body();
   streaming_ = std::make_unique<stream_io>();
   auto& io = *streaming_;
@@ -986,6 +988,7 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
     forwarder_(std::move(forwarder)),
     local_node_(forwarder_ ? forwarder_.node() : caf::node_id{}),
     routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
+    socket_quota_(ctx_->recipe.channel.max_sockets_per_connection, ctx_->recipe.channel.max_sockets_per_user),
     main_(ioc_, false) {
   if (bridge_)
     channel_hub_ = spawn_channel_hub(bridge_->home_system(), ctx_->metrics);

@@ -10,6 +10,7 @@
 #include "actors/rate_limited_log.hpp"
 #include "transport/bridge.hpp"
 #include "transport/channel_actor.hpp"
+#include "transport/channel_quota.hpp"
 #include "transport/forwarder.hpp"
 #include "transport/route_cache.hpp"
 #include "transport/tls_credentials.hpp"
@@ -104,6 +105,8 @@ public:
   /// The actor of this front's channel sockets (transport/channel_actor.hpp), and their numbers.
   const channel_hub_handle& channel_hub() const noexcept { return channel_hub_; }
   std::uint64_t next_channel_socket() noexcept { return channel_sockets_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  /// This node's channel sockets by connection and by user (channel.max_sockets_per_*), by those numbers.
+  channel_quota& socket_quota() noexcept { return socket_quota_; }
   bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   /// True when the admin surface is on and `presented` is its token (constant-time compare).
   bool admin_token_matches(std::string_view presented) const noexcept;
@@ -160,6 +163,7 @@ private:
   std::atomic<std::int64_t> consoles_{0};
   std::atomic<std::uint64_t> buffered_body_bytes_{0};
   std::atomic<std::int64_t> refusing_{0};  // refused connections still being answered
+  channel_quota socket_quota_;
   std::mutex waiting_mutex_;
   std::uint64_t waiting_seq_ = 0;
   std::map<std::uint64_t, std::function<void()>> waiting_consoles_;  // by ticket: oldest first

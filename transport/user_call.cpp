@@ -46,8 +46,13 @@ public:
       case route_note::changed: front_.routes().erase(req_->cid); break;
       case route_note::keep: break;
     }
-    if (!r.set_cid.empty())
+    if (!r.set_cid.empty()) {
       front_.routes().erase(req_->cid);
+      // Login and logout end the old id: every other socket of it on this node
+      // is closed (4001), so its page opens it again (docs/channels.md); the
+      // socket that carried the call goes on under the new id.
+      front_.socket_quota().close_connection(req_->cid, req_->channel ? req_->channel.socket : 0);
+    }
     finish(std::move(r));
   }
 

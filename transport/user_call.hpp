@@ -27,7 +27,8 @@ using user_call_done = std::function<void(http_response&&, const caf::actor& ans
 /// Sends `req` (cid, method, path, body set) to the user of `req->cid`;
 /// `done` runs exactly once, on `ex` (the caller's strand), with the answer.
 /// A reply carrying set_cid (login/logout over the call) has already dropped
-/// the old route. `minted`: the id was just made (no user can exist for it).
+/// the old route and closed the old id's other channel sockets on this node.
+/// `minted`: the id was just made (no user can exist for it).
 void call_user(front& owner, boost::asio::any_io_executor ex, std::shared_ptr<http_request> req,
                std::chrono::milliseconds timeout, user_call_done done, bool minted = false);
 

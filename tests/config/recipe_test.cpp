@@ -854,6 +854,27 @@ TEST(recipe, channel_section_from_file_set_and_env) {
   EXPECT_NE(std::string(error_of_sets({"channel.max_socket=1"}).what()).find("channel.max_sockets"), std::string::npos);
 }
 
+// Issue 23 (8): the sockets one connection and one user may hold open on a
+// node: defaults 16 and 64, each at least 1, from the file, --set and the environment.
+TEST(recipe, channel_sockets_per_connection_and_per_user) {
+  recipe d = load_recipe({});
+  EXPECT_EQ(d.channel.max_sockets_per_connection, 16u);
+  EXPECT_EQ(d.channel.max_sockets_per_user, 64u);
+  temp_dir dir;
+  recipe f = from_file(dir, "[channel]\nmax_sockets_per_connection = 2\nmax_sockets_per_user = 5\n");
+  EXPECT_EQ(f.channel.max_sockets_per_connection, 2u);
+  EXPECT_EQ(f.channel.max_sockets_per_user, 5u);
+  recipe_sources s;
+  s.sets = {"channel.max_sockets_per_connection=3"};
+  s.env = {{"TROUPE_CHANNEL_MAX_SOCKETS_PER_USER", "7"}};
+  auto r = load_recipe(s);
+  EXPECT_EQ(r.channel.max_sockets_per_connection, 3u);
+  EXPECT_EQ(r.channel.max_sockets_per_user, 7u);
+  EXPECT_EQ(error_of_sets({"channel.max_sockets_per_connection=0"}).key(), "channel.max_sockets_per_connection");
+  EXPECT_EQ(error_of_sets({"channel.max_sockets_per_user=0"}).key(), "channel.max_sockets_per_user");
+  EXPECT_EQ(error_of_sets({"channel.max_sockets_per_user=-1"}).key(), "channel.max_sockets_per_user");
+}
+
 // Issue 14: the TLS keys go together; plain_listen and tls_client_ca need TLS.
 TEST(Recipe, TlsKeysAreCheckedTogether) {
   EXPECT_EQ(error_of_sets({"node.tls_cert=/c.pem"}).key(), "node.tls_key");

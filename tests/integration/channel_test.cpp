@@ -3,9 +3,8 @@
 // 409), sequential pages, pushes (own page, foreign page, all pages, other
 // users), a channel across its user's freeze and wake, the outgoing queue's
 // overflow policy (close, drop_oldest) and the [channel] limits.
+#include "../support/channel_client.hpp"
 #include "../support/prometheus.hpp"
-#include "../support/test_support.hpp"
-#include "../support/ws_client.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -18,53 +17,6 @@ using nlohmann::json;
 namespace {
 
 const std::string admin_token = "channel-test-token";
-
-// A browser: an HTTP client whose first request minted its cookie.
-struct browser {
-  explicit browser(uint16_t port) : http(port) {
-    auto r = http.get("/api/whoami");
-    EXPECT_STATUS(r, 200);
-    cid = http.cookie().value_or("");
-    EXPECT_FALSE(cid.empty());
-  }
-  headers_t cookie() const { return {{"Cookie", "troupe_cid=" + cid}}; }
-  std::unique_ptr<ws_client> channel(uint16_t port) {
-    return std::make_unique<ws_client>(port, "/_troupe/ws", cookie());
-  }
-  http_client http;
-  std::string cid;
-};
-
-// Reads frames until one that `pred` takes (others are skipped), or the deadline.
-template <class Pred>
-std::optional<json> read_until(ws_client& ws, Pred pred, milliseconds timeout = milliseconds(10000)) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    auto left = std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
-    auto text = ws.read(std::max(left, milliseconds(1)));
-    if (!text)
-      return std::nullopt;
-    auto frame = json::parse(*text, nullptr, false);
-    if (!frame.is_discarded() && pred(frame))
-      return frame;
-  }
-  return std::nullopt;
-}
-
-// Sends one call and waits for its reply.
-json call(ws_client& ws, const json& envelope) {
-  ws.send(envelope.dump());
-  auto reply = read_until(ws, [&](const json& f) { return f.contains("id") && f["id"] == envelope["id"]; });
-  EXPECT_TRUE(reply) << "no reply to " << envelope.dump();
-  return reply.value_or(json::object());
-}
-
-json open_channel(ws_client& ws, const std::string& page, int id, bool sequential = false) {
-  json e{{"id", id}, {"page", page}, {"path", "/_troupe/openchannel"}};
-  if (sequential)
-    e["data"] = {{"sequential", true}};
-  return call(ws, e);
-}
 
 double metric(uint16_t port, const std::string& name) {
   http_client c(port);
@@ -515,4 +467,36 @@ TEST_F(Channel, SocketAndCallLimits) {
   EXPECT_TRUE(one->open());
   // A socket that reads (and so answers pings) stays.
   EXPECT_EQ(call(*one, {{"id", 9}, {"path", "/api/counter/incr"}})["status"], 200);
+}
+
+// Issue 23 (7): at limits.max_pages_per_user a new page takes the place of the
+// least recently used page of an idle connection of the user, never of a page
+// of a connection that has a channel open: while every other connection has
+// one, the new page is refused 429 as before.
+TEST_F(Channel, PagesOfAConnectionWithAnOpenChannelAreNotReclaimed) {
+  boot({"--set", "limits.max_pages_per_user=4"});
+  auto name = "ines" + random_token(6);
+  browser a(port()), b(port()), c(port());
+  a.login(name);
+  b.login(name);
+  c.login(name);
+  auto ws_a = a.channel(port());
+  auto ws_b = b.channel(port());
+  ASSERT_EQ(open_channel(*ws_a, "a1", 1)["status"], 200);
+  // A page of the same connection without a channel: in use all the same.
+  ASSERT_STATUS(a.http.get("/api/counter", {{"X-Troupe-Page", "a2"}}), 200);
+  ASSERT_EQ(open_channel(*ws_b, "b1", 1)["status"], 200);
+  ASSERT_EQ(open_channel(*ws_b, "b2", 2)["status"], 200);
+  EXPECT_STATUS(c.http.get("/api/counter", {{"X-Troupe-Page", "c1"}}), 429);
+  auto ws_c = c.channel(port());
+  EXPECT_EQ(open_channel(*ws_c, "c1", 1)["status"], 429);
+  EXPECT_EQ(call(*ws_a, {{"id", 2}, {"page", "a1"}, {"path", "/api/counter/incr"}})["status"], 200);
+  EXPECT_EQ(metric(port(), "troupe_pages_reclaimed_total"), 0);
+  // a's socket goes: his connection is idle now, and one of its pages makes room.
+  ws_a.reset();
+  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] {
+    return c.http.get("/api/counter", {{"X-Troupe-Page", "c1"}}).status == 200;
+  }));
+  EXPECT_EQ(metric(port(), "troupe_pages_reclaimed_total"), 1);
+  EXPECT_EQ(call(*ws_b, {{"id", 3}, {"page", "b1"}, {"path", "/api/counter/incr"}})["status"], 200);
 }

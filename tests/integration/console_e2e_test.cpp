@@ -97,7 +97,7 @@ TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
   browser.click("#cols [data-sort=\"handled\"]");
   browser.wait_for(first_row + " !== 'user:alice'", 5s, "the fewest handled first");
   browser.click("#cols [data-sort=\"name\"]");
-  browser.wait_for(first_row + " === 'user:alice'", 5s, "back to the census's order");
+  browser.wait_for(first_row + " === 'user:alice'", 5s, "back to the name order");
 
   // The rates over time: the node's history, drawn after the traffic above.
   browser.wait_for("Number(document.querySelector('[data-testid=\"chart-requests\"]')?.dataset.points) >= 2 && "
@@ -159,5 +159,36 @@ TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
   auto shot = std::string(TROUPE_ARTIFACTS_DIR) + "/console.png";
   browser.screenshot_png(shot);
   EXPECT_GT(std::filesystem::file_size(shot), 10000u);
+  EXPECT_TRUE(browser.console_errors().empty()) << browser.console_errors().front();
+}
+
+// Issue 23 (c): names in natural order, digit runs as numbers (user2 before
+// user10), in the user list both ways, the tree's workers and the worker filter.
+TEST_F(ConsoleInChromium, NamesAreInNaturalOrder) {
+  ASSERT_TRUE(chromium::available()) << "/usr/bin/chromium is missing: scripts/test.sh installs Debian's chromium";
+  start({"--admin-token", token, "--set", "group.default.workers=11"});
+  for (const char* name : {"user10", "user2", "user1"}) {
+    http_client c(port());
+    ASSERT_STATUS(c.post_json("/api/login", {{"user", name}}), 200);
+  }
+  chromium browser;
+  browser.navigate("http://127.0.0.1:" + std::to_string(port()) + "/_troupe/console#token=" + token);
+  browser.wait_for("document.querySelector('[data-testid=\"live-status\"]')?.dataset.value === 'live' && "
+                   "document.querySelector('[data-testid=\"total-users\"]')?.dataset.value === '3' && "
+                   "document.querySelectorAll('[data-testid=\"tree-item\"][data-worker]').length === 11",
+                   15s, "the console to go live with 3 users and 11 workers");
+  const std::string rows_in_order =
+    "[...document.querySelectorAll('[data-testid=\"user-row\"]')].sort((a, b) => a.dataset.index - b.dataset.index)"
+    ".map(r => r.dataset.id).join(' ')";
+  browser.wait_for(rows_in_order + " === 'user:user1 user:user2 user:user10'", 5s, "the users in natural order");
+  browser.click("#cols [data-sort=\"name\"]");
+  browser.wait_for(rows_in_order + " === 'user:user10 user:user2 user:user1'", 5s, "the users in reverse natural order");
+  auto workers = browser.evaluate("[...document.querySelectorAll('[data-testid=\"tree-item\"][data-worker]')]"
+                                  ".map(e => e.dataset.worker).join(' ')").get<std::string>();
+  EXPECT_NE(workers.find("-w2 default-w3"), std::string::npos) << workers;
+  EXPECT_NE(workers.find("-w9 default-w10 default-w11"), std::string::npos) << workers;
+  auto options = browser.evaluate("[...document.querySelectorAll('#filter-worker option')].map(o => o.value).join(' ')")
+                   .get<std::string>();
+  EXPECT_NE(options.find("-w9 default-w10 default-w11"), std::string::npos) << options;
   EXPECT_TRUE(browser.console_errors().empty()) << browser.console_errors().front();
 }

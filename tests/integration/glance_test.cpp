@@ -110,6 +110,35 @@ TEST_F(Glance, TheHistoryAndThePerRouteFiguresFollowTheTraffic) {
   EXPECT_STATUS(anonymous.get("/_troupe/history"), 401);
 }
 
+// Issue 23 (b): login and logout answer later than their handler returns (the
+// commander moves the connection), and a stream answers with a stream: their
+// routes count them all the same.
+TEST_F(Glance, DeferredAndStreamingAnswersCountInTheirRoutesFigures) {
+  start({"--admin-token", token});
+  const int n = 3;
+  for (int i = 0; i < n; ++i) {
+    http_client c(port());
+    ASSERT_STATUS(c.post_json("/api/login", {{"user", "rita" + std::to_string(i)}}), 200);
+    ASSERT_STATUS(c.post("/api/logout"), 200);
+  }
+  http_client reader(port());
+  ASSERT_STATUS(reader.get("/api/notes.ndjson"), 200);
+  ASSERT_STATUS(reader.get("/api/notes.ndjson"), 200);
+  json h;
+  auto requests = [&](const char* method, const char* route) {
+    auto* r = route_of(h, method, route);
+    return r ? (*r)["requests"].get<int>() : -1;
+  };
+  EXPECT_TRUE(eventually(5s, [&] {
+    h = history(port());
+    return requests("POST", "/api/login") == n && requests("POST", "/api/logout") == n
+           && requests("GET", "/api/notes.ndjson") == 2;
+  })) << h["routes"].dump(1);
+  EXPECT_EQ(requests("POST", "/api/login"), n);
+  EXPECT_EQ(requests("POST", "/api/logout"), n);
+  EXPECT_EQ(requests("GET", "/api/notes.ndjson"), 2);
+}
+
 TEST_F(Glance, TheCensusTellsGuestsFromNamedUsers) {
   start({"--admin-token", token, "--set", "group.default.guest_idle_seconds=600"});
   std::vector<std::unique_ptr<http_client>> clients;

@@ -261,3 +261,38 @@ TEST_F(Limits, InvalidPageIdIs400) {
   EXPECT_EQ(count_of(c.get("/api/counter", {{"X-Troupe-Page", "p1"}})), 0);
   EXPECT_EQ(count_of(c.get("/api/counter", {{"X-Troupe-Page", "p2"}})), 0);
 }
+
+// Issue 23 (7): three browsers of one user each name 32 pages, with the
+// defaults (32 pages per connection, 64 per user). The first two are
+// abandoned: their pages make room for the third browser's, least recently
+// used first, and the census still shows 64 pages.
+TEST_F(Limits, AbandonedBrowsersDoNotLockTheirUserOutOfNewPages) {
+  const std::string token = "limits-" + random_token(8);
+  const headers_t auth{{"Authorization", "Bearer " + token}};
+  start({"--set", "node.admin_token=" + token});
+  const auto name = "pat" + random_token(6);
+  std::vector<std::unique_ptr<http_client>> browsers;
+  for (int b = 0; b < 3; ++b) {
+    browsers.push_back(std::make_unique<http_client>(port()));
+    ASSERT_STATUS(browsers.back()->post_json("/api/login", {{"user", name}}), 200);
+  }
+  auto page = [](int b, int p) {
+    return headers_t{{"X-Troupe-Page", "b" + std::to_string(b) + "p" + std::to_string(p)}};
+  };
+  for (int b = 0; b < 3; ++b)
+    for (int p = 0; p < 32; ++p)
+      ASSERT_STATUS(browsers[b]->get("/api/counter", page(b, p)), 200) << "browser " << b << ", page " << p;
+  EXPECT_EQ(metric(port(), auth, "troupe_pages_reclaimed_total"), 32);
+  // The second browser's pages were not touched (the first one's were older).
+  EXPECT_STATUS(browsers[1]->get("/api/counter", page(1, 0)), 200);
+  EXPECT_EQ(metric(port(), auth, "troupe_pages_reclaimed_total"), 32);
+  // The limit per connection is not relieved by reclaiming.
+  EXPECT_TRUE(is_json_error(browsers[2]->get("/api/counter", page(2, 32)), 429));
+  http_client admin(port());
+  json shown;
+  EXPECT_TRUE(eventually(milliseconds(5000), [&] {
+    auto r = admin.get("/_troupe/actors/user:" + name, auth);
+    shown = r.status == 200 ? r.json() : json::object();
+    return shown.value("pages", 0) == 64;
+  })) << shown.dump();
+}
