@@ -18,13 +18,18 @@ function(troupe_module name)
   set_property(GLOBAL APPEND PROPERTY TROUPE_MODULES troupe_${name})
 endfunction()
 
-# troupe_test(MODULE FILE... DEPS ...): one GoogleTest binary per module, tests/MODULE.
-# (Only with TROUPE_BUILD_TESTS.)
+# troupe_test(MODULE [SERIAL] FILE... DEPS ...): one GoogleTest binary per module, tests/MODULE.
+# SERIAL: ctest runs its tests alone (a test that loads the machine on purpose
+# must not slow the timing-sensitive tests beside it). (Only with TROUPE_BUILD_TESTS.)
 function(troupe_test module)
-  cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   set(bin ${module}_tests)
   add_executable(${bin} ${T_SOURCES})
   target_link_libraries(${bin} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+  set(serial FALSE)
+  if(T_SERIAL)
+    set(serial TRUE)
+  endif()
   gtest_discover_tests(${bin} DISCOVERY_TIMEOUT 60
-                       PROPERTIES TIMEOUT 180 LABELS "${module};${T_LABELS}")
+                       PROPERTIES TIMEOUT 180 LABELS "${module};${T_LABELS}" RUN_SERIAL ${serial})
 endfunction()

@@ -63,7 +63,7 @@ install(FILES ${PROJECT_BINARY_DIR}/troupeConfig.cmake ${PROJECT_BINARY_DIR}/tro
 # `cmake --install --prefix DIR` works as well as the package's /usr.
 string(REGEX REPLACE "[^/]+" ".." TROUPE_PC_TO_PREFIX "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 set(TROUPE_PC_LIBS "")
-foreach(m transport cluster actors store registry config asio)  # dependants before what they use
+foreach(m transport cluster actors gate store registry config asio)  # dependants before what they use
   string(APPEND TROUPE_PC_LIBS " -ltroupe_${m}")
 endforeach()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/troupe.pc.in ${PROJECT_BINARY_DIR}/troupe.pc @ONLY)

@@ -5,7 +5,8 @@
 // change pushes to the user's pages ({"push": "/counter", "data": {"count": n}}),
 // whether the change came over the channel (+1) or over HTTP (+1 over HTTP),
 // from this tab or another. A closed socket is reopened after a pause; a call
-// answered 409 (the channel was lost: the user froze and woke) reopens the
+// answered 409 (the channel was lost: the socket changed, or the user's binding
+// was not kept — a freeze and a wake keep it, docs/channels.md) reopens the
 // channel and is sent again. The data-testid attributes are what the browser test reads.
 
 namespace notes_sample {
@@ -52,8 +53,8 @@ function send(path, data, method) {
   });
 }
 
-// A call refused 409 found the channel lost (the user froze and woke, or an idle
-// guest retired): open it again and send the call once more.
+// A call refused 409 found the channel lost (docs/channels.md: a freeze and a
+// wake keep it, a commander takeover does not): open it again and send the call once more.
 async function call(path, data, method) {
   let r = await send(path, data, method);
   if (r.status === 409) {
