@@ -1,6 +1,7 @@
 #include "actors/commander.hpp"
 
 #include "actors/deposit.hpp"
+#include "actors/kept_channels.hpp"
 #include "actors/errors.hpp"
 #include "registry/epoch_source.hpp"
 #include "registry/ids.hpp"
@@ -10,7 +11,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <deque>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -138,59 +138,9 @@ struct commander_state {
       f();
   }
 
-  // The channels of users who froze with pages bound to open sockets
-  // (docs/channels.md): handed to each one's next placement, which binds the
-  // pages to those sockets again. Bounded (at most 4 × channel.max_sockets
-  // bindings, the oldest users' let go first: their pages open again on a
-  // 409); a socket that closed meanwhile is found out by the hub at the rebind.
-  struct kept_channels {
-    std::uint64_t seq = 0;
-    std::vector<channel_binding> bindings;
-  };
-  std::unordered_map<std::string, kept_channels> frozen_channels;
-  std::deque<std::pair<std::uint64_t, std::string>> frozen_channels_order;  // oldest first
-  std::uint64_t frozen_channels_seq = 0;
-  std::size_t frozen_channel_count = 0;
-
-  void keep_channels(const std::string& user, std::vector<channel_binding> bindings) {
-    take_channels(user);
-    if (bindings.empty())
-      return;
-    frozen_channel_count += bindings.size();
-    frozen_channels[user] = kept_channels{++frozen_channels_seq, std::move(bindings)};
-    frozen_channels_order.emplace_back(frozen_channels_seq, user);
-    const auto cap = 4 * std::max<std::uint64_t>(1, ctx->recipe.channel.max_sockets);
-    while (frozen_channel_count > cap && !frozen_channels_order.empty()) {
-      auto [seq, name] = std::move(frozen_channels_order.front());
-      frozen_channels_order.pop_front();
-      if (auto i = frozen_channels.find(name); i != frozen_channels.end() && i->second.seq == seq)
-        take_channels(name);
-    }
-  }
-
-  std::vector<channel_binding> take_channels(const std::string& user) {
-    auto i = frozen_channels.find(user);
-    if (i == frozen_channels.end())
-      return {};
-    auto bindings = std::move(i->second.bindings);
-    frozen_channels.erase(i);
-    frozen_channel_count -= bindings.size();
-    if (frozen_channels.empty())  // the order's leftovers are stale entries only
-      frozen_channels_order.clear();
-    return bindings;
-  }
-
-  // Sockets of a member declared down are gone with its front.
-  void forget_channels_on(const caf::node_id& node) {
-    for (auto i = frozen_channels.begin(); i != frozen_channels.end();) {
-      auto& b = i->second.bindings;
-      auto before = b.size();
-      b.erase(std::remove_if(b.begin(), b.end(), [&](const channel_binding& x) { return x.socket.hub.node() == node; }),
-              b.end());
-      frozen_channel_count -= before - b.size();
-      i = b.empty() ? frozen_channels.erase(i) : std::next(i);
-    }
-  }
+  // The channels of users who froze with pages bound to open sockets: for
+  // their next placements (at most 4 × channel.max_sockets bindings).
+  std::optional<kept_channels> frozen_channels;
 
   // Fencing (docs/CLUSTER.md "Fencing"): each placement's owner epoch, under
   // a commander generation the deposit gave this commander when it started.
@@ -356,7 +306,7 @@ struct commander_state {
       spdlog::warn("commander: member {} is down: its {} user(s) wake elsewhere on their next request", name, users);
     }
     self->send(global_store, node_down_atom::value, node);
-    forget_channels_on(node);
+    frozen_channels->forget_if([&](const channel_binding& b) { return b.socket.hub.node() == node; });
     // After its users left the index: an attach that waited on it places him on a live worker.
     release_remote_watches(node);
     if (!name.empty() && expected_nodes.erase(name))
@@ -425,7 +375,7 @@ struct commander_state {
   // The channels he froze with, for the placement that starts him again; their
   // connections are routed to him again too (a sweep may have let them go).
   std::vector<channel_binding> placed_with_channels(const std::string& user) {
-    auto channels = take_channels(user);
+    auto channels = frozen_channels->take(user);
     for (auto& b : channels)
       if (!index->user_of(b.cid))
         index->bind(b.cid, user);
@@ -934,7 +884,7 @@ struct commander_state {
   }
 
   void finish_drop(drop_promise promise, const std::string& user, const std::string& was) {
-    take_channels(user);  // his pages are not his any more
+    frozen_channels->take(user);  // his pages are not his any more
     auto cids = index->unbind_user(user);
     index->remove(user);
     // Removes are ordered after every write he made (the deposit flushes first).
@@ -1049,6 +999,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
   st.ctx = std::move(ctx);
   st.deposit = caf::actor_cast<deposit_handle>(deposit);
   st.default_group = st.ctx->recipe.default_group().name;
+  st.frozen_channels.emplace(4 * std::max<std::uint64_t>(1, st.ctx->recipe.channel.max_sockets));
   st.global_store = std::move(global_store);
   self->link_to(st.global_store);
   if (!start.expected_nodes.empty()) {
@@ -1216,7 +1167,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
     [=](frozen_atom, const std::string& user, std::uint64_t epoch, std::vector<channel_binding>& channels) {
       if (!self->state.is_current(user, epoch))
         return;
-      self->state.keep_channels(user, std::move(channels));  // before the held requests wake him
+      self->state.frozen_channels->keep(user, std::move(channels));  // before the held requests wake him
       self->state.end_departure(user, true);
     },
     [=](release_atom, const std::string& user) {

@@ -32,6 +32,23 @@ protected:
     args.insert(args.end(), more.begin(), more.end());
     start(std::move(args));
   }
+
+  // An operator freezes `user` (POST /_troupe/users/{u}/freeze).
+  void freeze(const std::string& user) {
+    http_client admin(port());
+    ASSERT_STATUS(admin.post("/_troupe/users/" + user + "/freeze", "", {{"Authorization", "Bearer " + admin_token}}),
+                  200);
+  }
+
+  // `b` logged in as the new user `name`, his page "tab" open on a socket and
+  // his counter at 1 through it.
+  std::unique_ptr<ws_client> named_page(browser& b, const std::string& name) {
+    b.login(name);
+    auto ws = b.channel(port());
+    EXPECT_EQ(open_channel(*ws, "tab", 1)["status"], 200);
+    EXPECT_EQ(call(*ws, {{"id", 2}, {"page", "tab"}, {"path", "/api/counter/incr"}})["data"]["count"], 1);
+    return ws;
+  }
 };
 
 }  // namespace
@@ -292,14 +309,8 @@ TEST_F(Channel, APageKeepsHearingItsUserAcrossAFreezeAndAWake) {
   boot();
   browser a(port());
   auto name = "dora" + random_token(6);
-  ASSERT_STATUS(a.http.post_json("/api/login", {{"user", name}}), 200);
-  a.cid = a.http.cookie().value();
-  auto ws = a.channel(port());
-  ASSERT_EQ(open_channel(*ws, "tab", 1)["status"], 200);
-  ASSERT_EQ(call(*ws, {{"id", 2}, {"page", "tab"}, {"path", "/api/counter/incr"}})["data"]["count"], 1);
-  http_client admin(port());
-  ASSERT_STATUS(admin.post("/_troupe/users/" + name + "/freeze", "", {{"Authorization", "Bearer " + admin_token}}),
-                200);
+  auto ws = named_page(a, name);
+  freeze(name);
   ASSERT_TRUE(ws->open());
   // Another user's message wakes him; his handler pushes it to his pages.
   browser b(port());
@@ -313,8 +324,7 @@ TEST_F(Channel, APageKeepsHearingItsUserAcrossAFreezeAndAWake) {
   EXPECT_EQ(r["status"], 200) << r.dump();
   EXPECT_EQ(r["data"]["count"], 2);
   // Frozen again and woken by the page's own call this time.
-  ASSERT_STATUS(admin.post("/_troupe/users/" + name + "/freeze", "", {{"Authorization", "Bearer " + admin_token}}),
-                200);
+  freeze(name);
   r = call(*ws, {{"id", 4}, {"page", "tab"}, {"path", "/api/counter/incr"}});
   EXPECT_EQ(r["status"], 200) << r.dump();
   EXPECT_EQ(r["data"]["count"], 3);
@@ -344,15 +354,9 @@ TEST_F(Channel, AfterFreezeASocketClosedMeanwhileIsForgottenAndTheNewOneReopens)
   boot();
   browser a(port());
   auto name = "erin" + random_token(6);
-  ASSERT_STATUS(a.http.post_json("/api/login", {{"user", name}}), 200);
-  a.cid = a.http.cookie().value();
   {
-    auto ws = a.channel(port());
-    ASSERT_EQ(open_channel(*ws, "tab", 1)["status"], 200);
-    ASSERT_EQ(call(*ws, {{"id", 2}, {"page", "tab"}, {"path", "/api/counter/incr"}})["data"]["count"], 1);
-    http_client admin(port());
-    ASSERT_STATUS(admin.post("/_troupe/users/" + name + "/freeze", "", {{"Authorization", "Bearer " + admin_token}}),
-                  200);
+    auto ws = named_page(a, name);
+    freeze(name);
   }  // the browser went away while he was frozen
   auto ws = a.channel(port());
   auto r = call(*ws, {{"id", 3}, {"page", "tab"}, {"path", "/api/counter/incr"}});
