@@ -2,6 +2,7 @@
 
 #include "actors/deposit.hpp"
 #include "actors/kept_channels.hpp"
+#include "actors/remote_watches.hpp"
 #include "actors/errors.hpp"
 #include "registry/epoch_source.hpp"
 #include "registry/ids.hpp"
@@ -97,46 +98,17 @@ struct commander_state {
   // The global store next to this commander (linked: they stop together).
   global_store_handle global_store;
 
-  // Requests to workers on other members, by id: CAF never fails one when
-  // its member dies (it waits out its timeout), so each is answered (or
-  // routed again) at that member's down verdict instead (node_down).
-  struct remote_watch {
-    caf::node_id node;
-    std::function<void()> at_verdict;
-  };
-  std::unordered_map<std::uint64_t, remote_watch> remote_watches;
-  std::uint64_t last_watch = 0;
+  // Requests to workers on other members, settled at their member's verdict.
+  remote_watches remote;
 
   // Watches a request to the worker of `slot`: 0 (nothing to watch) when it
   // runs on this member, whose death ends the commander too.
   std::uint64_t watch_remote(std::size_t slot, std::function<void()> at_verdict) {
     const auto& node = slots[slot].handle.node();
-    if (node == self->node())
-      return 0;
-    remote_watches.emplace(++last_watch, remote_watch{node, std::move(at_verdict)});
-    return last_watch;
+    return node == self->node() ? 0 : remote.watch(node, std::move(at_verdict));
   }
 
-  // The watched request was answered: true when it still counts (not
-  // answered already at its member's down verdict).
-  bool unwatch(std::uint64_t id) { return id == 0 || remote_watches.erase(id) > 0; }
-
-  // The member is down: its watched requests are answered or routed again now.
-  void release_remote_watches(const caf::node_id& node) {
-    std::vector<std::function<void()>> due;
-    for (auto i = remote_watches.begin(); i != remote_watches.end();)
-      if (i->second.node == node) {
-        due.push_back(std::move(i->second.at_verdict));
-        i = remote_watches.erase(i);
-      } else {
-        ++i;
-      }
-    if (!due.empty())
-      spdlog::info("commander: {} request(s) in flight to the member declared down answered or placed again now",
-                   due.size());
-    for (auto& f : due)
-      f();
-  }
+  bool unwatch(std::uint64_t id) { return remote.settle(id); }
 
   // The channels of users who froze with pages bound to open sockets: for
   // their next placements (at most 4 × channel.max_sockets bindings).
@@ -308,7 +280,12 @@ struct commander_state {
     self->send(global_store, node_down_atom::value, node);
     frozen_channels->forget_if([&](const channel_binding& b) { return b.socket.hub.node() == node; });
     // After its users left the index: an attach that waited on it places him on a live worker.
-    release_remote_watches(node);
+    auto due = remote.release(node);
+    if (!due.empty())
+      spdlog::info("commander: {} request(s) in flight to the member declared down answered or placed again now",
+                   due.size());
+    for (auto& f : due)
+      f();
     if (!name.empty() && expected_nodes.erase(name))
       check_ready();
   }

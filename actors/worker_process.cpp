@@ -1,16 +1,13 @@
 #include "actors/worker_process.hpp"
-#include "actors/log_format.hpp"
 
 #include "actors/census.hpp"
 #include "actors/errors.hpp"
 #include "actors/group.hpp"
-#include "gate/dial.hpp"
+#include "gate/token_table.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -25,7 +22,6 @@
 #include <random>
 #include <spawn.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -42,10 +38,6 @@ using steady = std::chrono::steady_clock;
 // secret and gate token: never on its command line or in its environment,
 // which any local user can read in /proc).
 constexpr int bootstrap_fd = 3;
-// What a bootstrap may weigh: a recipe's sets and environment, with room to spare.
-constexpr std::size_t max_bootstrap_bytes = 4u << 20;
-// A child dials its node's gate within this.
-constexpr auto gate_timeout = std::chrono::seconds(10);
 
 // A child that has not handed over its worker this long after its start is
 // killed (and counts as a failed start): twice stuck_timeout_seconds, at least this.
@@ -667,17 +659,6 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
   };
 }
 
-// -- the child ----------------------------------------------------------------------------
-
-void setup_child_logging(const std::string& level, const std::string& worker, const std::string& format) {
-  spdlog::drop("troupe");  // set again once the worker's name is known
-  auto logger = spdlog::stderr_color_mt("troupe");
-  logger->set_formatter(log_formatter(format, worker + " " + std::to_string(::getpid())));
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(level));
-  spdlog::flush_on(spdlog::level::warn);
-}
-
 }  // namespace
 
 caf::timespan heartbeat_interval(const config::group_settings& settings) {
@@ -691,198 +672,6 @@ worker_handle spawn_worker_process(caf::local_actor& group, worker_spec spec, co
   auto g = caf::actor_cast<group_handle>(&group);
   auto slot = group.spawn<caf::linked>(slot_impl, std::move(spec), settings, std::move(g));
   return caf::actor_cast<worker_handle>(slot);
-}
-
-std::string encode_bootstrap(const worker_bootstrap& b) {
-  auto hex = [](const std::string& bytes) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : bytes) {
-      out += digits[c >> 4];
-      out += digits[c & 15];
-    }
-    return out;
-  };
-  nlohmann::json j{{"token", hex(b.token)},
-                   {"cookie_secret", hex(b.cookie_secret)},
-                   {"config_file", b.config_file},
-                   {"env", b.env},
-                   {"sets", b.sets}};
-  return j.dump();
-}
-
-worker_bootstrap decode_bootstrap(const std::string& text) {
-  auto unhex = [](const std::string& hex) {
-    if (hex.size() % 2)
-      throw std::invalid_argument("odd hex digits");
-    std::string out;
-    for (std::size_t i = 0; i < hex.size(); i += 2)
-      out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-    return out;
-  };
-  try {
-    auto j = nlohmann::json::parse(text);
-    worker_bootstrap b;
-    b.token = unhex(j.at("token").get<std::string>());
-    b.cookie_secret = unhex(j.at("cookie_secret").get<std::string>());
-    b.config_file = j.at("config_file").get<std::string>();
-    b.env = j.at("env").get<std::vector<std::pair<std::string, std::string>>>();
-    b.sets = j.at("sets").get<std::vector<std::string>>();
-    return b;
-  } catch (const std::invalid_argument&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw std::invalid_argument(e.what());
-  }
-}
-
-namespace {
-
-// Reads (and closes) the bootstrap descriptor: its text, or throws std::runtime_error.
-std::string read_bootstrap(int fd) {
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      throw std::runtime_error(std::string("cannot read descriptor ") + std::to_string(fd) + ": " + std::strerror(e));
-    }
-    if (n == 0)
-      break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > max_bootstrap_bytes) {
-      ::close(fd);
-      throw std::runtime_error("more than " + std::to_string(max_bootstrap_bytes) + " bytes");
-    }
-  }
-  ::close(fd);
-  OPENSSL_cleanse(buf, sizeof buf);
-  return text;
-}
-
-// An error's own words (a gate's refusal says what it means).
-std::string words_of(const caf::error& err) {
-  if (err.context().match_elements<std::string>())
-    return err.context().get_as<std::string>(0);
-  return caf::to_string(err);
-}
-
-}  // namespace
-
-int run_worker_process(const worker_process_flags& flags, const app_types& types) {
-  // Dies with the node's thread that started it (a scheduler thread, which
-  // lives as long as the node's actors); and exits if the node is gone already.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  worker_bootstrap boot;
-  if (flags.bootstrap_fd >= 0) {
-    try {
-      auto text = read_bootstrap(flags.bootstrap_fd);
-      boot = decode_bootstrap(text);
-      OPENSSL_cleanse(text.data(), text.size());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "troupe worker: its bootstrap (--bootstrap-fd) is unreadable: %s\n", e.what());
-      return 2;
-    }
-  }
-  auto port_at = flags.parent.rfind(':');
-  if (port_at == std::string::npos) {
-    std::fprintf(stderr, "troupe worker: --parent must be HOST:PORT\n");
-    return 2;
-  }
-  auto host = flags.parent.substr(0, port_at);
-  auto port = static_cast<std::uint16_t>(std::stoi(flags.parent.substr(port_at + 1)));
-  // The gate first: a process its node did not start (no token, a guessed or
-  // a used one) is told so here, and its node logs the refusal.
-  auto connection = gate::dial(host, port, gate::kind::worker, boot.token, gate_timeout);
-  OPENSSL_cleanse(boot.token.data(), boot.token.size());
-  if (!connection) {
-    std::fprintf(stderr, "troupe worker: %s\n", words_of(connection.error()).c_str());
-    return 1;
-  }
-  if (flags.parent_pid > 0 && ::getppid() != static_cast<pid_t>(flags.parent_pid)) {  // its node died meanwhile
-    ::close(*connection);
-    std::fprintf(stderr, "troupe worker: its node (pid %ld) is gone\n", flags.parent_pid);
-    return 1;
-  }
-  auto ctx = std::make_shared<node_context>();
-  try {
-    config::recipe_sources src;
-    src.file = boot.config_file;
-    src.env = boot.env;
-    src.sets = boot.sets;
-    ctx->recipe = config::load_recipe(src);
-    if (boot.cookie_secret.empty())
-      throw std::invalid_argument("its bootstrap holds no cookie secret");
-    ctx->cids = std::make_shared<const registry::cid_signer>(boot.cookie_secret);  // the connection ids' key, as the node has it
-    OPENSSL_cleanse(boot.cookie_secret.data(), boot.cookie_secret.size());
-  } catch (const std::exception& e) {
-    ::close(*connection);
-    std::fprintf(stderr, "troupe worker: %s\n", e.what());
-    return 2;
-  }
-  setup_child_logging(ctx->recipe.node.log_level, "worker", ctx->recipe.log.format);
-  ctx->apps = types;
-  for (auto& g : ctx->recipe.groups)
-    ctx->metrics.add_group(g.name);
-  caf::actor_system_config cfg;
-  register_types(cfg);
-  cfg.load<caf::io::middleman>();
-  cfg.set("middleman.enable-automatic-connections", false);
-  cfg.set("scheduler.max-threads", ctx->recipe.node.actor_threads);
-  cfg.set("scheduler.policy", caf::atom_from_string(ctx->recipe.node.actor_scheduler));
-  caf::actor_system sys{cfg};
-  int code = 0;
-  {
-    caf::scoped_actor self{sys};
-    // Through the gate, CAF's handshake reaches this child's slot.
-    worker_process_handle slot;
-    auto scribe = gate::make_scribe(sys, *connection, false, false);
-    self->request(gate::basp_broker(sys), gate_timeout, caf::connect_atom::value, std::move(scribe), port)
-      .receive(
-        [&](caf::node_id&, caf::strong_actor_ptr& actor, std::set<std::string>& interface) {
-          if (actor && sys.assignable<worker_process_handle>(interface))
-            slot = caf::actor_cast<worker_process_handle>(actor);
-        },
-        [&](caf::error& err) { spdlog::critical("the node's worker gate let this worker through, then: {}", sys.render(err)); });
-    if (!slot) {
-      spdlog::critical("the node's worker gate did not lead to a worker slot");
-      return 1;
-    }
-    worker_hello hello;
-    bool greeted = false;
-    self->request(slot, gate_timeout, hello_atom::value)
-      .receive([&](worker_hello& h) { hello = std::move(h); greeted = true; },
-               [&](caf::error& err) { spdlog::critical("its slot did not say whom it works for: {}", sys.render(err)); });
-    if (!greeted)
-      return 1;
-    setup_child_logging(ctx->recipe.node.log_level, hello.worker, ctx->recipe.log.format);
-    ctx->node_name = hello.node_name;
-    ctx->census = caf::actor_cast<census_member_view>(hello.census);
-    // Its admission reports and replacement requests go to its slot, which speaks for it to the group.
-    auto worker = spawn_worker(sys, worker_spec{hello.worker, hello.group, hello.commander, hello.global_store,
-                                                hello.deposit, ctx, caf::actor_cast<caf::actor>(slot)});
-    self->monitor(worker);
-    self->monitor(slot);
-    self->send(slot, ready_atom::value, hello.generation, worker);
-    bool worker_gone = false;
-    while (!worker_gone) {
-      self->receive([&](caf::down_msg& dm) {
-        if (dm.source == worker.address()) {
-          worker_gone = true;
-          if (dm.reason && dm.reason != caf::exit_reason::user_shutdown)
-            code = 1;
-        } else {  // the node (its slot) is gone: the worker goes too
-          caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
-        }
-      });
-    }
-  }
-  spdlog::shutdown();
-  return code;
 }
 
 }  // namespace troupe
