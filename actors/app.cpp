@@ -9,6 +9,11 @@
 
 namespace troupe {
 
+std::string error_body(const std::string& text) {
+  return nlohmann::json{{"error", text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+
 namespace {
 
 bool iequals(std::string_view a, std::string_view b) noexcept {

@@ -15,10 +15,6 @@
 
 namespace troupe {
 
-std::string error_body(const std::string& text) {
-  return nlohmann::json{{"error", text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 http_response error_response(std::uint16_t status, const std::string& text, std::uint32_t retry_after) {
   http_response r;
   r.status = status;

@@ -91,13 +91,6 @@ void latency_histogram::write(std::string& out, const std::string& name, const s
   out += name + "_count" + braces + " " + std::to_string(cumulative) + "\n";
 }
 
-std::string route_key(std::string_view type, std::string_view method, std::string_view pattern) {
-  std::string k;
-  k.reserve(type.size() + method.size() + pattern.size() + 2);
-  k.append(type).append(" ").append(method).append(" ").append(pattern);
-  return k;
-}
-
 void node_metrics::add_route(const std::string& type, const std::string& method, const std::string& pattern) {
   auto key = route_key(type, method, pattern);
   if (routes_by_key.count(key))

@@ -64,7 +64,12 @@ struct route_counters {
 };
 
 /// The key a route is found by (router::name_routes makes it, the front looks it up).
-std::string route_key(std::string_view type, std::string_view method, std::string_view pattern);
+inline std::string route_key(std::string_view type, std::string_view method, std::string_view pattern) {
+  std::string k;
+  k.reserve(type.size() + method.size() + pattern.size() + 2);
+  k.append(type).append(" ").append(method).append(" ").append(pattern);
+  return k;
+}
 
 /// Counters and gauges of one node.
 /// A worker's state as troupe_workers{group,state} counts it.

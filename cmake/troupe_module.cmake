@@ -21,11 +21,22 @@ endfunction()
 # troupe_test(MODULE [SERIAL] FILE... DEPS ...): one GoogleTest binary per module, tests/MODULE.
 # SERIAL: ctest runs its tests alone (a test that loads the machine on purpose
 # must not slow the timing-sensitive tests beside it). (Only with TROUPE_BUILD_TESTS.)
+# The test binaries are built for build time, not speed (docs/building.md): -O1
+# (TROUPE_TEST_OPTIMIZATION) and a unity build, TROUPE_TEST_UNITY_BATCH files per
+# translation unit, so the headers every test includes (GoogleTest, nlohmann,
+# CAF, the support clients) are parsed and instantiated once per batch, not once
+# per file. The product the tests drive keeps the build type's flags.
+set(TROUPE_TEST_OPTIMIZATION "-O1" CACHE STRING "Optimisation flags of the test binaries")
+set(TROUPE_TEST_UNITY_BATCH 8 CACHE STRING "Test sources per unity translation unit (0: no unity build)")
 function(troupe_test module)
   cmake_parse_arguments(T "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   set(bin ${module}_tests)
   add_executable(${bin} ${T_SOURCES})
   target_link_libraries(${bin} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_options(${bin} PRIVATE ${TROUPE_TEST_OPTIMIZATION})
+  if(TROUPE_TEST_UNITY_BATCH GREATER 0)
+    set_target_properties(${bin} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${TROUPE_TEST_UNITY_BATCH})
+  endif()
   set(serial FALSE)
   if(T_SERIAL)
     set(serial TRUE)

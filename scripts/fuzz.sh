@@ -6,7 +6,8 @@
 # Prints one summary line per target; exits non-zero if any target crashed,
 # leaked, broke an invariant or reported undefined behaviour (the input that did
 # it is kept as build-fuzz/findings/TARGET/crash-…, the log as build-fuzz/findings/TARGET.log).
-# Environment: FUZZ_JOBS (build parallelism, default 2), FUZZ_KEEP_CORPUS=DIR
+# Environment: FUZZ_JOBS (build parallelism, default 2), FUZZ_PARALLEL (targets run at
+# once, default 2), FUZZ_KEEP_CORPUS=DIR
 # (keep each grown corpus in DIR/TARGET instead of a temporary copy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +33,9 @@ cmake --build build-fuzz -j "${FUZZ_JOBS:-2}" --target "${targets[@]/%/_fuzz}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}"
 
-failed=()
-for t in "${targets[@]}"; do
+# run_target TARGET: one target's run and its summary line (returns 1 on a finding).
+run_target() {
+  local t=$1
   findings="build-fuzz/findings/$t"
   mkdir -p "$findings"
   if [ -n "${FUZZ_KEEP_CORPUS:-}" ]; then
@@ -45,7 +47,7 @@ for t in "${targets[@]}"; do
     cp tests/fuzz/"$t"/* "$corpus"/
   fi
   log="build-fuzz/findings/$t.log"
-  rc=0
+  local rc=0
   # -timeout: one input taking > 10 s is a finding (a hang); -rss_limit_mb: so is 2 GB.
   build-fuzz/bin/"${t}"_fuzz -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
       -rss_limit_mb=2048 -artifact_prefix="$findings/" "$corpus" > "$log" 2>&1 || rc=$?
@@ -63,8 +65,26 @@ for t in "${targets[@]}"; do
     printf 'fuzz: %-16s FAILED (exit %s) after %s runs — log: %s, inputs: %s\n' "$t" "$rc" \
       "$(fuzz_stat number_of_executed_units)" "$log" "$(ls "$findings" | tr '\n' ' ')"
     grep -m 3 -E 'ERROR: |runtime error:|invariant broken|deadly signal' "$log" | sed 's/^/fuzz:     /' || true
-    failed+=("$t")
+    return 1
   fi
+}
+
+# FUZZ_PARALLEL targets at a time (default 2: the machine's two cores; each
+# libFuzzer process is single-threaded), each printing its summary when done.
+mkdir -p build-fuzz/findings
+failed=()
+running=()
+for t in "${targets[@]}"; do
+  run_target "$t" > "build-fuzz/findings/$t.summary" 2>&1 &
+  running+=("$!:$t")
+  if ((${#running[@]} >= ${FUZZ_PARALLEL:-2})); then
+    pid=${running[0]%%:*}; name=${running[0]#*:}; running=("${running[@]:1}")
+    wait "$pid" || failed+=("$name"); cat "build-fuzz/findings/$name.summary"
+  fi
+done
+for r in "${running[@]}"; do
+  pid=${r%%:*}; name=${r#*:}
+  wait "$pid" || failed+=("$name"); cat "build-fuzz/findings/$name.summary"
 done
 if ((${#failed[@]})); then
   echo "fuzz: findings in: ${failed[*]}" >&2
