@@ -22,12 +22,12 @@ endfunction()
 # SERIAL: ctest runs its tests alone (a test that loads the machine on purpose
 # must not slow the timing-sensitive tests beside it). (Only with TROUPE_BUILD_TESTS.)
 # The test binaries are built for build time, not speed (docs/building.md): -O1
-# (TROUPE_TEST_OPTIMIZATION) and a unity build, TROUPE_TEST_UNITY_BATCH files per
-# translation unit, so the headers every test includes (GoogleTest, nlohmann,
-# CAF, the support clients) are parsed and instantiated once per batch, not once
-# per file. The product the tests drive keeps the build type's flags.
+# (TROUPE_TEST_OPTIMIZATION). A unity build (TROUPE_TEST_UNITY_BATCH files per
+# translation unit) is off by default: the test files keep file-local helpers of
+# one name (token, auth, eventually, t0) in their anonymous namespaces, which
+# collide once batched. The product the tests drive keeps the build type's flags.
 set(TROUPE_TEST_OPTIMIZATION "-O1" CACHE STRING "Optimisation flags of the test binaries")
-set(TROUPE_TEST_UNITY_BATCH 8 CACHE STRING "Test sources per unity translation unit (0: no unity build)")
+set(TROUPE_TEST_UNITY_BATCH 0 CACHE STRING "Test sources per unity translation unit (0: no unity build)")
 function(troupe_test module)
   cmake_parse_arguments(T "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   set(bin ${module}_tests)
