@@ -97,9 +97,9 @@ public:
   virtual bool serve_waiting_request() = 0;
   /// Writes a checkpoint parcel (the answer: nothing, checkpoint_failed or fence).
   virtual void write_checkpoint() = 0;
-  /// Tells the commander he is freezing (it holds his routing), then, unless
-  /// `nothing_to_write`, writes his parcels (the answer: freeze_written(attempt, …)).
+  /// Tells the commander he is freezing: it holds his routing until he is frozen or thaws.
   virtual void hold_routing() = 0;
+  /// Writes his parcels for freeze `attempt` (the answer, all writes together: freeze_written(attempt, …)).
   virtual void write_freeze_parcels(std::uint8_t cause, std::uint64_t attempt) = 0;
   /// A freeze whose write failed: the commander routes to him again, the freeze's askers get an error.
   virtual void thaw() = 0;
