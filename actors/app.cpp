@@ -1,7 +1,10 @@
 #include "actors/app.hpp"
 
+#include <troupe/caf.hpp>
+
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"  // route_key
+#include "actors/user_access.hpp"
 #include "registry/ids.hpp"
 #include "registry/url.hpp"
 
@@ -533,5 +536,7 @@ response user_actor_base::after_push_users(std::vector<std::string> users, std::
   o.data = std::move(data);
   return deferred_push(std::move(o), std::move(then));
 }
+
+caf::local_actor* caf_actor(user_actor_base& u) { return detail::user_access::host(u)->actor(); }
 
 }  // namespace troupe

@@ -5,7 +5,6 @@
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
-#include "actors/page.hpp"
 #include "actors/stream.hpp"
 #include "actors/tell.hpp"
 #include "actors/worker_process.hpp"
@@ -39,8 +38,6 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_process_handle>("troupe.worker_process_handle");
   cfg.add_message_type<login_request>("troupe.login_request");
   cfg.add_message_type<user_handle>("troupe.user_handle");
-  cfg.add_message_type<connection_handle>("troupe.connection_handle");
-  cfg.add_message_type<page_handle>("troupe.page_handle");
   cfg.add_message_type<channel_push>("troupe.channel_push");
   cfg.add_message_type<channel_ref>("troupe.channel_ref");
   cfg.add_message_type<channel_binding>("troupe.channel_binding");

@@ -31,7 +31,6 @@ using adopt_atom = caf::atom_constant<caf::atom("adopt")>;      ///< a connectio
 using login_atom = caf::atom_constant<caf::atom("login")>;
 using logout_atom = caf::atom_constant<caf::atom("logout")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;  ///< forget a retiring user
-using stamp_atom = caf::atom_constant<caf::atom("stamp")>;      ///< a clock moved
 using resume_atom = caf::atom_constant<caf::atom("resume")>;    ///< a deferred handler is due
 using workers_atom = caf::atom_constant<caf::atom("workers")>;  ///< list / register workers
 using freeze_atom = caf::atom_constant<caf::atom("freeze")>;    ///< freeze a user (ordered, idle, quit)

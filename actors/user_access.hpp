@@ -11,6 +11,7 @@ namespace detail {
 /// The platform's access to the private side of a user actor type.
 struct user_access {
   static void bind(user_actor_base& app, user_host* host) { app.host_ = host; }
+  static user_host* host(user_actor_base& app) { return app.host_; }
   static store::bytes save(const user_actor_base& app) { return app.save_state(); }
   static void load(user_actor_base& app, const store::bytes& data, std::uint32_t version) {
     app.load_state(data, version);

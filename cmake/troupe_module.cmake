@@ -1,10 +1,15 @@
-# troupe_module(NAME SOURCES ... DEPS ...): one library target per module, troupe::NAME.
+# Build-time switches (docs/building.md has the figures behind them):
+#   TROUPE_PCH          precompiled headers: each module and test binary names the heavy
+#                       third-party headers most of its sources include (PCH ...).
+option(TROUPE_PCH "Precompile the heavy third-party headers of each module and test binary" ON)
+
+# troupe_module(NAME SOURCES ... DEPS ... [PCH header...]): one library target per module, troupe::NAME.
 # Headers live next to the sources; everything includes from the repository root
 # ("actors/user.hpp"), so a module needs no include/ directory of its own. Only
 # include/troupe/ (the app API) is installed: the installed libraries show an
 # application that one directory, never the internal module paths.
 function(troupe_module name)
-  cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(M "" "" "SOURCES;DEPS;PCH" ${ARGN})
   add_library(troupe_${name} STATIC ${M_SOURCES})
   add_library(troupe::${name} ALIAS troupe_${name})
   target_include_directories(troupe_${name} PUBLIC
@@ -15,10 +20,21 @@ function(troupe_module name)
   # program — troupe's and the application's — sees msgpack the same way.
   target_compile_definitions(troupe_${name} PUBLIC MSGPACK_NO_BOOST)
   target_link_libraries(troupe_${name} PUBLIC ${M_DEPS})
+  troupe_build_speed(troupe_${name} "${M_PCH}" 0)
   set_property(GLOBAL APPEND PROPERTY TROUPE_MODULES troupe_${name})
 endfunction()
 
-# troupe_test(MODULE [SERIAL] FILE... DEPS ...): one GoogleTest binary per module, tests/MODULE.
+# A target's precompiled header (PRIVATE: it never reaches an application) and unity batch.
+function(troupe_build_speed target pch batch)
+  if(TROUPE_PCH AND pch)
+    target_precompile_headers(${target} PRIVATE ${pch})
+  endif()
+  if(batch GREATER 0)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${batch})
+  endif()
+endfunction()
+
+# troupe_test(MODULE [SERIAL] FILE... DEPS ... [PCH header...]): one GoogleTest binary per module, tests/MODULE.
 # SERIAL: ctest runs its tests alone (a test that loads the machine on purpose
 # must not slow the timing-sensitive tests beside it). (Only with TROUPE_BUILD_TESTS.)
 # The test binaries are built for build time, not speed (docs/building.md): -O1
@@ -29,14 +45,12 @@ endfunction()
 set(TROUPE_TEST_OPTIMIZATION "-O1" CACHE STRING "Optimisation flags of the test binaries")
 set(TROUPE_TEST_UNITY_BATCH 0 CACHE STRING "Test sources per unity translation unit (0: no unity build)")
 function(troupe_test module)
-  cmake_parse_arguments(T "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "" "SOURCES;DEPS;LABELS;PCH" ${ARGN})
   set(bin ${module}_tests)
   add_executable(${bin} ${T_SOURCES})
   target_link_libraries(${bin} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${bin} PRIVATE ${TROUPE_TEST_OPTIMIZATION})
-  if(TROUPE_TEST_UNITY_BATCH GREATER 0)
-    set_target_properties(${bin} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${TROUPE_TEST_UNITY_BATCH})
-  endif()
+  troupe_build_speed(${bin} "<gtest/gtest.h>;${T_PCH}" ${TROUPE_TEST_UNITY_BATCH})
   set(serial FALSE)
   if(T_SERIAL)
     set(serial TRUE)

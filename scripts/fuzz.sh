@@ -23,6 +23,8 @@ for t in "${targets[@]}"; do
 done
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# The precompiled headers (cmake/troupe_module.cmake) are cached only with these.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_COMPILER=clang++ -DTROUPE_FUZZ=ON > build-fuzz.configure.log 2>&1 \
   || { cat build-fuzz.configure.log; exit 1; }

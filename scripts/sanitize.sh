@@ -35,6 +35,8 @@ case "$which" in
 esac
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# The precompiled headers (cmake/troupe_module.cmake) are cached only with these.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 
 # TSan sees only the synchronisation of instrumented code, and Debian's libcaf
 # is not: every hand-over through CAF's mailboxes and scheduler would be

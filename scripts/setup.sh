@@ -36,6 +36,8 @@ if ((${#missing[@]})); then
 fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# The precompiled headers (cmake/troupe_module.cmake) are cached only with these.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 options=()
 if [ "$tests" = yes ]; then
   options=(-DTROUPE_BUILD_TESTS=ON -DTROUPE_BUILD_BENCH=ON)

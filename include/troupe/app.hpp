@@ -5,6 +5,9 @@
 /// See README "Write your own actor type" and samples/.
 
 #include <troupe/codec.hpp>
+#include <troupe/detail/fwd.hpp>
+#include <troupe/detail/traits.hpp>
+#include <troupe/detail/wire.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -20,10 +23,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-namespace caf {
-class local_actor;
-}
 
 namespace troupe {
 
@@ -86,10 +85,6 @@ private:
   mutable std::optional<nlohmann::json> json_;
 };
 
-namespace detail {
-struct continuation;
-class user_host;
-}
 
 // -- streaming responses (docs/streaming.md) ---------------------------------------
 
@@ -166,39 +161,6 @@ struct response {
   static response ndjson(stream_handlers h);
 };
 
-namespace detail {
-
-/// One operation on the global store (sent to the global store actor).
-struct global_op {
-  enum class kind : std::uint8_t { get, set, erase, lease, commit, abort } what = kind::get;
-  std::string key;
-  bool has_value = false;            ///< set, commit: false erases the key
-  std::string value;
-  std::int64_t ttl_ms = 0;           ///< lease
-  std::int64_t wait_ms = 0;          ///< lease: how long to wait in the key's queue
-  std::uint64_t token = 0;           ///< commit, abort
-};
-
-/// The global store's answer to a global_op.
-struct global_reply {
-  std::string refusal;               ///< empty: done; else why not (invalid_key, lease_expired, …)
-  bool found = false;                ///< get, lease: the key has a value
-  std::string value;                 ///< get, lease: the current value
-  std::uint64_t token = 0;           ///< lease: the fencing token
-
-  std::optional<std::string> current() const { return found ? std::optional<std::string>(value) : std::nullopt; }
-};
-
-struct push_order;
-
-/// A message to another user, encoded: what tell() hands the platform.
-struct encoded_message {
-  std::string to;    ///< the recipient's user name
-  std::string name;  ///< the message type's stable name (M::message_name)
-  store::bytes data; ///< the message's msgpack bytes
-};
-
-}  // namespace detail
 
 /// What became of a message sent with tell(): delivered (the recipient's
 /// handler ran and returned), or refused and why. The sender always learns one.
@@ -224,25 +186,6 @@ struct tell_outcome {
 /// "delivered", "unknown_user", "not_accepted", … (also the metric label).
 const char* to_string(tell_outcome::result r) noexcept;
 
-namespace detail {
-
-/// A deferred answer, completed by the user actor's host.
-struct continuation {
-  enum class kind { after, login, logout, global, stream, push, tell } what;
-  std::chrono::milliseconds delay{0};
-  std::function<response()> then;                          // after
-  std::string user;                                        // login
-  global_op op;                                            // global
-  std::function<response(const global_reply&)> on_reply;  // global
-  bool ndjson = false;                                     // stream: NDJSON, else SSE
-  stream_handlers handlers;                                // stream
-  std::shared_ptr<push_order> push;                        // push
-  std::function<response(const push_outcome&)> on_pushed;  // push
-  encoded_message message;                                  // tell
-  std::function<response(const tell_outcome&)> on_told;    // tell
-};
-
-}  // namespace detail
 
 /// The routes of one user actor type, type-erased: method + pattern →
 /// handler. Built once per type (app_types::add), shared by all its users:
@@ -357,38 +300,6 @@ private:
   std::map<std::string, handler, std::less<>> handlers_;
 };
 
-namespace detail {
-template <class M, class = void>
-struct has_message_name : std::false_type {};
-template <class M>
-struct has_message_name<M, std::void_t<decltype(M::message_name)>> : std::true_type {};
-
-/// The stable name of message type M: its `static constexpr const char* message_name`.
-template <class M>
-std::string message_name_of() {
-  static_assert(has_message_name<M>::value,
-                "a message type declares `static constexpr const char* message_name = \"app.name\";` "
-                "(or is registered with message_table::on<M>(name, handler))");
-  return std::string(M::message_name);
-}
-
-/// `message` encoded for `to` under `name`: {name, its msgpack bytes}.
-template <class M>
-encoded_message encode_message(std::string to, const M& message, std::string name) {
-  return encoded_message{std::move(to), std::move(name), store::pack(message)};
-}
-/// `message` encoded for `to` under M's message_name.
-template <class M>
-encoded_message encode_message(std::string to, const M& message) {
-  return encode_message(std::move(to), message, message_name_of<M>());
-}
-
-/// One tell(), as a user actor hands it to the platform.
-struct tell_order {
-  encoded_message message;
-  std::function<void(const tell_outcome&)> done;  ///< runs in the sending actor; may be empty
-};
-}  // namespace detail
 
 /// The messages user actor type `Self` accepts, as its `static void
 /// messages(troupe::message_table<Self>& m)` declares them. A message type M
@@ -439,57 +350,12 @@ struct push_outcome {
   std::uint32_t not_delivered = 0;
 };
 
-namespace detail {
-/// One push, as a user actor hands it to the platform.
-struct push_order {
-  enum class scope : std::uint8_t { page, own_pages, users } to = scope::page;
-  std::string page;                ///< scope::page: the page id
-  std::vector<std::string> users;  ///< scope::users: whose pages
-  std::string path;
-  nlohmann::json data;
-  std::function<void(const push_outcome&)> done;  ///< runs in the sending actor; may be empty
-};
+}  // namespace troupe
 
-/// What the platform gives a user actor: its identities and its actor.
-class user_host {
-public:
-  virtual ~user_host() = default;
-  virtual const std::string& user() const = 0;
-  virtual const std::string& connection() const = 0;
-  virtual const std::string& page() const = 0;
-  virtual const std::string& node() const = 0;
-  virtual const std::string& worker() const = 0;
-  virtual void changed() = 0;
-  virtual caf::local_actor* actor() = 0;
-  virtual void push(push_order order) = 0;
-  // Streams (docs/streaming.md); the defaults: a host without streams (tests).
-  /// Writes `data` framed for stream `id` (as_json: NDJSON line / SSE data of a JSON value).
-  virtual stream_write stream_send(std::uint64_t, std::string_view, std::string_view, std::string_view, bool) {
-    return stream_write::closed;
-  }
-  virtual void stream_close(std::uint64_t) {}
-  /// {open, slow, credit} of stream `id`.
-  struct stream_status {
-    bool open = false;
-    bool slow = false;
-    std::uint64_t credit = 0;
-  };
-  virtual stream_status stream_state(std::uint64_t) const { return {}; }
-  /// Runs `fn` in this actor after `delay`; false when too many are pending.
-  virtual bool later(std::chrono::milliseconds, std::function<void()>) { return false; }
-  /// The sender of the message being handled ("" otherwise).
-  virtual const std::string& message_sender() const {
-    static const std::string none;
-    return none;
-  }
-  /// Sends a message to another user (README "Messages between users").
-  virtual void tell(tell_order order) {
-    if (order.done)
-      order.done(tell_outcome{tell_outcome::result::unavailable, "messages are not available here"});
-  }
-};
-struct user_access;
-}  // namespace detail
+// The platform side of a user actor (needs the types above complete).
+#include <troupe/detail/host.hpp>
+
+namespace troupe {
 
 /// A user's state as an earlier version of his actor type stored it: the
 /// version it was written with and its msgpack bytes. user_actor::migrate()
@@ -657,9 +523,6 @@ protected:
   /// Tells the platform the state changed (user_actor::mutate() calls it).
   void changed() { host_->changed(); }
 
-  /// Escape hatch: the CAF actor behind this user (send, request, spawn …).
-  caf::local_actor* actor() const { return host_->actor(); }
-
 private:
   friend struct detail::user_access;
   /// The store projected to JSON for the census console (GET
@@ -741,20 +604,6 @@ private:
   State state_{};
 };
 
-namespace detail {
-template <class T, class = void>
-struct has_routes : std::false_type {};
-template <class T>
-struct has_routes<T, std::void_t<decltype(T::routes(std::declval<route_table<T>&>()))>> : std::true_type {};
-template <class T, class = void>
-struct has_messages : std::false_type {};
-template <class T>
-struct has_messages<T, std::void_t<decltype(T::messages(std::declval<message_table<T>&>()))>> : std::true_type {};
-template <class T, class = void>
-struct has_login_group : std::false_type {};
-template <class T>
-struct has_login_group<T, std::void_t<decltype(T::login_group(std::string_view{}))>> : std::true_type {};
-}  // namespace detail
 
 /// The user actor types a node can host, by name (a group's `user_type`).
 ///

@@ -6,7 +6,6 @@
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
 #include "actors/deposit.hpp"
-#include "actors/page.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
