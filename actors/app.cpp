@@ -28,20 +28,9 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
+// An application's path parameters and query: '+' is a space, a malformed escape is kept as written.
 std::string percent_decode(std::string_view in) {
-  std::string out;
-  out.reserve(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '+') {
-      out += ' ';
-    } else if (in[i] == '%' && i + 2 < in.size() && registry::hex_digit(in[i + 1]) >= 0 && registry::hex_digit(in[i + 2]) >= 0) {
-      out += static_cast<char>(registry::hex_digit(in[i + 1]) * 16 + registry::hex_digit(in[i + 2]));
-      i += 2;
-    } else {
-      out += in[i];
-    }
-  }
-  return out;
+  return *registry::percent_decode(in, true, registry::bad_escape::keep);
 }
 
 // Splits "/a/b/c" into {"a","b","c"}; a trailing slash yields an empty last segment.

@@ -2,7 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/orchestration_log.hpp"
-#include "cluster/agent.hpp"
+#include "actors/cluster_view.hpp"
 #include "registry/census_model.hpp"
 #include "registry/clocks.hpp"
 #include "registry/short_name.hpp"
@@ -124,7 +124,7 @@ struct census_state {
   std::unordered_map<std::uint64_t, pending_query> pending;
   // Across a cluster: the agent (none for a lone node), and each member's
   // facts from its last answer (shown while it does not answer).
-  cluster::agent_handle agent;
+  cluster_view_handle agent;
   struct known_member {
     json facts;
     steady::time_point at;
@@ -577,15 +577,15 @@ struct census_state {
       else
         promise.deliver(d.error());
     };
-    self->request(agent, members_timeout, cluster::members_atom::value)
-      .then([this, id, deliver](std::vector<cluster::member_status>& ms) { find_detail(id, ms, deliver); },
+    self->request(agent, members_timeout, members_atom::value)
+      .then([this, id, deliver](std::vector<member_status>& ms) { find_detail(id, ms, deliver); },
             [this, id, deliver](caf::error&) { find_detail(id, {}, deliver); });
     return promise;
   }
 
   // -- across the cluster ---------------------------------------------------------------
 
-  static bool is_me(const cluster::member_status& m) { return m.state == "self" || m.state == "fenced"; }
+  static bool is_me(const member_status& m) { return m.state == "self" || m.state == "fenced"; }
 
   // An id as this member's census knows it: "worker:<me>/<w>" is its worker
   // <w>, "node:<me>" is "node".
@@ -602,7 +602,7 @@ struct census_state {
   struct merge_run {
     census_query q;
     caf::typed_response_promise<std::string> promise;
-    std::vector<cluster::member_status> members;
+    std::vector<member_status> members;
     std::vector<registry::census_part> parts;
     std::size_t waiting = 0;
   };
@@ -639,8 +639,8 @@ struct census_state {
     run->q = std::move(q);
     run->promise = self->make_response_promise<std::string>();
     auto promise = run->promise;
-    self->request(agent, members_timeout, cluster::members_atom::value)
-      .then([this, run](std::vector<cluster::member_status>& ms) { fan_out(run, std::move(ms)); },
+    self->request(agent, members_timeout, members_atom::value)
+      .then([this, run](std::vector<member_status>& ms) { fan_out(run, std::move(ms)); },
             [this, run](caf::error& err) {
               run->promise.deliver(make_error(errc::unavailable, "the cluster agent did not answer: " +
                                                                    self->system().render(err)));
@@ -648,7 +648,7 @@ struct census_state {
     return promise;
   }
 
-  void fan_out(const merge_run_ptr& run, std::vector<cluster::member_status> ms) {
+  void fan_out(const merge_run_ptr& run, std::vector<member_status> ms) {
     auto& q = run->q;
     std::sort(ms.begin(), ms.end(), [](auto& a, auto& b) { return a.seq != b.seq ? a.seq < b.seq : a.name < b.name; });
     // Facts are kept for the members the agent still lists, no others.
@@ -764,7 +764,7 @@ struct census_state {
 
   // One actor in detail, wherever it lives: this member's census first, then
   // every other live member's (the first that knows it answers).
-  void find_detail(const std::string& id, const std::vector<cluster::member_status>& ms,
+  void find_detail(const std::string& id, const std::vector<member_status>& ms,
                    std::function<void(caf::expected<json>)> done) {
     pending_query pq;
     auto local = detail_json(local_id(id), pq, "");
@@ -868,7 +868,7 @@ census_handle::behavior_type census_impl(census_handle::stateful_pointer<census_
     [=](log_atom, std::uint32_t n) {
       return census_state::dump(json{{"lines", self->state.log_json(std::clamp<std::uint32_t>(n, 1, 1000))}});
     },
-    [=](agent_atom, caf::actor& agent) { self->state.agent = caf::actor_cast<cluster::agent_handle>(agent); },
+    [=](agent_atom, caf::actor& agent) { self->state.agent = caf::actor_cast<cluster_view_handle>(agent); },
     [=](census_atom, part_atom, const census_query& q) { return self->state.part(q); },
     [=](census_atom, part_atom, const std::string& id) { return self->state.part_detail(id); },
     [=](tick_atom, std::uint64_t id) { self->state.on_timeout(id); },

@@ -87,7 +87,8 @@ using census_handle = caf::typed_actor<
   caf::reacts_to<log_atom, orchestration_entry>,
   /// The orchestration log's last N lines as {"lines": [...]}.
   caf::replies_to<log_atom, std::uint32_t>::with<std::string>,
-  /// From its node once the cluster agent runs (a cluster::agent_handle): from
+  /// From its node once the cluster agent runs (any actor that answers a
+  /// cluster_view_handle, actors/cluster_view.hpp: the agent does): from
   /// then on a query answers for every member (docs/census.md "Across a cluster").
   caf::reacts_to<agent_atom, caf::actor>,
   /// Another member's census asks for this member's part of a query: its

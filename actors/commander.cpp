@@ -1,5 +1,6 @@
 #include "actors/commander.hpp"
 
+#include "actors/budgets.hpp"
 #include "actors/deposit.hpp"
 #include "actors/kept_channels.hpp"
 #include "actors/remote_watches.hpp"
@@ -79,6 +80,7 @@ struct commander_state {
   std::unordered_map<std::string, std::pair<std::string, steady::time_point>> relocations;
   bool taking_over = false;
   rate_limited_log carry_log{spdlog::level::info, std::chrono::seconds(10)};
+  rate_limited_log budget_log{spdlog::level::err, std::chrono::seconds(10)};  // a request past its budget, or failed
   std::optional<registry::placement_index> index;
   // A takeover: members whose workers have not registered yet, scans of
   // workers' users still out, and what waits for them.
@@ -916,7 +918,7 @@ struct commander_state {
     auto watch = watch_remote(s, [promise]() mutable {
       promise.deliver(make_error(errc::unavailable, "the worker's member went down while it was being drained"));
     });
-    self->request(slots[s].handle, caf::infinite, drain_atom::value)
+    self->request(slots[s].handle, drain_answer_budget(ctx->recipe), drain_atom::value)
       .then(
         [this, watch, promise, s](std::uint64_t frozen, std::uint64_t failed) mutable {
           if (!unwatch(watch))
@@ -928,6 +930,9 @@ struct commander_state {
         [this, watch, promise, s](caf::error& err) mutable {
           if (!unwatch(watch))
             return;
+          // Not drained (it failed, or did not answer within its budget): back in service.
+          budget_log("commander: the drain of worker {} did not complete: {}; it is back in service",
+                     slots[s].name, self->system().render(err));
           index->set_in_service(s, true);
           promise.deliver(std::move(err));
         });
@@ -949,7 +954,7 @@ struct commander_state {
       ctx->metrics.connections_bound.store(static_cast<std::int64_t>(index->connections()), std::memory_order_relaxed);
     }
     auto& c = ctx->recipe.commander;
-    self->request(deposit, caf::infinite, sweep_atom::value, c.user_expiry_hours, c.guest_expiry_hours)
+    self->request(deposit, expiry_sweep_budget, sweep_atom::value, c.user_expiry_hours, c.guest_expiry_hours)
       .then(
         [this](std::uint64_t n) {
           ctx->metrics.users_expired.fetch_add(n, std::memory_order_relaxed);
@@ -958,8 +963,8 @@ struct commander_state {
             spdlog::info("commander: {} expired user(s) removed from the deposit", n);
           schedule_sweep();
         },
-        [this](caf::error& err) {
-          spdlog::error("commander: the expiry sweep failed: {}", self->system().render(err));
+        [this](caf::error& err) {  // failed, or no answer within its budget: the next one is scheduled all the same
+          budget_log("commander: the expiry sweep failed: {}", self->system().render(err));
           schedule_sweep();
         });
   }

@@ -2,6 +2,7 @@
 
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
+#include "actors/global_store.hpp"
 #include "actors/rate_limited_log.hpp"
 #include "registry/ids.hpp"
 
@@ -185,6 +186,9 @@ struct deposit_state {
     record(all_ok);
     put_batch refused;
     for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (errors[i].empty() && !batch.entries[i].connection && batch.entries[i].key != global_snapshot_key
+          && batch.entries[i].contents.cause == store::parcel_cause::checkpoint)
+        backend->counters().checkpoints.fetch_add(1, std::memory_order_relaxed);
       if (errors[i].empty())
         batch.promises[i].deliver(static_cast<std::uint64_t>(batch.entries[i].contents.payload.size()));
       else if (store::is_stale_owner(errors[i]))  // never retried, never parked: the newer owner's state stands

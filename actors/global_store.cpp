@@ -433,6 +433,15 @@ struct global_store_state {
       if (held)
         k["lease"] = {{"holder", held->holder}, {"token", held->token}, {"since", unix(held->since)},
                       {"until", unix(held->until)}};
+      if (waiting > 0) {
+        // Who waits, in the order they will be granted (the lease each asked for).
+        nlohmann::json queue = nlohmann::json::array();
+        global->for_each_waiter(key, [&](const std::string& holder, steady::duration ttl) {
+          queue.push_back({{"holder", holder},
+                           {"ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count()}});
+        });
+        k["queue"] = std::move(queue);
+      }
       keys.push_back(std::move(k));
     });
     return nlohmann::json{{"keys", std::move(keys)}, {"count", global->keys()}, {"leases", global->leases()}}

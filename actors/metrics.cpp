@@ -292,6 +292,9 @@ std::string node_metrics::prometheus_text() const {
   if (deposit) {
     counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());
     counter("troupe_deposit_writes_total", "Parcels written durably to the deposit.", deposit->writes.load());
+    counter("troupe_deposit_checkpoints_total",
+            "User parcels written durably by a live user (durability interval or reply), not by a freeze.",
+            deposit->checkpoints.load());
     counter("troupe_deposit_failures_total", "Deposit writes, reads or removes that failed.", deposit->failures.load());
     counter("troupe_deposit_quarantined_total",
             "Parcels moved to quarantine (failed verification, another owner's, not a regular file).",

@@ -1,5 +1,6 @@
 #include "actors/worker.hpp"
 
+#include "actors/budgets.hpp"
 #include "actors/errors.hpp"
 #include "actors/rate_limited_log.hpp"
 #include "actors/census.hpp"
@@ -292,7 +293,7 @@ struct worker_state {
     auto rss = admission->rss_bytes().value_or(0);
     spdlog::warn("worker {}: {} MB resident, past its occupancy limit ({} MB): its users freeze and it asks to be "
                  "replaced", spec.name, rss >> 20, admission->replacement_bytes() >> 20);
-    freeze_all(store::parcel_cause::freeze, caf::infinite,
+    freeze_all(store::parcel_cause::freeze, freeze_all_budget(),
                [this, rss](std::uint64_t frozen, std::vector<std::string> not_frozen) {
                  if (!not_frozen.empty()) {
                    spdlog::error("worker {}: {} user(s) could not be frozen; it stays in service", spec.name,
@@ -616,8 +617,14 @@ struct worker_state {
     start(user, {}, true, epoch == epochs.end() ? 0 : epoch->second);
   }
 
+  // A drain's or a replacement's budget for freezing every user (actors/budgets.hpp).
+  caf::duration freeze_all_budget() const {
+    return spec.ctx ? worker_freeze_all_budget(spec.ctx->recipe) : worker_freeze_all_budget(config::recipe{});
+  }
+
   // Freezes every user hosted now (cause quit or freeze), all within
-  // `timeout` (caf::infinite: no limit); calls done(frozen, names of those not
+  // `timeout` (a named budget, actors/budgets.hpp: a user not frozen within it
+  // counts as failed); calls done(frozen, names of those not
   // frozen; a user fenced meanwhile is neither) once all answered. At most
   // freeze_window freezes are in flight:
   // CAF 0.17 keeps an actor's pending requests in a flat map searched
@@ -632,20 +639,17 @@ struct worker_state {
       std::size_t next = 0, in_flight = 0;
       std::uint64_t frozen = 0;
       std::vector<std::string> failed;
-      std::optional<steady::time_point> deadline;
+      steady::time_point deadline;
       Done done;
       store::parcel_cause cause;
       bool stop_failed;
     };
-    auto r = std::make_shared<run>(run{{users->begin(), users->end()}, 0, 0, 0, {}, std::nullopt, std::move(done),
+    auto deadline = steady::now();
+    deadline += timeout;  // a finite budget (its callers': actors/budgets.hpp, the soft quit's)
+    auto r = std::make_shared<run>(run{{users->begin(), users->end()}, 0, 0, 0, {}, deadline, std::move(done),
                                        cause, stop_failed});
     for (auto& [name, left] : resting)  // started again when their turn comes (the window bounds them too)
       r->todo.emplace_back(std::string(name.view()), user_handle{});
-    if (timeout.valid()) {  // caf::infinite is the invalid duration
-      auto deadline = steady::now();
-      deadline += timeout;
-      r->deadline = deadline;
-    }
     freeze_more(r);
   }
 
@@ -658,10 +662,8 @@ struct worker_state {
         continue;
       }
       ++r->in_flight;
-      caf::duration left = caf::infinite;
-      if (r->deadline)
-        left = caf::duration{std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                       *r->deadline - steady::now()))};
+      caf::duration left{std::max(std::chrono::milliseconds(1),
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(r->deadline - steady::now()))};
       self->request(h, left, freeze_atom::value, static_cast<std::uint8_t>(r->cause))
         .then(
           [this, r](bool) {
@@ -759,7 +761,7 @@ struct worker_state {
     auto promise = self->make_response_promise<std::uint64_t, std::uint64_t>();
     draining = true;
     note();
-    freeze_all(store::parcel_cause::freeze, caf::infinite,
+    freeze_all(store::parcel_cause::freeze, freeze_all_budget(),
                [this, promise](std::uint64_t frozen, std::vector<std::string> not_frozen) mutable {
       auto failed = static_cast<std::uint64_t>(not_frozen.size());
       promise.deliver(frozen, failed);

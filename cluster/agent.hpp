@@ -8,6 +8,7 @@
 /// its node becomes the oldest live member, and tells its node's actors what
 /// changed (docs/CLUSTER.md "Membership").
 
+#include "actors/cluster_view.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "cluster/membership.hpp"
@@ -20,6 +21,7 @@
 
 #include <atomic>
 #include <functional>
+#include <type_traits>
 #include <memory>
 
 namespace troupe::cluster {
@@ -29,7 +31,7 @@ using member_atom = caf::atom_constant<caf::atom("member")>;    ///< a member wa
 using beat_atom = caf::atom_constant<caf::atom("beat")>;        ///< a heartbeat
 using down_atom = caf::atom_constant<caf::atom("down")>;        ///< a member was declared down
 using leader_atom = caf::atom_constant<caf::atom("leader")>;    ///< the commander now runs there
-using members_atom = caf::atom_constant<caf::atom("members")>;  ///< the member list
+using troupe::members_atom;  ///< the member list (actors/cluster_view.hpp)
 using ready_atom = caf::atom_constant<caf::atom("ready")>;      ///< joined (or alone) and led
 
 /// A member as members tell each other: its record and its agent.
@@ -77,24 +79,8 @@ typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("troupe.join_reply"), x.members, x.leader);
 }
 
-/// One member as the census shows it.
-struct member_status {
-  std::string name;
-  std::uint64_t incarnation = 0;
-  std::string address;
-  std::uint64_t seq = 0;
-  std::string state;          ///< up | down | self
-  std::int64_t heartbeat_age_ms = -1;  ///< since last heard (-1: never, or this member)
-  bool leader = false;
-  caf::node_id node;          ///< its CAF node (invalid for a member never reached)
-  caf::actor census;          ///< its census (a census_handle; invalid when unknown)
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, member_status& x) {
-  return f(caf::meta::type_name("troupe.member_status"), x.name, x.incarnation, x.address, x.seq, x.state,
-           x.heartbeat_age_ms, x.leader, x.node, x.census);
-}
+/// One member as the census shows it: the census's own view (actors/cluster_view.hpp).
+using troupe::member_status;
 
 /// The agent's typed interface (between agents, and from its own node).
 using agent_handle = caf::typed_actor<
@@ -116,6 +102,10 @@ using agent_handle = caf::typed_actor<
   /// Internal: the heartbeat period, and a rejoin attempt.
   caf::reacts_to<tick_atom>,
   caf::reacts_to<join_atom>>;
+
+// The agent provides the census's view of the cluster: its interface includes it.
+static_assert(std::is_convertible_v<agent_handle, cluster_view_handle>,
+              "the agent no longer answers what the census asks of it (actors/cluster_view.hpp)");
 
 /// What the agent's node gives it.
 struct agent_config {

@@ -352,6 +352,16 @@ public:
       f(key, e.value ? &*e.value : nullptr, e.held ? &*e.held : nullptr, e.queue.size());
   }
 
+  /// Visits the requesters waiting for `key`, first in line first: f(holder, ttl).
+  template <class F>
+  void for_each_waiter(const std::string& key, F&& f) const {
+    auto i = entries_.find(key);
+    if (i == entries_.end())
+      return;
+    for (auto& w : i->second.queue)
+      f(w.holder, w.ttl);
+  }
+
   /// Every value (staged changes aside), for persistence.
   std::map<std::string, std::string> snapshot() const {
     std::map<std::string, std::string> out;

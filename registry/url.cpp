@@ -12,17 +12,20 @@ int hex_digit(char c) noexcept {
   return -1;
 }
 
-std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space) {
+std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space, bad_escape on_bad) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (c == '%') {
-      if (i + 2 >= s.size())
-        return std::nullopt;
-      int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
-      if (hi < 0 || lo < 0)
-        return std::nullopt;
+      int hi = i + 2 < s.size() ? hex_digit(s[i + 1]) : -1;
+      int lo = i + 2 < s.size() ? hex_digit(s[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        if (on_bad == bad_escape::refuse)
+          return std::nullopt;
+        out.push_back(c);  // kept literally; what follows it is read as ordinary text
+        continue;
+      }
       out.push_back(static_cast<char>(hi * 16 + lo));
       i += 2;
     } else {

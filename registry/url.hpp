@@ -3,6 +3,7 @@
 /// URL pieces: percent-decoding and query strings (the admin surface, the
 /// application's requests).
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,9 +15,18 @@ namespace troupe::registry {
 /// The value of a hexadecimal digit (either case), -1 for anything else.
 int hex_digit(char c) noexcept;
 
-/// Decodes %XX escapes (and '+' as a space when `plus_is_space`); nullopt
-/// when an escape is malformed.
-std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space = false);
+/// What percent_decode does with a malformed escape ('%' not followed by two
+/// hexadecimal digits).
+enum class bad_escape : std::uint8_t {
+  refuse,  ///< the whole decode fails (nullopt): the admin surface's ids and queries
+  keep,    ///< kept literally, as written: an application's path parameters and queries
+};
+
+/// Decodes %XX escapes (and '+' as a space when `plus_is_space`). A malformed
+/// escape: nullopt (bad_escape::refuse), or kept as it is (bad_escape::keep:
+/// the answer is then never nullopt).
+std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space = false,
+                                          bad_escape on_bad = bad_escape::refuse);
 
 /// The decoded name=value pairs of a query string ("a=1&b=x%20y"), in order;
 /// nullopt when a piece does not decode.

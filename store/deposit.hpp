@@ -146,6 +146,8 @@ struct connection_record {
 struct deposit_counters {
   std::atomic<std::uint64_t> reads{0};        ///< parcel files actually read (also those failing verification)
   std::atomic<std::uint64_t> writes{0};       ///< parcels written durably
+  std::atomic<std::uint64_t> checkpoints{0};  ///< of them, user parcels a live user wrote (cause checkpoint:
+                                              ///< durability interval or reply; counted by the deposit actor)
   std::atomic<std::uint64_t> failures{0};     ///< failed writes, removes, reads, quarantines, sweep unlinks
   std::atomic<std::uint64_t> quarantined{0};  ///< parcels (or non-files) moved to quarantine
   std::atomic<std::uint64_t> removed{0};      ///< USER parcels removed by sweep (expired users)

@@ -8,6 +8,7 @@
 #include "actors/errors.hpp"
 #include "actors/worker.hpp"
 #include "registry/proc_stats.hpp"
+#include "../support/eventually.hpp"
 #include "../support/test_support.hpp"
 
 #include <caf/all.hpp>
@@ -21,6 +22,7 @@
 
 using namespace troupe;
 using namespace std::chrono_literals;
+using troupe::test::eventually;
 
 namespace {
 
@@ -250,10 +252,7 @@ TEST_F(worker_admission_actors, PastItsOccupancyAProcessWorkerFreezesItsUsersThe
   ASSERT_TRUE(replace_rss) << detail().dump();
   EXPECT_GT(*replace_rss, *rss + (200u << 20));
   // Their freezes are durable when it asks; their exits follow.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!hosted().empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(20ms);
-  EXPECT_TRUE(hosted().empty());
+  EXPECT_TRUE(eventually([&] { return hosted().empty(); }, 10s));
   EXPECT_EQ(detail()["draining"], true) << "it takes no newcomer while it waits to be replaced";
   auto parcels = std::distance(std::filesystem::recursive_directory_iterator(dir),
                                std::filesystem::recursive_directory_iterator{});

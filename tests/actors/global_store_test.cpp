@@ -6,6 +6,7 @@
 #include "actors/deposit.hpp"
 #include "registry/epoch_source.hpp"
 #include "store/codec.hpp"
+#include "../support/eventually.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <thread>
 
 using namespace troupe;
+using troupe::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -62,17 +64,6 @@ caf::behavior held_deposit(caf::stateful_actor<held_deposit_state>* self, std::s
       self->state.snapshot.reset();
     },
   };
-}
-
-template <class Predicate>
-bool eventually(Predicate ok, std::chrono::milliseconds limit = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!ok()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 detail::global_op op_of(detail::global_op::kind what, const std::string& key, const std::string& value = {}) {

@@ -7,6 +7,7 @@
 #include "actors/orchestration_log.hpp"
 #include "actors/errors.hpp"
 #include "registry/ids.hpp"
+#include "../support/eventually.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include <thread>
 
 using namespace troupe;
+using troupe::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -592,10 +594,11 @@ TEST_F(tree, a_user_crashing_max_user_restarts_times_is_quarantined_alone_then_s
   EXPECT_EQ(n_of(serve(a, "GET", "/n")), 1);
   EXPECT_EQ(serve(a, "POST", "/boom").status, 502);  // the second within 2 s: quarantined
   caf::error refused;
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (!refused && std::chrono::steady_clock::now() < deadline)
+  eventually([&] {
     (*self)->request(commander, 5s, resolve_atom::value, a, false).receive(
       [&](placement&) {}, [&](caf::error& e) { refused = e; });  // his down may still be on its way
+    return bool(refused);
+  }, 5s);
   ASSERT_TRUE(refused) << "he was never refused";  // (CAF 0.17: an empty error has no category to ask)
   ASSERT_TRUE(is(refused, errc::user_quarantined)) << sys->render(refused);
   auto r = refusal_of(refused);
@@ -607,8 +610,7 @@ TEST_F(tree, a_user_crashing_max_user_restarts_times_is_quarantined_alone_then_s
   EXPECT_GE(ctx->metrics.admission_rejections[static_cast<std::size_t>(refusal_reason::quarantined)].load(), 1u);
   // Once his oldest crash left the window he is served again, from his last good state.
   http_response back;
-  deadline = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < deadline) {
+  eventually([&] {  // the commander places him once the window has passed
     bool placed = false;
     (*self)->request(commander, 5s, resolve_atom::value, a, false).receive(
       [&](placement& p) {
@@ -616,10 +618,8 @@ TEST_F(tree, a_user_crashing_max_user_restarts_times_is_quarantined_alone_then_s
         back = call(p.actor, a, "GET", "/n");
       },
       [&](caf::error&) {});
-    if (placed)
-      break;
-    std::this_thread::sleep_for(50ms);  // polling for the window to pass
-  }
+    return placed;
+  }, 10s, 50ms);
   ASSERT_EQ(back.status, 200) << back.body;
   EXPECT_EQ(n_of(back), 1);
 }
@@ -651,17 +651,6 @@ caf::behavior recording_commander(caf::event_based_actor* self, caf::actor real,
                  std::move(ws));
     },
   };
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds within = 10000ms) {
-  auto deadline = std::chrono::steady_clock::now() + within;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(10ms);  // polling a condition, with a deadline
-  }
-  return true;
 }
 
 class supervised_group : public ::testing::Test {
@@ -979,17 +968,6 @@ protected:
   void report(const worker_handle& w, bool admits, refusal_reason why, std::uint32_t retry_after) {
     (*self)->send(commander, admission_atom::value,
                   admission_report{w.address(), admits, static_cast<std::uint8_t>(why), retry_after});
-  }
-
-  template <class Pred>
-  bool eventually(Pred pred, std::chrono::milliseconds budget = 5s) {
-    auto deadline = std::chrono::steady_clock::now() + budget;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline)
-        return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
   }
 
   caf::actor_system_config cfg;

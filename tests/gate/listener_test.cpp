@@ -6,6 +6,7 @@
 // reach CAF.
 #include "gate/dial.hpp"
 #include "gate/listener.hpp"
+#include "../support/eventually.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -19,6 +20,7 @@
 #include <thread>
 
 using namespace troupe::gate;
+using troupe::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -33,18 +35,6 @@ caf::actor_system_config& with_middleman(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.enable-automatic-connections", false);
   return cfg;
-}
-
-// Polls `pred` every 10 ms until it holds or `timeout` passed.
-template <class Pred>
-bool eventually(std::chrono::milliseconds timeout, Pred pred) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until)
-      return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
 }
 
 // A raw TCP client of the listener (what a stray process does).
@@ -153,7 +143,7 @@ TEST_F(GateListener, AWrongKeyIsRefusedWithAClearTextAndCounted) {
   auto text = peer_sys.render(a.error());
   EXPECT_NE(text.find("refused"), std::string::npos) << text;
   EXPECT_NE(text.find("node.cookie_secret"), std::string::npos) << text;
-  EXPECT_TRUE(eventually(2000ms, [&] { return refusals.load() == 1; }));
+  EXPECT_TRUE(eventually([&] { return refusals.load() == 1; }, 2000ms));
 }
 
 TEST_F(GateListener, GarbageAndAFakeHeaderNeverReachCafAndTheGoodConnectionsGoOn) {
@@ -174,7 +164,7 @@ TEST_F(GateListener, GarbageAndAFakeHeaderNeverReachCafAndTheGoodConnectionsGoOn
     EXPECT_TRUE(closed_by_server(fd, 3000ms));
     ::close(fd);
   }
-  EXPECT_TRUE(eventually(2000ms, [&] { return refusals.load() == payloads.size(); }));
+  EXPECT_TRUE(eventually([&] { return refusals.load() == payloads.size(); }, 2000ms));
   EXPECT_EQ(add(*good, 1, 2), 3) << "the connection that passed is unharmed";
 }
 
@@ -199,10 +189,10 @@ TEST_F(GateListener, ASilentClientIsClosedAtTheHandshakeTimeout) {
   open(64, 300ms);
   int fd = raw_connect(gate->port());
   ASSERT_GE(fd, 0);
-  EXPECT_TRUE(eventually(1000ms, [&] { return gate->pending() == 1; }));
+  EXPECT_TRUE(eventually([&] { return gate->pending() == 1; }, 1000ms));
   EXPECT_TRUE(closed_by_server(fd, 5000ms)) << "a silent client is never let go";
   ::close(fd);
-  EXPECT_TRUE(eventually(2000ms, [&] { return gate->pending() == 0 && refusals.load() == 1; }));
+  EXPECT_TRUE(eventually([&] { return gate->pending() == 0 && refusals.load() == 1; }, 2000ms));
 }
 
 TEST_F(GateListener, PastMaxPendingANewConnectionIsClosedAtOnceAndTheGoodOneStillPasses) {
@@ -210,14 +200,14 @@ TEST_F(GateListener, PastMaxPendingANewConnectionIsClosedAtOnceAndTheGoodOneStil
   std::vector<int> idle;
   for (int i = 0; i < 5; ++i)
     idle.push_back(raw_connect(gate->port()));
-  ASSERT_TRUE(eventually(2000ms, [&] { return gate->pending() == 5; }));
+  ASSERT_TRUE(eventually([&] { return gate->pending() == 5; }, 2000ms));
   int extra = raw_connect(gate->port());
   EXPECT_TRUE(closed_by_server(extra, 2000ms));
   ::close(extra);
   EXPECT_EQ(gate->pending(), 5u);
   for (int fd : idle)
     ::close(fd);  // they go away: their places free up
-  ASSERT_TRUE(eventually(2000ms, [&] { return gate->pending() == 0; }));
+  ASSERT_TRUE(eventually([&] { return gate->pending() == 0; }, 2000ms));
   auto a = reach(key);
   ASSERT_TRUE(a);
   EXPECT_EQ(add(*a, 2, 3), 5);

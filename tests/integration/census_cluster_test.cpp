@@ -71,7 +71,7 @@ TEST_F(CensusCluster, every_member_answers_for_every_node) {
   // The users settle (placements finish, notes reach their censuses): every
   // member then lists the same live users, each on the node its nodes entry counts.
   std::vector<json> docs(cluster_.size());
-  bool same = eventually(std::chrono::seconds(10), [&] {
+  bool same = eventually([&] {
     std::set<std::string> first;
     for (std::size_t m = 0; m < cluster_.size(); ++m) {
       auto r = census_of(m, "?limit=1000");
@@ -85,7 +85,7 @@ TEST_F(CensusCluster, every_member_answers_for_every_node) {
         return false;
     }
     return !first.empty();
-  });
+  }, std::chrono::seconds(10));
   ASSERT_TRUE(same) << docs[0].dump(1);
   for (std::size_t m = 0; m < cluster_.size(); ++m) {
     auto& doc = docs[m];
@@ -132,13 +132,13 @@ TEST_F(CensusCluster, every_member_answers_for_every_node) {
 
 TEST_F(CensusCluster, node_filters_to_one_member) {
   json doc;
-  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto r = census_of(0, "?node=n2&limit=1000");
     if (r.status != 200)
       return false;
     doc = r.json();
     return doc["nodes"].size() == 1 && doc["nodes"][0]["answered"] == true;
-  })) << doc.dump(1);
+  }, std::chrono::seconds(10))) << doc.dump(1);
   EXPECT_EQ(doc["nodes"][0]["name"], "n2");
   EXPECT_EQ(doc["query"]["node"], "n2");
   for (auto& r : doc["actors"])
@@ -159,18 +159,18 @@ TEST_F(CensusCluster, node_filters_to_one_member) {
 
 TEST_F(CensusCluster, a_killed_member_is_listed_as_down_never_missing) {
   // n3 answered once: its facts are known.
-  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto r = census_of(0);
     if (r.status != 200)
       return false;
     auto doc = r.json();
     auto* n3 = node_named(doc, "n3");
     return n3 && (*n3)["answered"] == true;
-  }));
+  }, std::chrono::seconds(10)));
   cluster_.kill9(2);
   json last;
   bool missing = false;
-  bool down = eventually(std::chrono::seconds(15), [&] {
+  bool down = eventually([&] {
     for (std::size_t m : {1u, 0u}) {  // n1 last: it saw n3 answer, so it keeps its facts
       auto r = census_of(m);
       if (r.status != 200)
@@ -185,7 +185,7 @@ TEST_F(CensusCluster, a_killed_member_is_listed_as_down_never_missing) {
         return false;
     }
     return true;
-  });
+  }, std::chrono::seconds(15));
   ASSERT_FALSE(missing) << "n3 left the census: " << last.dump(1);
   ASSERT_TRUE(down) << last["nodes"].dump(1);
   auto* n3 = node_named(last, "n3");
@@ -203,14 +203,14 @@ TEST_F(CensusCluster, a_killed_member_is_listed_as_down_never_missing) {
 }
 
 TEST_F(CensusCluster, a_stopped_member_is_listed_unreachable_then_down) {
-  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto r = census_of(0);
     return r.status == 200 && r.json()["nodes"].size() == 3;
-  }));
+  }, std::chrono::seconds(10)));
   cluster_.pause(2);  // SIGSTOP: its sockets stay open, it answers nothing
   std::set<std::string> states;
   bool missing = false;
-  bool down = eventually(std::chrono::seconds(15), [&] {
+  bool down = eventually([&] {
     auto r = census_of(0);
     if (r.status != 200)
       return false;
@@ -223,17 +223,17 @@ TEST_F(CensusCluster, a_stopped_member_is_listed_unreachable_then_down) {
     states.insert((*n3)["state"].get<std::string>());
     EXPECT_TRUE((*n3)["state"] == "up" || (*n3)["answered"] == false) << n3->dump();
     return (*n3)["state"] == "down";
-  });
+  }, std::chrono::seconds(15));
   cluster_.resume(2);
   ASSERT_FALSE(missing);
   EXPECT_TRUE(down) << "states seen: " << testing::PrintToString(states);
 }
 
 TEST_F(CensusCluster, the_cli_tree_shows_every_node) {
-  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto r = census_of(1);
     return r.status == 200 && r.json()["nodes"].size() == 3;
-  }));
+  }, std::chrono::seconds(10)));
   auto [code, out] = run_cli("--tree --url http://127.0.0.1:" + std::to_string(cluster_.member(1).port()) +
                              " --token " + token);
   ASSERT_EQ(code, 0) << out;
@@ -271,7 +271,7 @@ TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
   // Two live users hosted on n2 or n3, acted on through n1's admin surface.
   std::vector<std::pair<std::string, std::string>> remote;  // (user, node)
   json seen;
-  ASSERT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto r = census_of(0, "?limit=1000&probe=0&state=active");
     if (r.status != 200)
       return false;
@@ -281,7 +281,7 @@ TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
       if (row["node"].is_string() && row["node"] != "n1")
         remote.emplace_back(row["id"].get<std::string>().substr(5), row["node"].get<std::string>());
     return remote.size() >= 2;
-  })) << seen.dump(1);
+  }, std::chrono::seconds(10))) << seen.dump(1);
   auto listed_live_anywhere = [&](const std::string& user) {
     for (std::size_t m = 0; m < cluster_.size(); ++m) {
       auto r = census_of(m, "?probe=0&prefix=" + user);
@@ -300,17 +300,17 @@ TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
   ASSERT_STATUS(freeze, 200);
   EXPECT_EQ(freeze.json()["frozen"], frozen_user);
   // Frozen (a guest who never wrote leaves no trace): no member lists him live any more.
-  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] { return !listed_live_anywhere(frozen_user); }));
+  EXPECT_TRUE(eventually([&] { return !listed_live_anywhere(frozen_user); }, std::chrono::seconds(10)));
   auto& dropped_user = remote[1].first;
   auto drop = c.post("/_troupe/users/" + dropped_user + "/drop", "", auth);
   ASSERT_STATUS(drop, 200);
   EXPECT_EQ(drop.json()["was"], "active");
-  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] { return !listed_live_anywhere(dropped_user); }));
+  EXPECT_TRUE(eventually([&] { return !listed_live_anywhere(dropped_user); }, std::chrono::seconds(10)));
   // A worker of another member, named <member>/<worker> as the census shows it.
   auto& node = remote[1].second;
   auto drain = c.post("/_troupe/workers/" + node + "%2Fdefault-w2/drain", "", auth);
   ASSERT_STATUS(drain, 200);
-  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  EXPECT_TRUE(eventually([&] {
     auto r = census_of(0, "?node=" + node);
     if (r.status != 200)
       return false;
@@ -319,7 +319,7 @@ TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
       if (w["id"] == "worker:" + node + "/default-w2")
         return false;  // it stops once drained
     return true;
-  }));
+  }, std::chrono::seconds(10)));
   // A user in detail through a member that does not host him.
   auto any = census_of(0, "?node=" + node + "&limit=1&state=active&probe=0");
   ASSERT_STATUS(any, 200);

@@ -236,8 +236,7 @@ TEST_F(Census, EveryOperatorActionIsCarriedOutAndLogged) {
   ASSERT_STATUS(r, 200);
   EXPECT_EQ(r.json()["frozen"], hosted);
   EXPECT_EQ(r.json()["failed"], 0);
-  for (int i = 0; i < 50 && census("?kind=worker")["matched"] != 1; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  eventually([&] { return census("?kind=worker")["matched"] == 1; }, std::chrono::seconds(5));
   auto after = census("?kind=worker");
   ASSERT_EQ(after["matched"], 1);
   EXPECT_EQ(after["actors"][0]["name"], "default-w2");
@@ -267,14 +266,13 @@ TEST_F(Census, EveryOperatorActionIsCarriedOutAndLogged) {
   EXPECT_FALSE(lines[7]["detail"].get<std::string>().empty());
   // The same lines are in the file (written by the log's own thread), one JSON object each.
   std::vector<std::string> in_file;
-  for (int i = 0; i < 100 && in_file.size() < lines.size(); ++i) {
-    if (i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  eventually([&] {
     in_file.clear();
     std::ifstream file(node().deposit_dir() + "/orchestration.log");
     for (std::string line; std::getline(file, line);)
       in_file.push_back(line);
-  }
+    return in_file.size() >= lines.size();
+  }, std::chrono::seconds(5));
   ASSERT_EQ(in_file.size(), lines.size());
   for (std::size_t i = 0; i < in_file.size(); ++i)
     EXPECT_EQ(json::parse(in_file[i]), lines[i]);
@@ -289,8 +287,7 @@ TEST_F(Census, TheOrchestrationLogIsRotatedBySize) {
   auto exists = [](const std::string& path) { return !std::ifstream(path).fail(); };
   // Written by the log's own thread; between a rotation's rename and its next
   // write there is a moment without orchestration.log: wait for both.
-  for (int i = 0; i < 100 && !(exists(base + ".2.log") && exists(base + ".log")); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  eventually([&] { return exists(base + ".2.log") && exists(base + ".log"); }, std::chrono::seconds(5));
   EXPECT_TRUE(exists(base + ".log"));
   EXPECT_TRUE(exists(base + ".1.log"));
   EXPECT_TRUE(exists(base + ".2.log"));
@@ -306,12 +303,10 @@ TEST_F(Census, FrozenUsersOfAnEarlierLifeAreListedAfterARestart) {
   clients_.clear();
   start_on(deposit, {"--admin-token", token});
   json c;
-  for (int i = 0; i < 100; ++i) {
+  eventually([&] {
     c = census("?state=frozen");
-    if (c["scan"]["done"])
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return c["scan"]["done"] == true;
+  }, std::chrono::seconds(5));
   EXPECT_EQ(c["scan"]["frozen_found"], 4);
   EXPECT_EQ(ids_of(c), (std::set<std::string>{"user:u0", "user:u1", "user:u2", "user:u3"}));
   EXPECT_EQ(c["totals"]["users"]["all"], 4);
@@ -365,16 +360,14 @@ TEST_F(Census, ConsolesAreBoundedByMaxConsoles) {
     EXPECT_TRUE(first.read(std::chrono::seconds(3)));  // the first one is served all along
   }
   // Its place is free once it closed.
-  bool opened = false;
-  for (int i = 0; i < 50 && !opened; ++i) {
+  EXPECT_TRUE(eventually([&] {
     try {
       ws_client again(port(), "/_troupe/console/live", auth);
-      opened = true;
+      return true;
     } catch (const transport_error&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return false;
     }
-  }
-  EXPECT_TRUE(opened);
+  }, std::chrono::milliseconds(2500), std::chrono::milliseconds(50)));
 }
 
 TEST_F(Census, TheAdminSurfaceOffMeansNoConsole) {

@@ -82,7 +82,7 @@ TEST_F(ChannelSockets, OneCookieHoldsAtMostMaxSocketsPerConnection) {
   EXPECT_EQ(whoami(*theirs).value("connection", ""), other.cid);
   // One of the 16 closes: its place is free again.
   open.pop_back();
-  EXPECT_TRUE(eventually(10s, [&] { return a_new_socket_serves(port(), a); }));
+  EXPECT_TRUE(eventually([&] { return a_new_socket_serves(port(), a); }, 10s));
 }
 
 TEST_F(ChannelSockets, OneUserHoldsAtMostMaxSocketsPerUserOverHisConnections) {
@@ -115,7 +115,7 @@ TEST_F(ChannelSockets, OneUserHoldsAtMostMaxSocketsPerUserOverHisConnections) {
   EXPECT_EQ(whoami(*open.front(), 2).value("user", ""), name) << "his first socket still serves";
   // One of his sockets closes: his fifth connection gets its place.
   open.pop_back();
-  EXPECT_TRUE(eventually(10s, [&] { return a_new_socket_serves(port(), *his[4]); }));
+  EXPECT_TRUE(eventually([&] { return a_new_socket_serves(port(), *his[4]); }, 10s));
 }
 
 // A login over a socket counts it under the user it logged into: past his

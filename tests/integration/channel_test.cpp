@@ -340,7 +340,7 @@ TEST_F(Channel, AGuestsPageKeepsHearingHimAfterHeIsRetiredIdle) {
   browser a(port());
   auto ws = a.channel(port());
   ASSERT_EQ(open_channel(*ws, "live", 1)["status"], 200);
-  ASSERT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_guests_retired_total") >= 1; }))
+  ASSERT_TRUE(eventually([&] { return metric(port(), "troupe_guests_retired_total") >= 1; }, milliseconds(10000)))
     << "the idle guest was not retired";
   ASSERT_EQ(count_of(a.http.post("/api/counter/incr")), 1);
   auto pushed = read_until(*ws, [](const json& f) { return f.value("push", "") == "/counter"; });
@@ -498,9 +498,9 @@ TEST_F(Channel, PagesOfAConnectionWithAnOpenChannelAreNotReclaimed) {
   EXPECT_EQ(metric(port(), "troupe_pages_reclaimed_total"), 0);
   // a's socket goes: his connection is idle now, and one of its pages makes room.
   ws_a.reset();
-  EXPECT_TRUE(eventually(std::chrono::seconds(10), [&] {
+  EXPECT_TRUE(eventually([&] {
     return c.http.get("/api/counter", {{"X-Troupe-Page", "c1"}}).status == 200;
-  }));
+  }, std::chrono::seconds(10)));
   EXPECT_EQ(metric(port(), "troupe_pages_reclaimed_total"), 1);
   EXPECT_EQ(call(*ws_b, {{"id", 3}, {"page", "b1"}, {"path", "/api/counter/incr"}})["status"], 200);
 }

@@ -110,7 +110,7 @@ TEST(Cli, RunScriptPassesItsFlagsThroughAndPrintsTheRealConsoleUrl) {
   ASSERT_NE(node.port(), 0);
   const std::string console =
     "troupe: console at http://127.0.0.1:" + std::to_string(node.port()) + "/_troupe/console#token=" + token;
-  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return node.stdout_text().find(console) != std::string::npos; }))
+  EXPECT_TRUE(eventually([&] { return node.stdout_text().find(console) != std::string::npos; }, milliseconds(5000)))
     << "wanted [" << console << "] in: " << node.stdout_text();
   http_client c(node.port());
   // --app tally took: the default group serves the tally type, not notes.
@@ -142,10 +142,10 @@ TEST(Cli, RunScriptDefaultsFillWhatIsNotGiven) {
   static const std::regex url_re(R"(troupe: console at http://127\.0\.0\.1:([0-9]+)/_troupe/console#token=([A-Za-z0-9_-]+))");
   std::smatch m;
   std::string out;
-  EXPECT_TRUE(eventually(milliseconds(5000), [&] {
+  EXPECT_TRUE(eventually([&] {
     out = node.stdout_text();
     return std::regex_search(out, m, url_re);
-  })) << out;
+  }, milliseconds(5000))) << out;
   ASSERT_EQ(m.size(), 3u) << out;
   EXPECT_EQ(std::stoi(m[1]), node.port()) << out;
   http_client c(node.port());

@@ -54,7 +54,7 @@ protected:
 
   // Waits until `observer` sees `up` members up (itself included).
   bool members_up(const std::string& observer, double up, milliseconds within = milliseconds(15000)) {
-    return eventually(within, [&] { return metric(observer, "troupe_cluster_members", "state=\"up\"") == up; });
+    return eventually([&] { return metric(observer, "troupe_cluster_members", "state=\"up\"") == up; }, within);
   }
 
   void TearDown() override {
@@ -155,7 +155,7 @@ TEST_F(Cluster, KilledMemberUnderLoadLosesNoAcknowledgedWrite) {
         }
       }
     });
-  ASSERT_TRUE(eventually(milliseconds(5000), [&] { return acked[0] > 5; }));
+  ASSERT_TRUE(eventually([&] { return acked[0] > 5; }, milliseconds(5000)));
   member("n3").kill9();
   ASSERT_TRUE(members_up("n1", 2)) << "n3 declared down";
   // Every user is served again, those of n3 too (woken from their last durable parcel).
@@ -165,7 +165,7 @@ TEST_F(Cluster, KilledMemberUnderLoadLosesNoAcknowledgedWrite) {
         return false;
     return true;
   };
-  EXPECT_TRUE(eventually(milliseconds(20000), served_again));
+  EXPECT_TRUE(eventually(served_again, milliseconds(20000)));
   stop = true;
   for (auto& t : load)
     t.join();
@@ -208,19 +208,19 @@ TEST_F(Cluster, StoppedMemberIsDeclaredDownAndServesNothingStaleWhenResumed) {
     EXPECT_STATUS(seen, 503);
   // It rejoins as a new incarnation and serves the cluster's state.
   ASSERT_TRUE(members_up("n1", 3, milliseconds(20000))) << "n3 rejoined";
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return counter_via(stale_front, on3.cookie) == 2; }));
+  EXPECT_TRUE(eventually([&] { return counter_via(stale_front, on3.cookie) == 2; }, milliseconds(10000)));
   EXPECT_EQ(metric("n3", "troupe_cluster_members", "state=\"self_fenced\""), 0);
   // n3 fenced itself on resuming: its stale copy of him tried to freeze and the
   // deposit refused it (his new placement claimed him with a newer epoch).
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric("n3", "troupe_fenced_writes_total") >= 1; }))
+  EXPECT_TRUE(eventually([&] { return metric("n3", "troupe_fenced_writes_total") >= 1; }, milliseconds(10000)))
     << "the stale write is fenced and counted";
   EXPECT_GE(metric("n3", "troupe_users_fenced_total"), 1);
   // ... and its notice about him changed nothing: he still lives at his new home, unfenced there.
   response still;
-  ASSERT_TRUE(eventually(milliseconds(5000), [&] {
+  ASSERT_TRUE(eventually([&] {
     still = with_cookie(member("n1").port(), "GET", "/api/whoami", on3.cookie);
     return still.status == 200;
-  })) << still.describe();
+  }, milliseconds(5000))) << still.describe();
   EXPECT_EQ(still.json().value("node", ""), new_home) << "a stale placement's notice moved him";
   EXPECT_EQ(metric(new_home, "troupe_users_fenced_total"), 0);
   auto via2 = with_cookie(member("n2").port(), "GET", "/api/counter", on3.cookie);
@@ -276,7 +276,7 @@ void users_of_a_stalled_member_come_back_at_its_verdict(cluster_fixture& cluster
           if (r.status == 200)
             counts[i] = count_of(r);
           else
-            std::this_thread::sleep_for(milliseconds(100));  // a 503 before the verdict: ask again
+            std::this_thread::sleep_for(milliseconds(100));  // a 503 before the verdict: the pace of asking again
         } catch (const std::exception&) {
           status[i] = -1;  // no answer within the time left
         }
@@ -369,7 +369,7 @@ TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGloba
       done = true;
     });
     long long token_seen = -1;
-    eventually(milliseconds(5000), [&] {
+    eventually([&] {
       http_client admin(port);
       auto g = admin.get("/_troupe/global", bearer());
       last_seen = g.describe();
@@ -380,7 +380,7 @@ TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGloba
         if (k.value("key", "") == "sum" && k.contains("lease"))
           token_seen = k["lease"].value("token", -1LL);
       return token_seen >= 0;
-    });
+    }, milliseconds(5000));
     holder.join();
     last_seen += "\nthe holder's answer: " + held;
     return token_seen;
@@ -390,7 +390,7 @@ TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGloba
   member("n1").kill9();
   ASSERT_TRUE(members_up("n2", 2));
   for (std::size_t i = 0; i < users.size(); ++i)
-    EXPECT_TRUE(eventually(milliseconds(10000), [&] { return counter_via(front3, users[i].cookie) == 1; }))
+    EXPECT_TRUE(eventually([&] { return counter_via(front3, users[i].cookie) == 1; }, milliseconds(10000)))
       << "user " << i << " keeps his state after the takeover";
   for (int k = 0; k < 5; ++k) {
     auto g = with_cookie(front3, "GET", "/api/global/k" + std::to_string(k), users[0].cookie);
@@ -553,7 +553,7 @@ TEST_F(Cluster, OnAPostgresDepositAKilledMembersUsersAreServedElsewhereWithTheir
   member("n3").kill9();
   ASSERT_TRUE(members_up("n1", 2)) << "the killed member is declared down";
   for (auto& u : on3) {
-    EXPECT_TRUE(eventually(milliseconds(10000), [&] { return counter_via(member("n1").port(), u.cookie) == 2; }))
+    EXPECT_TRUE(eventually([&] { return counter_via(member("n1").port(), u.cookie) == 2; }, milliseconds(10000)))
       << "woken on a live member from his row, with every acknowledged increment";
     EXPECT_EQ(counter_via(member("n2").port(), u.cookie), 2) << "both fronts see one user";
   }

@@ -128,6 +128,35 @@ response freeze(uint16_t port, const std::string& user, headers_t h = bearer()) 
 long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
 long long counter(http_client& c) { return count_of(c.get("/api/counter")); }
 
+// A live user as the census shows him (GET /_troupe/actors/user:NAME), or an empty object.
+json actor_of(uint16_t port, const std::string& user) {
+  http_client a(port);
+  auto r = a.get("/_troupe/actors/user:" + user, bearer());
+  return r.status == 200 ? r.json() : json::object();
+}
+
+// Waits until every change of the live `user` is durable in the deposit, without
+// freezing him: his census detail says nothing is left unsaved (his last checkpoint
+// went to the deposit), then another user is frozen — answered once his parcel is
+// durable, and the deposit writes what it was sent in order, so the checkpoint sent
+// before it is durable too. Returns why not, or "" once done.
+std::string checkpointed(uint16_t port, const std::string& user) {
+  json seen;
+  if (!eventually([&] {
+        seen = actor_of(port, user);
+        return seen.value("state", "") == "active" && seen.value("dirty", true) == false;
+      }, milliseconds(10000)))
+    return "user " + user + " still has unsaved changes: " + seen.dump();
+  http_client other(port);
+  if (count_of(other.post("/api/counter/incr")) != 1)
+    return "the other user was not served";
+  const auto name = whoami_user(other);
+  auto r = freeze(port, name);
+  if (r.status != 200)
+    return "the other user's freeze: " + r.describe();
+  return "";
+}
+
 std::vector<std::string> with_token(std::vector<std::string> args) {
   args.insert(args.begin(), {"--admin-token", token});
   return args;
@@ -313,17 +342,14 @@ TEST_P(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
   ASSERT_EQ(incr(busy), 1);
   const auto busy_user = whoami_user(busy);
 
-  // `busy` keeps making requests every 300 ms; `idle` stays quiet for ~3 s.
-  auto t0 = std::chrono::steady_clock::now();
+  // `busy` keeps making requests every 300 ms (he stays active); `idle` stays quiet
+  // until the node says it froze somebody.
   long long busy_count = 1;
-  while (ms_since(t0) < 3000) {
-    std::this_thread::sleep_for(milliseconds(300));
-    ASSERT_EQ(incr(busy), ++busy_count);
-  }
-  bool frozen = eventually(milliseconds(3000), [&] {
+  bool frozen = eventually([&] {
+    EXPECT_EQ(incr(busy), ++busy_count);
     return prometheus_sample(metrics_text(port()), "troupe_user_freezes_total").value_or(0) >= 1;
-  });
-  ASSERT_TRUE(frozen) << "the idle user was not frozen within ~6 s (idle freeze 1.2 s)";
+  }, milliseconds(10000), milliseconds(300));
+  ASSERT_TRUE(frozen) << "the idle user was not frozen within 10 s (idle freeze 1.2 s)";
   EXPECT_TRUE(has_parcel(dep, idle_user)) << listing(dep);
   {
     auto t = metrics_text(port());
@@ -544,8 +570,7 @@ TEST_P(Deposit, FreezesDuringTrafficLoseNothing) {
         // With a fixed 10 ms between freezes that took a wake slower than
         // 10 ms (ThreadSanitizer: 1 run in 5 failed so; docs/RELIABILITY.md).
         auto after = served.load();
-        while (!stop && served.load() < after + 2)
-          std::this_thread::sleep_for(milliseconds(1));
+        eventually([&] { return stop || served.load() >= after + 2; }, milliseconds(60000), milliseconds(1));
       }
     } catch (const std::exception& e) {
       freezer_error = e.what();
@@ -589,6 +614,7 @@ TEST_P(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
   std::vector<long long> last_ack(users, 0);
   std::vector<std::string> errors(users);
   std::atomic<bool> stop{false};
+  std::atomic<long long> acked{0};  // acknowledged increments, all users together
   std::vector<std::thread> threads;
   for (int i = 0; i < users; ++i) {
     threads.emplace_back([&, i] {
@@ -605,6 +631,7 @@ TEST_P(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
             return;
           }
           last_ack[i] = n;
+          ++acked;
         }
       } catch (const transport_error&) {
         // the node was killed under us: the request in flight is not acknowledged
@@ -613,7 +640,9 @@ TEST_P(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
       }
     });
   }
-  std::this_thread::sleep_for(milliseconds(1000));
+  // Killed in the middle of the traffic, once every user could have had a few increments acknowledged.
+  EXPECT_TRUE(eventually([&] { return acked.load() >= 5 * users; }, milliseconds(20000)))
+      << acked.load() << " acknowledged increments";
   node().kill9();
   stop = true;
   for (auto& t : threads)
@@ -634,7 +663,7 @@ TEST_P(Deposit, DurabilityReplyLosesNoAcknowledgedIncrementOnKill9) {
   long long total = 0;
   for (auto v : last_ack)
     total += v;
-  std::cerr << "[ stats    ] " << total << " acknowledged increments in ~1 s (durability=reply)\n";
+  std::cerr << "[ stats    ] " << total << " acknowledged increments before the kill (durability=reply)\n";
 }
 
 TEST_P(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
@@ -646,13 +675,16 @@ TEST_P(Deposit, DurabilityIntervalCheckpointsSurviveKill9) {
   ASSERT_STATUS(c.post_json("/api/login", {{"user", "ivy"}}), 200);
   for (int i = 1; i <= 5; ++i)
     ASSERT_EQ(incr(c), i);
-  std::this_thread::sleep_for(milliseconds(1500));
-  // Checkpointed while still active: a parcel, no freeze.
+  auto why = checkpointed(port(), "ivy");
+  ASSERT_TRUE(why.empty()) << why;
+  // Checkpointed while still active: a parcel, written by a checkpoint; he was not frozen.
   EXPECT_TRUE(has_parcel(dir.path, "ivy")) << listing(dir.path);
+  EXPECT_EQ(actor_of(port(), "ivy").value("state", ""), "active");
   {
     auto t = metrics_text(port());
-    EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 0.0) << t;
+    EXPECT_EQ(prometheus_sample(t, "troupe_user_freezes_total"), 1.0) << "only the other user was frozen:\n" << t;
     EXPECT_GE(prometheus_sample(t, "troupe_deposit_writes_total").value_or(0), 1.0) << t;
+    EXPECT_GE(prometheus_sample(t, "troupe_deposit_checkpoints_total").value_or(0), 1.0) << t;
   }
   node().kill9();
 
@@ -724,7 +756,8 @@ TEST_P(Deposit, DurableGuestResumesFromHisCookieAfterKill9) {
       ASSERT_EQ(incr(c), i);
     const auto user = whoami_user(c);
     const std::string cookie = *c.cookie();
-    std::this_thread::sleep_for(milliseconds(1500));
+    auto why = checkpointed(port(), user);  // "reply": durable already, once answered
+    ASSERT_TRUE(why.empty()) << why;
     ASSERT_TRUE(has_parcel(dir.path, user)) << listing(dir.path);
     node().kill9();
 
@@ -846,10 +879,10 @@ TEST_P(Deposit, ExpiredGuestParcelsAreSwept) {
   ASSERT_TRUE(froze(freeze(port(), "alice"), "alice"));
   ASSERT_TRUE(has_parcel(dep, guest)) << listing(dep);
 
-  bool swept = eventually(milliseconds(6000), [&] {
+  bool swept = eventually([&] {
     return prometheus_sample(metrics_text(port()), "troupe_users_expired_total").value_or(0) >= 1 &&
            !has_parcel(dep, guest);
-  });
+  }, milliseconds(6000));
   EXPECT_TRUE(swept) << "the guest's parcel was not expired within 6 s:\n"
                      << listing(dep) << metrics_text(port());
   EXPECT_EQ(metric(port(), "troupe_users_expired_total"), 1.0);
@@ -893,7 +926,7 @@ TEST_F(DepositFiles, PostgresGoneServesActiveUsersHoldsWakesAndLosesNothing) {
   // A short outage: the wake waits for the database instead of failing.
   ASSERT_TRUE(db.cut());
   auto waking = std::async(std::launch::async, [&] { return third.get("/api/counter"); });
-  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return metric(port(), "troupe_deposit_reads_waiting") >= 1; }))
+  EXPECT_TRUE(eventually([&] { return metric(port(), "troupe_deposit_reads_waiting") >= 1; }, milliseconds(5000)))
     << "the wake's read waits for the deposit";
   ASSERT_TRUE(db.restore());
   auto woken = waking.get();
@@ -911,20 +944,20 @@ TEST_F(DepositFiles, PostgresGoneServesActiveUsersHoldsWakesAndLosesNothing) {
   EXPECT_STATUS(wake, 503) << "a wake waits its hold budget, then gives up";
   EXPECT_TRUE(wake.has("Retry-After")) << wake.describe();
   http_client admin(port());
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return admin.get("/_troupe/health").status == 503; }))
+  EXPECT_TRUE(eventually([&] { return admin.get("/_troupe/health").status == 503; }, milliseconds(10000)))
     << "health is degraded while the deposit is away";
 
   ASSERT_TRUE(db.restore());
   long long after = -1;
-  EXPECT_TRUE(eventually(milliseconds(15000), [&] {
+  EXPECT_TRUE(eventually([&] {
     auto r = active.post("/api/counter/incr");
     if (r.status == 200)
       after = count_of(r);
     return r.status == 200;
-  })) << "the node reconnects by itself";
+  }, milliseconds(15000))) << "the node reconnects by itself";
   EXPECT_EQ(after, 3) << "each refused change was applied nowhere";
   EXPECT_EQ(counter(sleeper), 1) << "the frozen user wakes with his state";
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return admin.get("/_troupe/health").status == 200; }));
+  EXPECT_TRUE(eventually([&] { return admin.get("/_troupe/health").status == 200; }, milliseconds(10000)));
 
   // Nothing acknowledged was lost: a kill -9 and a restart on the same database.
   node().kill9();
@@ -945,13 +978,13 @@ TEST_P(Deposit, BindingsOfFrozenUsersAreForgottenAndTheirCookiesStillFindThem) {
   ASSERT_STATUS(a.post_json("/api/login", {{"user", "alice"}}), 200);
   ASSERT_EQ(incr(a), 1);
   ASSERT_EQ(incr(a), 2);
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_connections_bound") == 1; }));
+  EXPECT_TRUE(eventually([&] { return metric(port(), "troupe_connections_bound") == 1; }, milliseconds(10000)));
   ASSERT_TRUE(froze(freeze(port(), "alice"), "alice"));
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_connections_bound") == 0; }))
+  EXPECT_TRUE(eventually([&] { return metric(port(), "troupe_connections_bound") == 0; }, milliseconds(10000)))
     << "the binding of a frozen user's connection is kept forever";
   EXPECT_EQ(whoami_user(a), "alice") << "her cookie finds her from the deposit";
   EXPECT_EQ(counter(a), 2);
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_connections_bound") == 1; }));
+  EXPECT_TRUE(eventually([&] { return metric(port(), "troupe_connections_bound") == 1; }, milliseconds(10000)));
 }
 
 // The PostgreSQL deposit full: its tables in a tablespace on a small tmpfs that a

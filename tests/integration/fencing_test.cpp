@@ -157,7 +157,7 @@ TEST_F(Fencing, NoUserIsPlacedWithoutAGenerationAndPlacementsResumeOnceItIsBack)
   {
     std::ofstream(dir.path + "/commander-generation") << "41\n";
   }
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return c.get("/api/counter").status == 200; }));
+  EXPECT_TRUE(eventually([&] { return c.get("/api/counter").status == 200; }, milliseconds(10000)));
   std::ifstream in(dir.path + "/commander-generation");
   int generation = 0;
   in >> generation;

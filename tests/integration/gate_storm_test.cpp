@@ -114,7 +114,7 @@ private:
     while (!stop_) {
       int fd = connect_to(port);
       if (fd < 0) {
-        std::this_thread::sleep_for(milliseconds(5));
+        std::this_thread::sleep_for(milliseconds(5));  // pacing the storm: no descriptor now, try again soon
         continue;
       }
       ++connections_;
@@ -145,7 +145,7 @@ private:
         ++connections_;
         held.push_back(fd);
       }
-      std::this_thread::sleep_for(milliseconds(100));
+      std::this_thread::sleep_for(milliseconds(100));  // pacing: how often the idle ones are counted and reopened
     }
     for (int fd : held)
       ::close(fd);
@@ -170,7 +170,7 @@ private:
           ++i;
         }
       }
-      std::this_thread::sleep_for(milliseconds(200));
+      std::this_thread::sleep_for(milliseconds(200));  // the load itself: a byte every 200 ms
     }
     for (int fd : slow)
       ::close(fd);
@@ -194,11 +194,11 @@ TEST(GateStorm, StrayClientsOnTheWorkerGateAndTheClusterPortDelayNoHeartbeat) {
   auto metric = [&](std::size_t i, const std::string& name, const std::string& labels = "") {
     return troupe::test::metric(cluster.member(i).port(), bearer(), name, labels);
   };
-  ASSERT_TRUE(eventually(milliseconds(15000), [&] { return metric(0, "troupe_cluster_members", "state=\"up\"") == 2; }));
+  ASSERT_TRUE(eventually([&] { return metric(0, "troupe_cluster_members", "state=\"up\"") == 2; }, milliseconds(15000)));
   std::vector<std::uint16_t> ports;
   for (std::size_t i = 0; i < 2; ++i) {
     std::uint16_t gate = 0;
-    eventually(milliseconds(10000), [&] { return (gate = worker_gate_of(cluster.member(i).pid())) != 0; });
+    eventually([&] { return (gate = worker_gate_of(cluster.member(i).pid())) != 0; }, milliseconds(10000));
     ports.push_back(gate);
     ports.push_back(port_in(cluster.cluster_address(i), ":([0-9]+)$"));
   }
@@ -224,7 +224,7 @@ TEST(GateStorm, StrayClientsOnTheWorkerGateAndTheClusterPortDelayNoHeartbeat) {
         ++failed;
       }
       ++k;
-      std::this_thread::sleep_for(milliseconds(20));
+      std::this_thread::sleep_for(milliseconds(20));  // pacing the legitimate traffic (50 requests a second)
     }
   });
   storm abuse(ports);

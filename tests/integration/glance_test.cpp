@@ -55,13 +55,13 @@ TEST_F(Glance, TheHistoryAndThePerRouteFiguresFollowTheTraffic) {
   EXPECT_STATUS(alice.post("/api/crash"), 502);  // a handler that throws: an error of its route
 
   json h;
-  ASSERT_TRUE(eventually(5s, [&] {
+  ASSERT_TRUE(eventually([&] {
     h = history(port());
     for (auto& s : h["samples"])
       if (s["requests_per_s"].get<double>() > 0 && s["p50_ms"].is_number())
         return true;
     return false;
-  })) << h.dump(1);
+  }, 5s)) << h.dump(1);
   EXPECT_EQ(h["interval_seconds"], 1);
   EXPECT_EQ(h["capacity"], 30);
   for (auto& s : h["samples"]) {
@@ -70,13 +70,13 @@ TEST_F(Glance, TheHistoryAndThePerRouteFiguresFollowTheTraffic) {
       EXPECT_GE(s[k].get<double>(), 0) << k;
   }
   // The crash's 502 shows as errors/s in some second.
-  ASSERT_TRUE(eventually(3s, [&] {
+  ASSERT_TRUE(eventually([&] {
     h = history(port());
     for (auto& s : h["samples"])
       if (s["errors_per_s"].get<double>() > 0)
         return true;
     return false;
-  })) << h.dump(1);
+  }, 3s)) << h.dump(1);
 
   auto* counter = route_of(h, "GET", "/api/counter");
   ASSERT_TRUE(counter) << h["routes"].dump(1);
@@ -129,11 +129,11 @@ TEST_F(Glance, DeferredAndStreamingAnswersCountInTheirRoutesFigures) {
     auto* r = route_of(h, method, route);
     return r ? (*r)["requests"].get<int>() : -1;
   };
-  EXPECT_TRUE(eventually(5s, [&] {
+  EXPECT_TRUE(eventually([&] {
     h = history(port());
     return requests("POST", "/api/login") == n && requests("POST", "/api/logout") == n
            && requests("GET", "/api/notes.ndjson") == 2;
-  })) << h["routes"].dump(1);
+  }, 5s)) << h["routes"].dump(1);
   EXPECT_EQ(requests("POST", "/api/login"), n);
   EXPECT_EQ(requests("POST", "/api/logout"), n);
   EXPECT_EQ(requests("GET", "/api/notes.ndjson"), 2);
@@ -203,10 +203,10 @@ TEST_F(Glance, JsonLogsAreOneObjectPerLineInUtc) {
   http_client c(port());
   ASSERT_STATUS(c.get("/api/counter"), 200);
   std::vector<std::string> lines;
-  ASSERT_TRUE(eventually(5s, [&] {
+  ASSERT_TRUE(eventually([&] {
     lines = split_lines(node().stderr_log());
     return lines.size() >= 2;
-  })) << node().stderr_log();
+  }, 5s)) << node().stderr_log();
   for (auto& l : lines) {
     auto j = json::parse(l, nullptr, false);
     ASSERT_TRUE(j.is_object()) << "not a JSON object: " << l;
@@ -228,10 +228,10 @@ TEST_F(Glance, TextLogsAreStampedInUtcWithTheZone) {
   http_client c(port());
   ASSERT_STATUS(c.get("/api/counter"), 200);
   std::vector<std::string> lines;
-  ASSERT_TRUE(eventually(5s, [&] {
+  ASSERT_TRUE(eventually([&] {
     lines = split_lines(node().stderr_log());
     return !lines.empty();
-  }));
+  }, 5s));
   const std::regex stamped(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (trace|debug|info|warning|error|critical) .*)");
   for (auto& l : lines)
     EXPECT_TRUE(std::regex_match(l, stamped)) << l;
@@ -256,9 +256,9 @@ TEST_F(Glance, ALoginKeepsTheUsersStoreAndDropsTheGuestsLoggedAndCounted) {
   EXPECT_EQ(count_of(guest.get("/api/counter")), 5);
   EXPECT_EQ(metric(port(), auth, "troupe_login_guest_store_dropped_total", R"(reason="frozen")"), 1);
   EXPECT_EQ(metric(port(), auth, "troupe_login_guest_store_dropped_total", R"(reason="live")"), 0);
-  EXPECT_TRUE(eventually(5s, [&] {
+  EXPECT_TRUE(eventually([&] {
     return node().stderr_log().find("he was frozen, his parcel wins; the guest's store") != std::string::npos;
-  })) << node().stderr_log();
+  }, 5s)) << node().stderr_log();
 
   // Another guest logs in while she is live: her live state wins.
   http_client second(port());
@@ -267,7 +267,7 @@ TEST_F(Glance, ALoginKeepsTheUsersStoreAndDropsTheGuestsLoggedAndCounted) {
   ASSERT_STATUS(second.post_json("/api/login", {{"user", "alice"}}), 200);
   EXPECT_EQ(count_of(second.get("/api/counter")), 5);
   EXPECT_EQ(metric(port(), auth, "troupe_login_guest_store_dropped_total", R"(reason="live")"), 1);
-  EXPECT_TRUE(eventually(5s, [&] {
+  EXPECT_TRUE(eventually([&] {
     return node().stderr_log().find("his resident state wins") != std::string::npos;
-  })) << node().stderr_log();
+  }, 5s)) << node().stderr_log();
 }

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -139,6 +140,31 @@ json admin_entry(const json& listing, const std::string& key) {
     if (k.is_object() && k.value("key", std::string()) == key)
       return k;
   return nullptr;
+}
+
+// The TTL (ms) of the lease held on `key` now, as /_troupe/global shows it, or -1.
+long long held_ttl_ms(uint16_t port, const std::string& key) {
+  auto e = admin_entry(admin_global(port), key);
+  if (!e.is_object() || !e.contains("lease"))
+    return -1;
+  const auto& l = e["lease"];
+  return std::llround((l.value("until", 0.0) - l.value("since", 0.0)) * 1000);
+}
+
+// The TTLs (ms) asked for by the requesters waiting for `key`, first in line first.
+std::vector<long long> queued_ttls_ms(uint16_t port, const std::string& key) {
+  std::vector<long long> out;
+  auto e = admin_entry(admin_global(port), key);
+  if (e.is_object() && e.contains("queue"))
+    for (const auto& w : e["queue"])
+      out.push_back(w.value("ttl_ms", -1LL));
+  return out;
+}
+
+// Where `ttl_ms` stands in `queue` (-1: absent).
+long long place_of(const std::vector<long long>& queue, long long ttl_ms) {
+  auto at = std::find(queue.begin(), queue.end(), ttl_ms);
+  return at == queue.end() ? -1 : at - queue.begin();
 }
 
 // A client whose user actor exists (one request served), so the timing of later
@@ -316,6 +342,7 @@ TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
   // Background adders, each its own user, adding all through the scenario.
   constexpr int adders = 4;
   std::atomic<bool> stop{false};
+  std::atomic<long long> served{0};  // the background adds answered 200, all adders together
   std::vector<long long> ok(adders, 0);
   std::vector<std::vector<std::string>> errs(adders);
   std::vector<long long> worst(adders, 0);
@@ -337,36 +364,52 @@ TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
           auto r = add(*bg[i], key, {{"delta", 1}});
           worst[i] = std::max(worst[i], ms_since(t));
           if (r.status == 200)
-            ++ok[i];
+            ++ok[i], ++served;
           else
             errs[i].push_back(r.describe());
         } catch (const std::exception& e) {
           errs[i].push_back(e.what());
         }
+        // Pacing the background load (a steady stream, not a busy loop); orders nothing.
         std::this_thread::sleep_for(milliseconds(5));
       }
     });
   }
 
-  // A holds the lease 600 ms; the crasher queues behind it (a TTL far longer than any
-  // wait, so only the holder-down reclaim can free the key); B queues behind him.
-  std::this_thread::sleep_for(milliseconds(100));
-  async_add ha(std::move(a), key, {{"delta", 1}, {"hold_ms", 600}, {"ttl_ms", 5000}});
-  std::this_thread::sleep_for(milliseconds(150));
+  // A holds the lease 1.5 s; the crasher queues behind it (a TTL far longer than any
+  // wait, so only the holder-down reclaim can free the key); B queues behind him. Each
+  // is told apart in /_troupe/global by the TTL it asks for (the adders ask for 5 s),
+  // and each step waits until the store shows the previous one in place (EXPECT, not
+  // ASSERT: the adders' threads run until the end of the test).
+  EXPECT_TRUE(eventually([&] { return served.load() >= adders; }, milliseconds(10000)))
+      << "the background adders are not served";
+  constexpr long long a_ttl = 7000, crasher_ttl = 60000, b_ttl = 9000;
+  async_add ha(std::move(a), key, {{"delta", 1}, {"hold_ms", 1500}, {"ttl_ms", a_ttl}});
+  EXPECT_TRUE(eventually([&] { return held_ttl_ms(port(), key) == a_ttl; }, milliseconds(10000)))
+      << "A never held the lease:\n" << admin_global(port()).dump(2);
   async_add hc(std::move(crasher), key,
-               {{"delta", 1000}, {"crash_inside", true}, {"ttl_ms", 60000}});
-  std::this_thread::sleep_for(milliseconds(150));
-  async_add hb(std::move(b), key, {{"delta", 1}});
+               {{"delta", 1000}, {"crash_inside", true}, {"ttl_ms", crasher_ttl}});
+  EXPECT_TRUE(eventually([&] { return place_of(queued_ttls_ms(port(), key), crasher_ttl) >= 0; },
+                         milliseconds(10000)))
+      << "the crasher never queued:\n" << admin_global(port()).dump(2);
+  async_add hb(std::move(b), key, {{"delta", 1}, {"ttl_ms", b_ttl}});
+  bool b_behind_crasher = false;
+  EXPECT_TRUE(eventually([&] {
+    auto q = queued_ttls_ms(port(), key);
+    if (place_of(q, b_ttl) < 0)
+      return false;
+    b_behind_crasher = place_of(q, crasher_ttl) >= 0 && place_of(q, crasher_ttl) < place_of(q, b_ttl);
+    return true;
+  }, milliseconds(10000))) << "B never queued:\n" << admin_global(port()).dump(2);
+  EXPECT_TRUE(b_behind_crasher) << "B is not queued behind the crasher";
 
   auto rc = hc.get();
   ASSERT_TRUE(rc.transport_error.empty()) << rc.transport_error;
   EXPECT_TRUE(is_json_error(rc.r, 502));
-  // The next add after the crash, from another user: served within 1 s.
-  auto td = steady::now();
+  // The next add after the crash, from another user: served (how fast: bench/, see
+  // bench/README.md "Timing goals taken out of the tests").
   auto rd = add(*d, key, {{"delta", 1}}, milliseconds(10000));
-  const auto d_ms = ms_since(td);
   EXPECT_STATUS(rd, 200);
-  EXPECT_LT(d_ms, 1000) << "an add right after the crash waited " << d_ms << " ms";
   if (rd.status == 200)
     ++successes;
 
@@ -377,19 +420,18 @@ TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
   EXPECT_STATUS(ra.r, 200);
   EXPECT_STATUS(rb.r, 200);
   successes += (ra.r.status == 200) + (rb.r.status == 200);
-  // B was queued behind the crasher: it is answered within 1 s of the crash's 502.
-  const auto b_after_crash = std::chrono::duration_cast<milliseconds>(rb.done - rc.done).count();
-  EXPECT_LT(b_after_crash, 1000) << "B (queued behind the crashing holder) answered "
-                                 << b_after_crash << " ms after the crash";
-
-  std::this_thread::sleep_for(milliseconds(300));
+  // B was queued behind the crasher and is answered: the holder-down reclaim freed the key.
+  // The background adders go on being served after the crash.
+  const long long served_at_crash = served.load();
+  EXPECT_TRUE(eventually([&] { return served.load() >= served_at_crash + adders; }, milliseconds(10000)))
+      << "the background adders are not served after the crash";
   stop = true;
   for (auto& t : threads)
     t.join();
   for (int i = 0; i < adders; ++i) {
     successes += ok[i];
     EXPECT_TRUE(errs[i].empty()) << "background adder " << i << ": " << errs[i].front();
-    EXPECT_LT(worst[i], 2000) << "background adder " << i << " waited " << worst[i] << " ms";
+    std::cerr << "[ info ] background adder " << i << " waited at most " << worst[i] << " ms\n";
   }
 
   // The crasher's user actor was restarted; he can add again.
@@ -421,14 +463,18 @@ TEST_P(Global, TtlExpiredHolderIsRefusedAndTheNewerValueStands) {
     return;
 
   async_add ha(std::move(a), key, {{"delta", 1}, {"hold_ms", 1500}, {"ttl_ms", 300}});
-  std::this_thread::sleep_for(milliseconds(100));
+  // A has been granted (and may already have lost it to the TTL: B is then served at once).
+  ASSERT_TRUE(eventually([&] {
+    return held_ttl_ms(port(), key) == 300
+           || metric(port(), "troupe_global_leases_reclaimed_total", ttl_reason) >= ttl0 + 1;
+  }, milliseconds(10000))) << admin_global(port()).dump(2);
   async_add hb(std::move(b), key, {{"delta", 5}});
 
   auto rb = hb.get();
   ASSERT_TRUE(rb.transport_error.empty()) << rb.transport_error;
   EXPECT_EQ(value_of(rb.r), 15) << "B must be granted the value A never committed";
-  // Granted once A's 300 ms TTL passed, well before A's 1500 ms hold ends.
-  EXPECT_LT(rb.ms(), 1300) << "B waited " << rb.ms() << " ms: the lease was not reclaimed at its TTL";
+  // Granted once A's 300 ms TTL passed, before A's 1500 ms hold ends (B answered
+  // before A's late commit, below); how soon after the TTL: bench/README.md.
 
   auto ra = ha.get();
   ASSERT_TRUE(ra.transport_error.empty()) << ra.transport_error;
@@ -620,14 +666,14 @@ TEST_P(Global, RoundTripAndTheAdminListing) {
                            .count();
   async_add holder(warm_client(port()), held, {{"delta", 1}, {"hold_ms", 1500}, {"ttl_ms", 5000}});
   json lease;
-  ASSERT_TRUE(eventually(milliseconds(1000), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto ent = admin_entry(admin_global(port()), held);
     if (ent.is_object() && ent.contains("lease")) {
       lease = ent["lease"];
       return true;
     }
     return false;
-  })) << "no lease listed for " << held << " during a 1.5 s hold:\n"
+  }, milliseconds(1000))) << "no lease listed for " << held << " during a 1.5 s hold:\n"
       << admin_global(port()).dump(2);
   ASSERT_TRUE(lease.is_object()) << lease.dump();
   EXPECT_TRUE(lease.contains("holder") && lease["holder"].is_string() &&
@@ -643,18 +689,18 @@ TEST_P(Global, RoundTripAndTheAdminListing) {
   EXPECT_EQ(admin_global(port()).value("leases", -1), 1);
 
   async_add waiter(warm_client(port()), held, {{"delta", 10}});
-  EXPECT_TRUE(eventually(milliseconds(1000), [&] {
+  EXPECT_TRUE(eventually([&] {
     return admin_entry(admin_global(port()), held).value("waiting", -1) == 1;
-  })) << admin_global(port()).dump(2);
+  }, milliseconds(1000))) << admin_global(port()).dump(2);
 
   auto rh = holder.get();
   auto rw = waiter.get();
   EXPECT_EQ(value_of(rh.r), 2) << rh.transport_error;
   EXPECT_EQ(value_of(rw.r), 12) << rw.transport_error;
-  EXPECT_TRUE(eventually(milliseconds(1000), [&] {
+  EXPECT_TRUE(eventually([&] {
     auto ent = admin_entry(admin_global(port()), held);
     return ent.is_object() && !ent.contains("lease") && ent.value("waiting", -1) == 0;
-  })) << admin_global(port()).dump(2);
+  }, milliseconds(1000))) << admin_global(port()).dump(2);
   EXPECT_EQ(admin_global(port()).value("leases", -1), 0);
 
   // DELETE, then 404s.
@@ -692,10 +738,10 @@ void full_wait_queue_scenario(uint16_t port, bool check_retry_after) {
 
   auto hold_start = steady::now();
   async_add holder(warm_client(port), key, {{"delta", 1}, {"hold_ms", 1500}, {"ttl_ms", 5000}});
-  ASSERT_TRUE(eventually(milliseconds(1000), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto ent = admin_entry(admin_global(port), key);
     return ent.is_object() && ent.contains("lease");
-  })) << "the holder's lease never showed";
+  }, milliseconds(1000))) << "the holder's lease never showed";
 
   std::vector<std::unique_ptr<async_add>> adds;
   for (auto& o : others)
@@ -715,7 +761,8 @@ void full_wait_queue_scenario(uint16_t port, bool check_retry_after) {
       if (check_retry_after) {
         EXPECT_TRUE(t.r.has("Retry-After")) << t.r.describe();
       }
-      EXPECT_LT(t.ms(), 1000) << "a refused waiter was answered only after " << t.ms() << " ms";
+      // Refused at once: answered before the hold it would have waited for ended.
+      EXPECT_LT(t.done, rh.done) << "a refused waiter was answered only after the hold (" << t.ms() << " ms)";
     } else if (t.r.status == 200) {
       ++n200;
       // Served after the hold ended.
@@ -764,13 +811,13 @@ namespace {
 std::pair<std::uint64_t, timed_reply> held_add(uint16_t port, const std::string& key) {
   async_add holder(warm_client(port), key, {{"delta", 1}, {"hold_ms", 400}, {"ttl_ms", 5000}});
   std::uint64_t token = 0;
-  EXPECT_TRUE(eventually(milliseconds(3000), [&] {
+  EXPECT_TRUE(eventually([&] {
     auto ent = admin_entry(admin_global(port), key);
     if (!ent.is_object() || !ent.contains("lease"))
       return false;
     token = ent["lease"].value("token", std::uint64_t{0});
     return true;
-  })) << "no lease listed for " << key << " during a 400 ms hold";
+  }, milliseconds(3000))) << "no lease listed for " << key << " during a 400 ms hold";
   return {token, holder.get()};
 }
 
@@ -826,14 +873,14 @@ void GlobalRefused::scenario(const std::string& dir, const fault& f, std::vector
   // (a database is retried with a backoff: refused until it reconnected).
   f.restore();
   std::optional<long long> third;
-  EXPECT_TRUE(eventually(milliseconds(15000), [&] {
+  EXPECT_TRUE(eventually([&] {
     auto r = add(c, "hits", {{"delta", 1}});
     if (r.status == 200)
       third = value_of(r);
     else
       EXPECT_TRUE(refused_retry(r));
     return r.status == 200;
-  }));
+  }, milliseconds(15000)));
   EXPECT_EQ(third, 3);
   auto [t3, r3] = held_add(port(), "hits");
   EXPECT_GT(t3, t2) << "fencing tokens must keep growing";
@@ -935,14 +982,14 @@ TEST_F(GlobalRefused, WhatWasBuiltOnARefusedCommitIsNotAppliedEither) {
   http_client c(port());
   ASSERT_STATUS(put_value(c, "chain", 10), 200);
   async_add a(warm_client(port()), "chain", {{"delta", 1}, {"hold_ms", 600}, {"ttl_ms", 5000}});
-  ASSERT_TRUE(eventually(milliseconds(3000), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto ent = admin_entry(admin_global(port()), "chain");
     return ent.is_object() && ent.contains("lease");
-  }));
+  }, milliseconds(3000)));
   async_add b(warm_client(port()), "chain", {{"delta", 1}, {"hold_ms", 600}, {"ttl_ms", 5000}});
-  ASSERT_TRUE(eventually(milliseconds(3000), [&] {
+  ASSERT_TRUE(eventually([&] {
     return admin_entry(admin_global(port()), "chain").value("waiting", -1) == 1;
-  })) << "B does not wait behind A";
+  }, milliseconds(3000))) << "B does not wait behind A";
   fs::rename(dep / "users", dep / "users.away");
   { std::ofstream(dep / "users") << "not a directory"; }
   auto ra = a.get();

@@ -62,19 +62,6 @@ std::size_t count_of_text(const std::string& haystack, const std::string& needle
   return n;
 }
 
-// Polls `cond` every 20 ms until it holds or `timeout` passes.
-template <class Cond>
-bool eventually(Cond cond, milliseconds timeout = milliseconds(10000)) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (cond())
-      return true;
-    if (std::chrono::steady_clock::now() >= until)
-      return false;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-}
-
 // A client that has a cookie (a user) whose counter is 0.
 http_client counted_client(uint16_t port) {
   http_client c(port);
@@ -149,7 +136,7 @@ TEST_F(HttpHardening, OutOfFileDescriptorsTheFrontBacksOffAndKeepsServing) {
   auto log_before = node().stderr_log().size();
   auto ticks_before = cpu_ticks(pid);
   auto wall_before = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(milliseconds(1500));  // the measured interval
+  std::this_thread::sleep_for(milliseconds(1500));  // the measured interval (what happens in it is measured; orders nothing)
   auto cpu_s = static_cast<double>(cpu_ticks(pid) - ticks_before) / static_cast<double>(sysconf(_SC_CLK_TCK));
   auto wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
   auto grown = node().stderr_log().substr(log_before);

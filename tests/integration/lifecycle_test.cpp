@@ -167,16 +167,22 @@ TEST_F(Lifecycle, ConfigFileIsReadAndSetOverridesIt) {
 }
 
 TEST_F(Lifecycle, SigtermLetsInflightFinishAndExitsZero) {
-  start();
+  const std::string token = "lifecycle-admin-" + random_token(16);
+  const headers_t auth{{"Authorization", "Bearer " + token}};
+  start({"--admin-token", token});
   http_client a(port());
   ASSERT_STATUS(a.get("/api/whoami"), 200);
   auto t0 = std::chrono::steady_clock::now();
   auto sleeper = std::async(std::launch::async, [&] {
     return a.post_json("/api/sleep", {{"ms", 1500}}, {}, milliseconds(10000));
   });
-  std::this_thread::sleep_for(milliseconds(200));
+  // The sleep is in flight (the node's own gauge) before the signal.
+  ASSERT_TRUE(eventually([&] { return metric(port(), auth, "troupe_http_inflight") >= 1; }, milliseconds(5000)));
   node().terminate();
-  std::this_thread::sleep_for(milliseconds(200));
+  // The node says it is stopping (its listener closes right after).
+  ASSERT_TRUE(eventually([&] { return node().stderr_log().find("SIGTERM: stopping") != std::string::npos; },
+                         milliseconds(5000)))
+      << node().stderr_tail();
 
   // A new connection is refused, or closed without being served.
   {
@@ -215,7 +221,8 @@ TEST_F(Lifecycle, SigtermOnAnIdleNodeExitsZeroQuickly) {
     auto code = node().wait_exit(milliseconds(10000));
     ASSERT_TRUE(code.has_value()) << "still running 10 s after SIGTERM";
     EXPECT_EQ(*code, 0);
-    EXPECT_LT(ms_since(t0), 5000) << "an idle node took long to stop";
+    // How quickly: bench/README.md "Timing goals taken out of the tests".
+    std::cerr << "[ info ] an idle node stopped " << ms_since(t0) << " ms after SIGTERM\n";
     EXPECT_TRUE(a.wait_closed(milliseconds(1000)));
   }
 }

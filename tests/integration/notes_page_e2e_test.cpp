@@ -48,10 +48,10 @@ TEST_F(NotesPageInChromium, ShowsALiveCounterOverItsChannelThroughFreezesAndWake
   auto freeze = [&] {
     auto frozen = api.post("/_troupe/users/" + user + "/freeze", "", {{"Authorization", "Bearer " + token}});
     ASSERT_STATUS(frozen, 200);
-    ASSERT_TRUE(eventually(10s, [&] {
+    ASSERT_TRUE(eventually([&] {
       auto c = api.get("/_troupe/census?prefix=" + user, {{"Authorization", "Bearer " + token}}).json();
       return !c["actors"].empty() && c["actors"][0]["state"] == "frozen";
-    })) << "the user was not frozen";
+    }, 10s)) << "the user was not frozen";
   };
   freeze();
   browser.click("[data-testid=\"incr\"]");

@@ -79,7 +79,7 @@ long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
 // Polls POST /api/counter/incr until it answers `status` (a connection cut by a
 // dying worker reconnects); its last answer is left in `r`.
 bool incr_until(http_client& c, response& r, int status = 200, milliseconds within = milliseconds(10000)) {
-  return eventually(within, [&] {
+  return eventually([&] {
     try {
       r = c.post("/api/counter/incr");
       return r.status == status;
@@ -87,7 +87,7 @@ bool incr_until(http_client& c, response& r, int status = 200, milliseconds with
       c.close();
       return false;
     }
-  });
+  }, within);
 }
 
 class ProcessWorkers : public node_test {
@@ -108,17 +108,17 @@ protected:
   // Waits until worker `name` runs in a process other than `old` (-1: any) and answers it.
   pid_t wait_for_worker(pid_t node, const std::string& name, pid_t old, milliseconds timeout = milliseconds(20000)) {
     pid_t found = -1;
-    eventually(timeout, [&] {
+    eventually([&] {
       found = worker_pid(node, name);
       return found > 0 && found != old;
-    });
+    }, timeout);
     return found != old ? found : -1;
   }
 };
 
 TEST_F(ProcessWorkers, AProcessWorkerServesItsUsersAndKeepsTheirState) {
   auto& n = start_process({"--set", "group.default.workers=2"});
-  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }))
+  ASSERT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 2; }, milliseconds(20000)))
     << "worker processes: " << worker_processes(n.pid()).size();
   http_client c(n.port());
   auto worker = login(c, "alice");
@@ -132,12 +132,12 @@ TEST_F(ProcessWorkers, AProcessWorkerServesItsUsersAndKeepsTheirState) {
   EXPECT_NE(pid, n.pid());
   EXPECT_EQ(parent_of(pid), n.pid());
   // The node counts the users living in its worker processes.
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+  EXPECT_TRUE(eventually([&] {
     return troupe::test::metric(n.port(), bearer(), "troupe_users", "state=\"active\"") >= 1;
-  }));
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+  }, milliseconds(10000)));
+  EXPECT_TRUE(eventually([&] {
     return troupe::test::metric(n.port(), bearer(), "troupe_workers", "group=\"default\",state=\"open\"") == 2;
-  }));
+  }, milliseconds(10000)));
   EXPECT_EQ(troupe::test::metric(n.port(), bearer(), "troupe_actors", "kind=\"worker\""), 2);
 }
 
@@ -145,7 +145,7 @@ TEST_F(ProcessWorkers, AProcessWorkerServesItsUsersAndKeepsTheirState) {
 // no error; the dead worker's user is served again, from his last durable state.
 TEST_F(ProcessWorkers, AKilledWorkerProcessIsReplacedAndOnlyItsUsersNoticeIt) {
   auto& n = start_process({"--set", "group.default.workers=2", "--set", "group.default.durability=reply"});
-  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  ASSERT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 2; }, milliseconds(20000)));
   // Two users on two different workers.
   http_client victim(n.port()), bystander(n.port());
   auto victim_worker = login(victim, "victim");
@@ -183,12 +183,12 @@ TEST_F(ProcessWorkers, AKilledWorkerProcessIsReplacedAndOnlyItsUsersNoticeIt) {
       }
     }
   });
-  ASSERT_TRUE(eventually(milliseconds(10000), [&] { return victim_acked > 5 && bystander_served > 5; }));
+  ASSERT_TRUE(eventually([&] { return victim_acked > 5 && bystander_served > 5; }, milliseconds(10000)));
   ASSERT_EQ(::kill(victim_pid, SIGKILL), 0);
   auto replacement = wait_for_worker(n.pid(), victim_worker, victim_pid);
   EXPECT_GT(replacement, 0) << "worker " << victim_worker << " was not started again";
   auto acked_at_kill = victim_acked.load();
-  EXPECT_TRUE(eventually(milliseconds(20000), [&] { return victim_acked > acked_at_kill + 3; }))
+  EXPECT_TRUE(eventually([&] { return victim_acked > acked_at_kill + 3; }, milliseconds(20000)))
     << "the victim was not served again";
   stop = true;
   bystander_load.join();
@@ -223,10 +223,10 @@ TEST_F(ProcessWorkers, AStuckWorkerProcessIsKilledAndReplaced) {
   spin.join();
   ASSERT_GT(replacement, 0) << "the stuck worker process was not replaced";
   EXPECT_TRUE(process_gone(pid));
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] {
+  EXPECT_TRUE(eventually([&] {
     auto r = c.get("/api/counter");
     return r.status == 200;
-  })) << "not served after the replacement";
+  }, milliseconds(10000))) << "not served after the replacement";
 }
 
 // A stopped process (SIGSTOP) keeps its connection open: only the heartbeat sees it.
@@ -240,15 +240,15 @@ TEST_F(ProcessWorkers, AFrozenWorkerProcessIsSeenByItsHeartbeatAndReplaced) {
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   auto replacement = wait_for_worker(n.pid(), worker, pid, milliseconds(15000));
   ASSERT_GT(replacement, 0) << "the stopped worker process was not replaced";
-  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return process_gone(pid); }));
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return c.get("/api/counter").status == 200; }));
+  EXPECT_TRUE(eventually([&] { return process_gone(pid); }, milliseconds(5000)));
+  EXPECT_TRUE(eventually([&] { return c.get("/api/counter").status == 200; }, milliseconds(10000)));
 }
 
 // An operator's drain of a process worker: its users freeze, the process
 // stops and is not started again; its users wake on another worker.
 TEST_F(ProcessWorkers, ADrainedWorkerProcessStopsAndIsNotReplaced) {
   auto& n = start_process({"--set", "group.default.workers=2"});
-  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  ASSERT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 2; }, milliseconds(20000)));
   http_client c(n.port());
   auto worker = login(c, "drained");
   ASSERT_EQ(incr(c), 1);
@@ -259,8 +259,8 @@ TEST_F(ProcessWorkers, ADrainedWorkerProcessStopsAndIsNotReplaced) {
   auto r = admin.post("/_troupe/workers/" + worker + "/drain", {}, bearer(), milliseconds(20000));
   ASSERT_EQ(r.status, 200) << r.describe();
   EXPECT_EQ(r.json().value("frozen", -1), 1) << r.describe();
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return process_gone(pid); }));
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return worker_processes(n.pid()).size() == 1; }));
+  EXPECT_TRUE(eventually([&] { return process_gone(pid); }, milliseconds(10000)));
+  EXPECT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 1; }, milliseconds(10000)));
   EXPECT_EQ(worker_pid(n.pid(), worker), -1) << "a drained worker was started again";
   EXPECT_EQ(troupe::test::metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 0);
   EXPECT_EQ(count_of(c.get("/api/counter")), 2);
@@ -321,23 +321,23 @@ TEST_F(ProcessWorkers, APermanentFailureExitCodeParksTheSlot) {
   }
   auto second = wait_for_worker(n.pid(), worker, pid);
   ASSERT_GT(second, 0) << "exit code 3 did not restart the worker";
-  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
+  ASSERT_TRUE(eventually([&] {
     try {
       return c.get("/api/counter").status == 200;
     } catch (const std::exception&) {
       c.close();
       return false;
     }
-  }));
+  }, milliseconds(10000)));
   // The permanent one: parked.
   try {
     c.post_json("/api/exit", {{"code", 42}}, {}, milliseconds(10000));
   } catch (const std::exception&) {
     c.close();
   }
-  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
+  ASSERT_TRUE(eventually([&] {
     return troupe::test::metric(n.port(), bearer(), "troupe_workers", "group=\"default\",state=\"parked\"") == 1;
-  }));
+  }, milliseconds(10000)));
   EXPECT_TRUE(process_gone(second));
   EXPECT_EQ(worker_pid(n.pid(), worker), -1) << "a parked slot was started again";
   response r;
@@ -364,7 +364,7 @@ TEST_F(ProcessWorkers, SigtermFreezesTheUsersOfWorkerProcessesAndLeavesNoProcess
   std::vector<pid_t> children;
   {
     node_process n(args, o);
-    ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+    ASSERT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 2; }, milliseconds(20000)));
     children = worker_processes(n.pid());
     http_client a(n.port()), b(n.port());
     login(a, "ann");
@@ -377,7 +377,7 @@ TEST_F(ProcessWorkers, SigtermFreezesTheUsersOfWorkerProcessesAndLeavesNoProcess
     ASSERT_TRUE(code.has_value()) << "the node did not stop";
     EXPECT_EQ(*code, 0) << n.stderr_tail();
     for (auto pid : children)
-      EXPECT_TRUE(eventually(milliseconds(5000), [&] { return process_gone(pid); }))
+      EXPECT_TRUE(eventually([&] { return process_gone(pid); }, milliseconds(5000)))
         << "worker process " << pid << " survived its node";
   }
   node_process again(args, o);
@@ -399,7 +399,7 @@ std::string proc_file(pid_t pid, const std::string& what) {
 // says so on stderr, and the node logs it with the peer's address and counts it.
 TEST_F(ProcessWorkers, AProcessThatCannotShowItsTokenIsRefusedAndTheNodeSaysSo) {
   auto& n = start_process();
-  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 1; }));
+  ASSERT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 1; }, milliseconds(20000)));
   auto child = worker_processes(n.pid()).front();
   auto cmd = cmdline_of(child);
   auto at = cmd.find("--parent ");
@@ -417,9 +417,9 @@ TEST_F(ProcessWorkers, AProcessThatCannotShowItsTokenIsRefusedAndTheNodeSaysSo) 
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("refused this worker"), std::string::npos) << out;
   }
-  EXPECT_TRUE(eventually(milliseconds(5000), [&] {
+  EXPECT_TRUE(eventually([&] {
     return troupe::test::metric(n.port(), bearer(), "troupe_worker_gate_refusals_total") >= 2;
-  }));
+  }, milliseconds(5000)));
   EXPECT_NE(n.stderr_log().find("worker gate: refused a connection from 127.0.0.1:"), std::string::npos)
     << n.stderr_tail();
   EXPECT_EQ(worker_processes(n.pid()).size(), 1u);
@@ -442,7 +442,7 @@ TEST_F(ProcessWorkers, NoSecretIsOnAWorkerProcessCommandLineOrInItsEnvironment) 
   ::setenv("TROUPE_NODE_COOKIE_SECRET", cookie.c_str(), 1);
   node_process n({"--config", recipe, "--admin-token", admin});
   ::unsetenv("TROUPE_NODE_COOKIE_SECRET");
-  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  ASSERT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 2; }, milliseconds(20000)));
   for (auto pid : worker_processes(n.pid())) {
     auto cmdline = proc_file(pid, "cmdline"), environ = proc_file(pid, "environ");
     for (auto& secret : {admin, cookie, password}) {
@@ -466,11 +466,11 @@ TEST_F(ProcessWorkers, NoSecretIsOnAWorkerProcessCommandLineOrInItsEnvironment) 
 // kill -9 of the node itself: its worker processes do not survive it.
 TEST_F(ProcessWorkers, NoWorkerProcessSurvivesAKilledNode) {
   auto& n = start_process({"--set", "group.default.workers=2"});
-  ASSERT_TRUE(eventually(milliseconds(20000), [&] { return worker_processes(n.pid()).size() == 2; }));
+  ASSERT_TRUE(eventually([&] { return worker_processes(n.pid()).size() == 2; }, milliseconds(20000)));
   auto children = worker_processes(n.pid());
   n.kill9();
   for (auto pid : children)
-    EXPECT_TRUE(eventually(milliseconds(5000), [&] { return process_gone(pid); }))
+    EXPECT_TRUE(eventually([&] { return process_gone(pid); }, milliseconds(5000)))
       << "worker process " << pid << " survived its killed node";
 }
 
@@ -509,9 +509,9 @@ TEST_F(ProcessWorkers, ACrashStormDegradesTheGroupUntilItsRecovery) {
   EXPECT_EQ(metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 2);
   // The third: degraded.
   abort_it();
-  ASSERT_TRUE(eventually(milliseconds(15000), [&] {
+  ASSERT_TRUE(eventually([&] {
     return metric(n.port(), bearer(), "troupe_group_degraded", "group=\"default\"") == 1;
-  }));
+  }, milliseconds(15000)));
   response refused;
   ASSERT_TRUE(incr_until(c, refused, 503)) << refused.describe();
   EXPECT_NE(refused.body.find("degraded"), std::string::npos) << refused.describe();
@@ -527,7 +527,7 @@ TEST_F(ProcessWorkers, ACrashStormDegradesTheGroupUntilItsRecovery) {
   ASSERT_TRUE(served_again(r)) << r.describe();
   EXPECT_EQ(count_of(r), 4);
   EXPECT_EQ(metric(n.port(), bearer(), "troupe_group_degraded", "group=\"default\""), 0);
-  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return h.get("/_troupe/health").status == 200; }));
+  EXPECT_TRUE(eventually([&] { return h.get("/_troupe/health").status == 200; }, milliseconds(5000)));
 }
 
 // Memory admission with worker processes: each process is judged against its
@@ -561,10 +561,10 @@ TEST_F(ProcessWorkers, MemoryAdmissionClosesAWorkerProcessAndTheGroupOpensAnothe
   ASSERT_GT(pid, 0);
   ASSERT_EQ(fat.post_json("/api/grow", {{"mb", 200}}).status, 200);
   http_client probe(n.port());
-  ASSERT_TRUE(eventually(milliseconds(20000), [&] {
+  ASSERT_TRUE(eventually([&] {
     auto r = probe.get("/_troupe/actors/worker:default-w1", bearer());
     return r.status == 200 && r.json().value("admits", true) == false;
-  })) << probe.get("/_troupe/actors/worker:default-w1", bearer()).describe();
+  }, milliseconds(20000))) << probe.get("/_troupe/actors/worker:default-w1", bearer()).describe();
   EXPECT_EQ(probe.get("/_troupe/actors/worker:default-w1", bearer()).json().value("reason", ""), "memory");
   http_client newcomer(n.port());
   auto who = newcomer.get("/api/whoami");

@@ -126,7 +126,7 @@ TEST_F(Reliability, RequestsPastTheirDeadlineAreNeverRun) {
     s.set_cookie(cookie);
     return s.post_json("/api/sleep", {{"ms", 2500}}, {}, milliseconds(10000)).status;
   });
-  ASSERT_TRUE(eventually(milliseconds(3000), [&] { return metric(port(), "troupe_http_inflight") >= 1; }));
+  ASSERT_TRUE(eventually([&] { return metric(port(), "troupe_http_inflight") >= 1; }, milliseconds(3000)));
   std::vector<std::future<int>> queued;
   for (int i = 0; i < 4; ++i)
     queued.push_back(std::async(std::launch::async, [&] {
@@ -138,7 +138,7 @@ TEST_F(Reliability, RequestsPastTheirDeadlineAreNeverRun) {
     EXPECT_EQ(f.get(), 504);
   EXPECT_EQ(sleeper.get(), 504);
   // The sleep ends; what was answered 504 must not run afterwards.
-  ASSERT_TRUE(eventually(milliseconds(5000), [&] { return metric(port(), "troupe_requests_expired_total") >= 4; }));
+  ASSERT_TRUE(eventually([&] { return metric(port(), "troupe_requests_expired_total") >= 4; }, milliseconds(5000)));
   EXPECT_EQ(counter(c), 0);
 }
 
@@ -175,7 +175,7 @@ TEST_F(Reliability, GuestsWithNoStateAreShortLivedAndNeverWritten) {
   }
   http_client keeper(port());
   ASSERT_EQ(incr(keeper), 1);  // a guest with a state stays
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return metric(port(), "troupe_actors", "kind=\"user\"") <= 1; }))
+  EXPECT_TRUE(eventually([&] { return metric(port(), "troupe_actors", "kind=\"user\"") <= 1; }, milliseconds(10000)))
       << "live users: " << metric(port(), "troupe_actors", "kind=\"user\"");
   EXPECT_GE(metric(port(), "troupe_guests_retired_total"), visitors);
   EXPECT_EQ(metric(port(), "troupe_deposit_writes_total"), 0.0);
@@ -247,7 +247,7 @@ TEST_F(Reliability, AStateThatDoesNotLoadIsQuarantinedAndTheUserRefused) {
   auto r = c.get("/api/counter");
   EXPECT_TRUE(is_json_error(r, 503)) << r.describe();
   EXPECT_TRUE(is_json_error(c.post("/api/counter/incr"), 503));
-  EXPECT_TRUE(eventually(milliseconds(3000), [&] { return files_under(fs::path(dep) / "quarantine") == 1; }))
+  EXPECT_TRUE(eventually([&] { return files_under(fs::path(dep) / "quarantine") == 1; }, milliseconds(3000)))
       << "his parcel is in quarantine, not deleted";
   EXPECT_EQ(metric(port(), "troupe_users_refused_total"), 1.0);
   EXPECT_NE(node().stderr_log().find("mallory"), std::string::npos) << "the log names the user";

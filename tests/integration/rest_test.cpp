@@ -55,7 +55,7 @@ TEST_F(Rest, AnIdleUserRestsAndComesBackAsHeWasWithoutTheDeposit) {
   ASSERT_STATUS(ann.post_json("/api/notes", {{"text", "kept in memory"}}), 200);
   const auto cid = ann.cookie().value_or("");
 
-  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1 && live_users() == 0; }))
+  ASSERT_TRUE(eventually([&] { return resting() == 1 && live_users() == 0; }, 10s))
     << "resting " << resting() << ", live " << live_users();
   auto shown = actor("user:ann");
   EXPECT_EQ(shown.value("state", ""), "resting") << shown.dump();
@@ -78,7 +78,7 @@ TEST_F(Rest, AnIdleUserRestsAndComesBackAsHeWasWithoutTheDeposit) {
   EXPECT_EQ(shown["store"]["count"], 3) << shown.dump();
   EXPECT_EQ(shown.value("pages", 0), 1) << "his page record came back too: " << shown.dump();
   // Idle again, he rests again.
-  EXPECT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  EXPECT_TRUE(eventually([&] { return resting() == 1; }, 10s));
 }
 
 TEST_F(Rest, ARestingUserFreezesWhenHisIdleTimeIsUp) {
@@ -87,10 +87,10 @@ TEST_F(Rest, ARestingUserFreezesWhenHisIdleTimeIsUp) {
   http_client bob(port());
   login(bob, "bob");
   ASSERT_EQ(count_of(bob.post("/api/counter/incr")), 1);
-  ASSERT_TRUE(eventually(10s, [&] { return metric("troupe_user_rests_total") >= 1; }));
-  ASSERT_TRUE(eventually(15s, [&] { return metric("troupe_user_freezes_total") == 1 && resting() == 0; }))
+  ASSERT_TRUE(eventually([&] { return metric("troupe_user_rests_total") >= 1; }, 10s));
+  ASSERT_TRUE(eventually([&] { return metric("troupe_user_freezes_total") == 1 && resting() == 0; }, 15s))
     << "freezes " << metric("troupe_user_freezes_total") << ", resting " << resting();
-  ASSERT_TRUE(eventually(5s, [&] { return actor("user:bob").value("state", "") == "frozen"; }))
+  ASSERT_TRUE(eventually([&] { return actor("user:bob").value("state", "") == "frozen"; }, 5s))
     << actor("user:bob").dump();
   EXPECT_EQ(count_of(bob.get("/api/counter")), 1);
   EXPECT_EQ(metric("troupe_user_wakes_total"), 1) << "woken from the parcel his freeze wrote";
@@ -102,7 +102,7 @@ TEST_F(Rest, AMessageStartsARestingRecipient) {
   login(alice, "alice");
   login(bob, "bob");
   ASSERT_EQ(count_of(bob.post("/api/counter/incr")), 1);
-  ASSERT_TRUE(eventually(10s, [&] { return resting() == 2; })) << "resting " << resting();
+  ASSERT_TRUE(eventually([&] { return resting() == 2; }, 10s)) << "resting " << resting();
 
   auto r = alice.post_json("/api/tell", {{"user", "bob"}, {"text", "are you there"}});
   ASSERT_STATUS(r, 200);
@@ -129,7 +129,7 @@ TEST_F(Rest, AUserWithAnOpenChannelKeepsHisActor) {
   // A user who came after carol's last call rests: carol is past her rest time too, and live.
   http_client late(port());
   login(late, "late");
-  ASSERT_TRUE(eventually(10s, [&] { return actor("user:late").value("state", "") == "resting"; }))
+  ASSERT_TRUE(eventually([&] { return actor("user:late").value("state", "") == "resting"; }, 10s))
     << actor("user:late").dump();
   EXPECT_EQ(actor("user:carol").value("state", ""), "active") << actor("user:carol").dump();
   EXPECT_EQ(resting(), 1);
@@ -146,11 +146,11 @@ TEST_F(Rest, AnOperatorDropsARestingUser) {
   http_client dan(port());
   login(dan, "dan");
   ASSERT_EQ(count_of(dan.post("/api/counter/incr")), 1);
-  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  ASSERT_TRUE(eventually([&] { return resting() == 1; }, 10s));
   http_client admin(port());
   ASSERT_STATUS(admin.post("/_troupe/users/dan/drop", "", auth), 200);
   EXPECT_EQ(resting(), 0);
-  EXPECT_TRUE(eventually(5s, [&] { return actor("user:dan").value("status", 0) == 404; })) << actor("user:dan").dump();
+  EXPECT_TRUE(eventually([&] { return actor("user:dan").value("status", 0) == 404; }, 5s)) << actor("user:dan").dump();
 }
 
 TEST_F(Rest, TheSoftQuitWritesRestingUsers) {
@@ -161,7 +161,7 @@ TEST_F(Rest, TheSoftQuitWritesRestingUsers) {
     ASSERT_EQ(count_of(erin.post("/api/counter/incr")), 1);
     ASSERT_EQ(count_of(erin.post("/api/counter/incr")), 2);
   }
-  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  ASSERT_TRUE(eventually([&] { return resting() == 1; }, 10s));
   node().terminate();
   auto code = node().wait_exit(15s);
   ASSERT_TRUE(code) << "the soft quit did not end";
@@ -187,14 +187,14 @@ TEST_F(Rest, ARestingUsersFreezeOnAFullDepositLosesNothing) {
   ASSERT_EQ(count_of(fay.post("/api/counter/incr")), 1);
   deposit.fill();
   ASSERT_LT(std::filesystem::space(deposit.path).available, 64u * 1024) << "the tmpfs is not full";
-  ASSERT_TRUE(eventually(10s, [&] { return metric("troupe_user_rests_total") >= 1; }));
-  ASSERT_TRUE(eventually(15s, [&] { return node().stderr_log().find("freeze aborted") != std::string::npos; }))
+  ASSERT_TRUE(eventually([&] { return metric("troupe_user_rests_total") >= 1; }, 10s));
+  ASSERT_TRUE(eventually([&] { return node().stderr_log().find("freeze aborted") != std::string::npos; }, 15s))
     << node().stderr_tail();
   EXPECT_EQ(metric("troupe_user_freezes_total"), 0);
   EXPECT_EQ(count_of(fay.get("/api/counter")), 1) << "his state stayed in memory";
 
   std::filesystem::remove(deposit.path + "/filler");
-  ASSERT_TRUE(eventually(20s, [&] { return metric("troupe_user_freezes_total") == 1; })) << node().stderr_tail();
+  ASSERT_TRUE(eventually([&] { return metric("troupe_user_freezes_total") == 1; }, 20s)) << node().stderr_tail();
   node().kill9();
   start_here(args, deposit.path);
   http_client again(port());
@@ -213,14 +213,14 @@ TEST_F(Rest, ACorruptParcelUnderARestingUserIsNeverServedAndHisFreezeReplacesIt)
   http_client admin(port());
   ASSERT_STATUS(admin.post("/_troupe/users/gus/freeze", "", auth), 200);  // a parcel of his on disk (count 1)
   ASSERT_EQ(count_of(gus.post("/api/counter/incr")), 2);                  // woken, changed in memory only
-  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  ASSERT_TRUE(eventually([&] { return resting() == 1; }, 10s));
   auto file = troupe::store::filesystem_parcel_path(deposit_.path, troupe::store::parcel_kind::user, "gus");
   ASSERT_TRUE(std::filesystem::is_regular_file(file));
   std::ofstream(file, std::ios::binary | std::ios::trunc) << "not a parcel";
 
   EXPECT_EQ(count_of(gus.get("/api/counter")), 2) << "he came back from memory";
   EXPECT_EQ(metric("troupe_deposit_quarantined_total"), 0) << "his parcel was not read";
-  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  ASSERT_TRUE(eventually([&] { return resting() == 1; }, 10s));
   node().terminate();
   auto code = node().wait_exit(15s);
   ASSERT_TRUE(code) << "the soft quit did not end";
@@ -241,7 +241,7 @@ TEST_F(Rest, ADepositRemovedWhileHeRestsIsHealedByHisFreeze) {
     for (int i = 1; i <= 3; ++i)
       ASSERT_EQ(count_of(hal.post("/api/counter/incr")), i);
   }
-  ASSERT_TRUE(eventually(10s, [&] { return resting() == 1; }));
+  ASSERT_TRUE(eventually([&] { return resting() == 1; }, 10s));
   std::filesystem::remove_all(deposit_.path);
   node().terminate();
   auto code = node().wait_exit(15s);

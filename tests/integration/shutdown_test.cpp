@@ -166,11 +166,8 @@ TEST_F(Shutdown, RequestsStillInFlightAfterTheGraceAreAnswered503AndTheExitIsBou
   });
   // It is in flight once the node counts it.
   headers_t auth{{"Authorization", "Bearer " + token}};
-  auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
-  while (metric(port(), auth, "troupe_http_inflight") < 1) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the sleep never got in flight";
-    std::this_thread::sleep_for(milliseconds(20));
-  }
+  ASSERT_TRUE(eventually([&] { return metric(port(), auth, "troupe_http_inflight") >= 1; }, milliseconds(10000)))
+      << "the sleep never got in flight";
   auto t0 = std::chrono::steady_clock::now();
   node().terminate();
 
@@ -180,10 +177,12 @@ TEST_F(Shutdown, RequestsStillInFlightAfterTheGraceAreAnswered503AndTheExitIsBou
   EXPECT_TRUE(r.has("Retry-After")) << r.describe();
   EXPECT_FALSE(r.keep_alive) << "the 503 of a stopping node should close its connection: " << r.describe();
 
+  // Bounded by grace 1 s + budget 5 s (+ stopping), not by the sleep's 40 s: it exits
+  // before the sleep could have ended (how close to 6 s: bench/README.md).
   auto code = node().wait_exit(milliseconds(30000));
-  ASSERT_TRUE(code.has_value()) << "still running 30 s after SIGTERM";
-  // grace 1 s + budget 5 s (+ stopping): far below the sleep's 40 s.
-  EXPECT_LT(ms_since(t0), 20000) << "the shutdown is not bounded by grace + freeze budget";
+  ASSERT_TRUE(code.has_value()) << "still running 30 s after SIGTERM: the shutdown is not bounded by grace + "
+                                   "freeze budget";
+  std::cerr << "[ info ] the node exited " << ms_since(t0) << " ms after SIGTERM\n";
   // The sleeper either froze (0) or is named as not saved (1); never a silent success for a loss.
   auto log = node().stderr_log();
   if (*code != 0) {
@@ -196,14 +195,12 @@ TEST_F(Shutdown, RequestsStillInFlightAfterTheGraceAreAnswered503AndTheExitIsBou
 // Polls /_troupe/health until `want` says yes or 15 s pass; the last answer.
 response health_until(uint16_t port, const std::function<bool(const response&)>& want) {
   http_client c(port);
-  auto deadline = std::chrono::steady_clock::now() + milliseconds(15000);
   response r;
-  while (true) {
+  eventually([&] {
     r = c.get("/_troupe/health");
-    if (want(r) || std::chrono::steady_clock::now() > deadline)
-      return r;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+    return want(r);
+  }, milliseconds(15000), milliseconds(50));
+  return r;
 }
 
 TEST_F(Shutdown, HealthIsDegradedAnd503WhileTheDepositCannotBeWritten) {

@@ -34,10 +34,10 @@ TEST_F(Supervision, AUserCrashingMaxUserRestartsTimesIsQuarantinedAloneThenServe
   ASSERT_STATUS(alice.post("/api/crash"), 502);  // the third within 3 s: quarantined
 
   response refused;
-  ASSERT_TRUE(eventually(milliseconds(5000), [&] {  // his actor's down may still be on its way
+  ASSERT_TRUE(eventually([&] {  // his actor's down may still be on its way
     refused = alice.get("/api/counter");
     return refused.status == 503;
-  })) << refused.describe();
+  }, milliseconds(5000))) << refused.describe();
   EXPECT_NE(refused.body.find("alice"), std::string::npos) << refused.describe();
   EXPECT_NE(refused.body.find("quarantined"), std::string::npos) << refused.describe();
   ASSERT_TRUE(refused.has("Retry-After")) << refused.describe();
@@ -50,10 +50,10 @@ TEST_F(Supervision, AUserCrashingMaxUserRestartsTimesIsQuarantinedAloneThenServe
 
   // After the window he is served again, with his last good state.
   response back;
-  ASSERT_TRUE(eventually(milliseconds(10000), [&] {
+  ASSERT_TRUE(eventually([&] {
     back = alice.get("/api/counter");
     return back.status != 503;
-  })) << back.describe();
+  }, milliseconds(10000))) << back.describe();
   ASSERT_STATUS(back, 200);
   EXPECT_EQ(count_of(back), 2);
   EXPECT_EQ(count_of(alice.post("/api/counter/incr")), 3);

@@ -84,7 +84,7 @@ TEST_F(Tell, AFrozenRecipientIsWokenForTheMessageAndKeepsHisState) {
   ASSERT_EQ(count_of(bob.post("/api/counter/incr")), 1);
   http_client admin(port());
   ASSERT_STATUS(admin.post("/_troupe/users/bob/freeze", "", auth), 200);
-  ASSERT_TRUE(eventually(10s, [&] { return actor("user:bob").value("state", "") == "frozen"; }))
+  ASSERT_TRUE(eventually([&] { return actor("user:bob").value("state", "") == "frozen"; }, 10s))
     << actor("user:bob").dump();
   const auto wakes = metric(port(), "troupe_user_wakes_total");
 
@@ -209,7 +209,10 @@ TEST_F(Tell, TwoUsersTellingEachOtherAtOnceAreBothServed) {
   a.join();
   EXPECT_EQ(statuses_a, std::vector<int>(rounds, 200));
   EXPECT_EQ(statuses_b, std::vector<int>(rounds, 200));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s) << "nobody waited for a timeout";
+  // How fast (nobody waits for a timeout): bench/README.md "Timing goals taken out of the tests".
+  std::cerr << "[ info ] " << 2 * rounds << " crossed tells in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " ms\n";
   EXPECT_EQ(inbox(bob).size(), static_cast<std::size_t>(rounds));
   EXPECT_EQ(inbox(alice).size(), static_cast<std::size_t>(rounds));
 }
@@ -276,7 +279,7 @@ TEST_F(Tell, AFrozenRecipientWithACorruptParcelRefusesTheMessageAndKeepsTheParce
   ASSERT_EQ(count_of(bob.post("/api/counter/incr")), 1);
   http_client admin(port());
   ASSERT_STATUS(admin.post("/_troupe/users/bob/freeze", "", auth), 200);
-  ASSERT_TRUE(eventually(10s, [&] { return actor("user:bob").value("state", "") == "frozen"; }))
+  ASSERT_TRUE(eventually([&] { return actor("user:bob").value("state", "") == "frozen"; }, 10s))
     << actor("user:bob").dump();
   auto parcel = troupe::store::filesystem_parcel_path(deposit_.path, troupe::store::parcel_kind::user, "bob");
   ASSERT_TRUE(std::filesystem::is_regular_file(parcel)) << parcel;

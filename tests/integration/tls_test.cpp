@@ -95,7 +95,7 @@ TEST_F(Tls, PlainHttpToTheTlsPortFailsCleanly) {
     http_client plain(port());
     EXPECT_THROW(plain.get("/api/whoami", {}, milliseconds(5000)), transport_error);
   }
-  EXPECT_TRUE(eventually(milliseconds(5000), [&] { return tls_metric("troupe_tls_handshake_failures_total") >= 1; }));
+  EXPECT_TRUE(eventually([&] { return tls_metric("troupe_tls_handshake_failures_total") >= 1; }, milliseconds(5000)));
   https_client c(port(), trust());  // the node serves on
   ASSERT_STATUS(c.get("/api/whoami"), 200);
 }
@@ -161,7 +161,7 @@ TEST_F(Tls, ReloadByPostAndBySighupKeepsOpenConnections) {
 
   put("three");
   node().send_signal(SIGHUP);
-  EXPECT_TRUE(eventually(milliseconds(10000), [&] { return served_serial() == "3003"; }));
+  EXPECT_TRUE(eventually([&] { return served_serial() == "3003"; }, milliseconds(10000)));
   ASSERT_STATUS(open.get("/api/whoami"), 200);
   EXPECT_TRUE(open.connected());
   EXPECT_EQ(tls_metric("troupe_tls_reloads_total", "result=\"ok\""), 2);
@@ -193,12 +193,10 @@ TEST_F(Tls, ABadPairIsRefusedAndTheOldOneKept) {
   refused("cannot read");
   // SIGHUP with the bad pair: refused and counted too (and logged).
   node().send_signal(SIGHUP);
-  EXPECT_TRUE(eventually(milliseconds(10000),
-                         [&] { return tls_metric("troupe_tls_reloads_total", "result=\"refused\"") == 5; }));
+  EXPECT_TRUE(eventually([&] { return tls_metric("troupe_tls_reloads_total", "result=\"refused\"") == 5; }, milliseconds(10000)));
   EXPECT_EQ(tls_metric("troupe_tls_reloads_total", "result=\"ok\""), 0);
   EXPECT_EQ(served_serial(), "1001");
-  EXPECT_TRUE(eventually(milliseconds(5000),
-                         [&] { return node().stderr_log().find("TLS reload refused") != std::string::npos; }));
+  EXPECT_TRUE(eventually([&] { return node().stderr_log().find("TLS reload refused") != std::string::npos; }, milliseconds(5000)));
   // A good pair afterwards is taken.
   put("two");
   ASSERT_STATUS(admin.post("/_troupe/tls/reload", {}, bearer()), 200);
@@ -228,10 +226,9 @@ TEST_F(Tls, ASilentClientIsCutAtTheHandshakeDeadline) {
   http_client silent(port());
   silent.connect();
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(silent.wait_closed(milliseconds(8000)));
+  EXPECT_TRUE(silent.wait_closed(milliseconds(8000)));  // cut, not left open (how soon after 1 s: bench/README.md)
   auto waited = ms_since(t0);
-  EXPECT_GE(waited, 800);
-  EXPECT_LT(waited, 8000);
+  EXPECT_GE(waited, 800);  // not before its deadline
   EXPECT_GE(tls_metric("troupe_tls_handshake_failures_total"), 1);
 }
 

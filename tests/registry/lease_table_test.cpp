@@ -64,6 +64,24 @@ TEST_F(fixture, a_lease_is_exclusive_and_waiters_are_granted_in_fifo_order) {
   EXPECT_EQ(next[0].granted->value, "2");
 }
 
+TEST_F(fixture, the_waiters_are_listed_in_the_order_they_will_be_granted) {
+  auto listed = [&](const std::string& key) {
+    std::vector<std::pair<std::string, clock_t_::duration>> out;
+    t.for_each_waiter(key, [&](const std::string& holder, clock_t_::duration ttl) { out.emplace_back(holder, ttl); });
+    return out;
+  };
+  EXPECT_TRUE(listed("n").empty());  // no such key
+  auto g1 = ask("n", "a", 1);
+  ASSERT_TRUE(g1);
+  EXPECT_TRUE(listed("n").empty());  // the holder is not a waiter
+  EXPECT_FALSE(ask("n", "b", 2, 7s));
+  EXPECT_FALSE(ask("n", "c", 3, 9s));
+  using listing = std::vector<std::pair<std::string, clock_t_::duration>>;
+  EXPECT_EQ(listed("n"), (listing{{"b", 7s}, {"c", 9s}}));
+  EXPECT_EQ(t.commit("n", g1->token, std::string("2"), now, next), lease_refusal::none);
+  EXPECT_EQ(listed("n"), (listing{{"c", 9s}}));  // b holds it now
+}
+
 TEST_F(fixture, a_stale_token_is_refused) {
   auto g = ask("k", "a", 1, 1s);
   ASSERT_TRUE(g);

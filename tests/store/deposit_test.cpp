@@ -1,5 +1,6 @@
 #include "store/deposit.hpp"
 #include "store/postgres_deposit.hpp"
+#include "../support/eventually.hpp"
 
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
@@ -32,6 +33,7 @@
 #include <thread>
 
 using namespace troupe::store;
+using troupe::test::eventually;
 namespace fs = std::filesystem;
 
 namespace {
@@ -1813,18 +1815,6 @@ INSTANTIATE_TEST_SUITE_P(backends, any_fencing, ::testing::Values(backend::files
 namespace {
 
 class pg_deposit : public any_deposit {};
-
-/// Polls `cond` until true or 10 s pass.
-template <class F>
-bool eventually(F cond) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond())
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
 
 /// Ends the deposit's server session from outside (as a server restart or a failover would).
 void terminate_backend(pg_admin& admin, int pid) {

@@ -1,4 +1,5 @@
 #include "cdp_client.hpp"
+#include "eventually.hpp"
 #include "pipe_reader.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -391,15 +392,10 @@ struct chromium::impl {
   }
 
   bool wait_exit(milliseconds timeout) {
-    auto deadline = clock_type::now() + timeout;
-    for (;;) {
+    return eventually([&] {
       reap_nonblocking();
-      if (reaped)
-        return true;
-      if (clock_type::now() >= deadline)
-        return false;
-      std::this_thread::sleep_for(milliseconds(5));
-    }
+      return reaped;
+    }, timeout, milliseconds(5));
   }
 
   void kill_group() {
@@ -449,9 +445,7 @@ struct chromium::impl {
       // Renderers, zygotes and utilities live in the group: none may outlive us.
       if (group_alive(pid)) {
         ::kill(-pid, SIGKILL);
-        auto deadline = clock_type::now() + milliseconds(3000);
-        while (group_alive(pid) && clock_type::now() < deadline)
-          std::this_thread::sleep_for(milliseconds(10));
+        eventually([&] { return !group_alive(pid); }, milliseconds(3000));
       }
     }
     if (ws) {
@@ -469,10 +463,11 @@ struct chromium::impl {
     if (!dir.empty() && !std::getenv("TROUPE_TEST_KEEP_DIRS")) {
       std::error_code ec;
       fs::remove_all(dir, ec);
-      if (ec) {  // a file still being written by a dying process: once more
-        std::this_thread::sleep_for(milliseconds(50));
-        fs::remove_all(dir, ec);
-      }
+      if (ec)  // a file still being written by a dying process: again, until it is gone
+        eventually([&] {
+          fs::remove_all(dir, ec);
+          return !ec;
+        }, milliseconds(1000), milliseconds(50));
     }
     pid = -1;
   }

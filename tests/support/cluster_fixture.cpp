@@ -1,4 +1,5 @@
 #include "cluster_fixture.hpp"
+#include "eventually.hpp"
 
 #include <signal.h>
 
@@ -53,19 +54,16 @@ std::size_t cluster_fixture::add(const std::vector<std::string>& args, std::opti
   // ready line was read; polled all the same (stderr is a file).
   const std::regex line("cluster: member " + name + " of \\S+ at (\\S+:[0-9]+)");
   std::string address;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  for (;;) {
-    std::smatch m;
-    auto log = member->stderr_log();
-    if (std::regex_search(log, m, line)) {
-      address = m[1];
-      break;
-    }
-    if (std::chrono::steady_clock::now() >= deadline)
-      throw std::runtime_error("cluster_fixture: member " + name + " logged no cluster address\n" +
-                               member->diagnostics());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  if (!eventually([&] {
+        std::smatch m;
+        auto log = member->stderr_log();
+        if (!std::regex_search(log, m, line))
+          return false;
+        address = m[1];
+        return true;
+      }, std::chrono::seconds(5), std::chrono::milliseconds(20)))
+    throw std::runtime_error("cluster_fixture: member " + name + " logged no cluster address\n" +
+                             member->diagnostics());
   members_.push_back(std::move(member));
   addresses_.push_back(address);
   return index;

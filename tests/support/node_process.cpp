@@ -1,4 +1,5 @@
 #include "node_process.hpp"
+#include "eventually.hpp"
 #include "pipe_reader.hpp"
 
 #include <fcntl.h>
@@ -314,15 +315,12 @@ void node_process::kill9() {
 }
 
 std::optional<int> node_process::wait_exit(std::chrono::milliseconds timeout) {
-  auto deadline = clock_type::now() + timeout;
-  for (;;) {
-    reap_nonblocking();
-    if (exited_)
-      return exit_code_;
-    if (clock_type::now() >= deadline)
-      return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  if (eventually([&] {
+        reap_nonblocking();
+        return exited_;
+      }, timeout, std::chrono::milliseconds(5)))
+    return exit_code_;
+  return std::nullopt;
 }
 
 std::string node_process::stderr_log() const { return read_file(stderr_path_); }
@@ -413,23 +411,19 @@ run_result run_binary(const std::vector<std::string>& args, std::chrono::millise
   close(e[0]);
   // Both pipes are closed: the process is exiting (or was killed); reap it, bounded.
   int status = 0;
-  auto reap_deadline = clock_type::now() + std::chrono::seconds(5);
-  for (;;) {
+  bool reaped = eventually([&] {
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) {
       res.exit_code = decode_status(status);
-      break;
+      return true;
     }
-    if (r < 0 && errno != EINTR)
-      break;
-    if (clock_type::now() >= reap_deadline) {
-      res.timed_out = true;
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      res.exit_code = decode_status(status);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return r < 0 && errno != EINTR;  // nothing to reap
+  }, std::chrono::seconds(5), std::chrono::milliseconds(5));
+  if (!reaped) {
+    res.timed_out = true;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    res.exit_code = decode_status(status);
   }
   return res;
 }

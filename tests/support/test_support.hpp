@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "http_client.hpp"
+#include "eventually.hpp"
 #include "node_process.hpp"
 #include "prometheus.hpp"
 
@@ -98,18 +99,6 @@ protected:
   static inline std::unique_ptr<node_process> node_;
   static inline std::string start_error_;
 };
-
-// Polls `pred` every 50 ms until it holds or `timeout` has passed.
-inline bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& pred) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred())
-      return true;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
 
 // A directory for nodes started one after the other on the same deposit
 // (restart scenarios); removed at the end unless TROUPE_TEST_KEEP_DIRS is set.

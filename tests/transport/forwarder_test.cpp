@@ -4,6 +4,7 @@
 // declared down, or whose target exits) are failed through the down path, never
 // by waiting out their timeout (the timeouts here are far beyond the polls' deadlines).
 #include "transport/forwarder.hpp"
+#include "../support/eventually.hpp"
 
 #include "actors/messages.hpp"
 
@@ -24,6 +25,7 @@
 
 using namespace troupe;
 using namespace std::chrono_literals;
+using troupe::test::eventually;
 
 namespace {
 
@@ -302,9 +304,7 @@ protected:
 
   // Polls (with a deadline) until the serving side holds `n` requests.
   bool wait_held(int n) {
-    for (int i = 0; i < 2000 && held->load() < n; ++i)
-      std::this_thread::sleep_for(5ms);
-    return held->load() >= n;
+    return eventually([&] { return held->load() >= n; }, 10s);
   }
 
   caf::actor_system_config serving_cfg, front_cfg;
@@ -509,8 +509,7 @@ TEST_F(forwarder_cluster_test, requests_in_flight_fail_at_once_when_the_serving_
   ASSERT_EQ(rec->answered(), 1u);  // it serves
   for (int i = 0; i < 3; ++i)
     forward(*remote, "/hold");
-  for (int i = 0; i < 2000 && ctx->metrics.forwarded.pending.load() < 3; ++i)
-    std::this_thread::sleep_for(5ms);
+  eventually([&] { return ctx->metrics.forwarded.pending.load() >= 3; }, 10s);
   ASSERT_EQ(ctx->metrics.forwarded.pending.load(), 3);
   other.kill9();
   ASSERT_TRUE(rec->wait_settled(4)) << "in flight: " << ctx->metrics.forwarded.pending.load();

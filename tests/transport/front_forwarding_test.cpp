@@ -8,6 +8,7 @@
 #include "../support/http_client.hpp"
 #include "actors/user.hpp"
 #include "transport/forwarder.hpp"
+#include "../support/eventually.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -20,6 +21,7 @@
 
 using namespace troupe;
 using namespace std::chrono_literals;
+using troupe::test::eventually;
 
 namespace {
 
@@ -114,8 +116,7 @@ TEST(front_forwarding, a_remote_user_is_served_and_his_node_dying_costs_one_re_r
 
     // A request in flight on the remote node when it dies.
     auto pending = std::async(std::launch::async, [&] { return c.get("/hold", {}, 10s); });
-    for (int i = 0; i < 2000 && held->load() < 1; ++i)
-      std::this_thread::sleep_for(5ms);
+    eventually([&] { return held->load() >= 1; }, 10s);
     ASSERT_EQ(held->load(), 1);
     {
       std::lock_guard<std::mutex> guard{board->mutex};

@@ -37,5 +37,5 @@ int main() {
   }
   std::cout << "port " << *port << std::endl;
   while (true)
-    std::this_thread::sleep_for(std::chrono::hours(1));
+    std::this_thread::sleep_for(std::chrono::hours(1));  // serves until the test kills it: orders nothing
 }

@@ -1,6 +1,7 @@
 // The front's routing cache watches the actors it points at: an entry dies with its actor.
 #include "actors/messages.hpp"
 #include "transport/route_cache.hpp"
+#include "../support/eventually.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
@@ -9,6 +10,7 @@
 #include <thread>
 
 using namespace troupe;
+using troupe::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -28,12 +30,7 @@ protected:
 
   // The cache forgets asynchronously (on the dying actor's cleanup): poll briefly.
   static bool eventually_forgotten(route_cache& cache, const std::string& cid) {
-    for (int i = 0; i < 200; ++i) {
-      if (!cache.find(cid))
-        return true;
-      std::this_thread::sleep_for(5ms);
-    }
-    return false;
+    return eventually([&] { return !cache.find(cid); }, 10s);
   }
 
   caf::actor_system_config cfg;
