@@ -7,9 +7,9 @@
 #include "transport/front.hpp"
 #include "transport/user_call.hpp"
 
+#include "transport/ws_session.hpp"
+
 #include <boost/asio/post.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/websocket.hpp>
 #include <caf/all.hpp>
 
 #include <array>
@@ -68,17 +68,17 @@ std::string error_text(const http_response& r) {
   return "the channel cannot be served now (" + std::to_string(r.status) + ")";
 }
 
-class channel_session : public std::enable_shared_from_this<channel_session> {
+class channel_session final : public ws_session {
 public:
   channel_session(front_stream&& stream, front& owner, std::string cid)
-    : ws_(std::move(stream)),
+    : ws_session(std::move(stream)),
       front_(owner),
       settings_(owner.context().recipe.channel),
       metrics_(owner.context().metrics),
       cid_(std::move(cid)),
       outbox_(std::make_shared<channel_outbox>(outbox_limits(settings_))) {}
 
-  ~channel_session() {
+  ~channel_session() override {
     outbox_->close();
     if (registered_)  // the hub tells the users whose pages were bound here
       caf::anon_send(front_.channel_hub(), socket_closed_atom::value, socket_);
@@ -88,51 +88,39 @@ public:
       metrics_.channel.sockets.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  void run(http::request<http::string_body>&& upgrade) {
+  void run(const upgrade_request& upgrade) {
     socket_ = front_.next_channel_socket();
     // The cheap checks first, before any actor is asked: a cookie cannot take every slot of the node.
     if (cid_.empty()) {
-      refusal_ = websocket::close_reason(websocket::close_code::policy_error,
+      refusal_ = close_reason(websocket::close_code::policy_error,
                                          "no valid troupe_cid cookie: make an HTTP request first to get one");
     } else if (!(in_quota_ = front_.socket_quota().try_open(socket_, cid_, closer()))) {
-      refusal_ = websocket::close_reason(websocket::close_code::try_again_later,
+      refusal_ = close_reason(websocket::close_code::try_again_later,
                                          "too many open channels for this connection "
                                          "(channel.max_sockets_per_connection)");
     } else if (static_cast<std::uint64_t>(metrics_.channel.sockets.fetch_add(1, std::memory_order_relaxed))
                >= settings_.max_sockets) {
       metrics_.channel.sockets.fetch_sub(1, std::memory_order_relaxed);
-      refusal_ = websocket::close_reason(websocket::close_code::try_again_later,
+      refusal_ = close_reason(websocket::close_code::try_again_later,
                                          "too many open channels on this node (channel.max_sockets)");
     } else {
       counted_ = true;
     }
-    beast::get_lowest_layer(ws_).expires_never();
-    websocket::stream_base::timeout t{};
+    timeouts t{};
     t.handshake_timeout = front_.limits().read_timeout;
     t.idle_timeout = node_context::timer_millis(settings_.idle_timeout_seconds);
     t.keep_alive_pings = true;  // a ping at half the idle time: a silent but live client stays
-    ws_.set_option(t);
-    ws_.read_message_max(settings_.max_frame_bytes);  // past it Beast closes with 1009 (message too big)
-    ws_.async_accept(upgrade, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
+    accept(upgrade, t, settings_.max_frame_bytes);  // past max_frame_bytes Beast closes with 1009 (message too big)
   }
 
   // Posted by the socket actor (or by this session) when there is something to write.
-  void kick() {
-    if (closed_)
+  void kick() override {
+    if (closed())
       return;
     if (outbox_->overflowed())
-      return close(websocket::close_reason(websocket::close_code::try_again_later,
-                                           "the outgoing queue is full (channel.overflow = close)"));
-    if (writing_now_)
-      return;
-    auto next = outbox_->take();
-    if (!next)
-      return;
-    writing_ = std::move(*next);
-    writing_now_ = true;
-    ws_.text(true);
-    ws_.async_write(net::buffer(writing_),
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
+      return close(close_reason(websocket::close_code::try_again_later,
+                                "the outgoing queue is full (channel.overflow = close)"));
+    write_next();
   }
 
 private:
@@ -144,10 +132,7 @@ private:
     std::list<channel_envelope> waiting;  // a list: an empty deque costs ~600 bytes
   };
 
-  void on_accept(beast::error_code ec) {
-    if (ec)
-      return;
-    accepted_ = true;
+  void on_accepted() override {
     if (refusal_)
       return refuse(std::move(*refusal_));
     if (close_after_accept_)
@@ -158,23 +143,23 @@ private:
   // What closes this socket from another strand (login or logout ended its
   // connection id: channel_quota::close_connection).
   channel_quota::closer closer() {
-    return [weak = weak_from_this(), ex = ws_.get_executor()] {
+    return [weak = weak_as<channel_session>(), ex = executor()] {
       net::post(ex, [weak] {
         if (auto self = weak.lock())
-          self->close_when_accepted(websocket::close_reason(connection_changed_code, connection_changed));
+          self->close_when_accepted(close_reason(connection_changed_code, connection_changed));
       });
     };
   }
 
-  void close_when_accepted(websocket::close_reason reason) {
-    if (!accepted_) {  // a close cannot overtake the handshake
+  void close_when_accepted(close_reason reason) {
+    if (!accepted()) {  // a close cannot overtake the handshake
       close_after_accept_ = std::move(reason);
       return;
     }
     close(std::move(reason));
   }
 
-  void refuse(websocket::close_reason reason) {
+  void refuse(close_reason reason) {
     metrics_.channel.sockets_refused.fetch_add(1, std::memory_order_relaxed);
     close(std::move(reason));
   }
@@ -188,55 +173,41 @@ private:
     req->method = "GET";  // it changes nothing: safe to send again when his actor went away with it
     req->path = socket_admission_path;
     // No read is pending yet: the call holds the session until it is answered (its deadline bounds that).
-    send_call(std::move(req), [keep = shared_from_this()](channel_session& self, http_response&& r) {
+    send_call(std::move(req), [keep = shared_as<channel_session>()](channel_session& self, http_response&& r) {
       self.admitted(std::move(r));
     });
   }
 
   void admitted(http_response&& r) {
-    if (closed_)
+    if (closed())
       return;
     if (r.status != 200)
       return refuse(close_reason_of(websocket::close_code::try_again_later, error_text(r)));
     if (!front_.socket_quota().try_admit(socket_, user_named(r.body)))
       return refuse(too_many_for_user());
-    do_read();
+    read_next();
   }
 
-  static websocket::close_reason too_many_for_user() {
-    return websocket::close_reason(websocket::close_code::try_again_later,
+  static close_reason too_many_for_user() {
+    return close_reason(websocket::close_code::try_again_later,
                                    "too many open channels for this user (channel.max_sockets_per_user)");
   }
 
-  // A message is read in chunks into `message_`: a read waiting on an idle
-  // socket holds only the session's small chunk (a dynamic buffer would be
-  // prepared at ~1.5 KB and held for as long as the socket is silent). Beast
-  // still bounds the whole message (read_message_max: 1009 past it).
-  void do_read() {
-    ws_.async_read_some(net::buffer(chunk_),
-                        [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->on_read(ec, n); });
-  }
-
-  void on_read(beast::error_code ec, std::size_t n) {
-    if (ec)  // closed, idle past channel.idle_timeout_seconds, too big (Beast sent 1009), or cut
-      return finish();
-    message_.append(chunk_.data(), n);
-    if (!ws_.is_message_done())
-      return do_read();
+  // A whole message (a read fails past channel.idle_timeout_seconds, past
+  // channel.max_frame_bytes, or when the client goes: ws_session::finish).
+  void on_message(std::string&& text) override {
     metrics_.channel.frames_in.fetch_add(1, std::memory_order_relaxed);
-    auto text = std::move(message_);
-    std::string().swap(message_);  // an idle socket keeps no message buffer
-    if (!ws_.got_text()) {
+    if (!got_text()) {
       bad_frame(nullptr, "binary frames are not understood: send a JSON envelope as text");
-      return do_read();
+      return read_next();
     }
     auto parsed = parse_envelope(text);
     if (auto* err = std::get_if<envelope_error>(&parsed))
       bad_frame(err->id, err->text);
     else
-      accept(std::move(std::get<channel_envelope>(parsed)));
-    if (!closed_)
-      do_read();
+      take_call(std::move(std::get<channel_envelope>(parsed)));
+    if (!closed())
+      read_next();
   }
 
   void bad_frame(const json& id, const std::string& why) {
@@ -244,7 +215,7 @@ private:
     send(error_frame(id, 400, why));
   }
 
-  void accept(channel_envelope&& e) {
+  void take_call(channel_envelope&& e) {
     if (calls_ >= settings_.max_calls_per_socket)
       return send(error_frame(e.id, 503, "too many calls in flight on this channel (channel.max_calls_per_socket)"));
     ++calls_;
@@ -279,7 +250,7 @@ private:
       registered_ = true;
       auto link = std::make_shared<channel_link>();
       link->outbox = outbox_;
-      link->wake = [weak = weak_from_this(), ex = ws_.get_executor()] {
+      link->wake = [weak = weak_as<channel_session>(), ex = executor()] {
         net::post(ex, [weak] {
           if (auto self = weak.lock())
             self->kick();
@@ -311,8 +282,8 @@ private:
                          std::chrono::system_clock::now().time_since_epoch() + timeout)
                          .count();
     metrics.inflight.fetch_add(1, std::memory_order_relaxed);
-    call_user(front_, ws_.get_executor(), std::move(req), timeout,
-              [weak = weak_from_this(), then = std::move(then), &metrics](http_response&& r,
+    call_user(front_, executor(), std::move(req), timeout,
+              [weak = weak_as<channel_session>(), then = std::move(then), &metrics](http_response&& r,
                                                                          const caf::actor&) mutable {
                 metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
                 if (auto self = weak.lock())
@@ -352,7 +323,7 @@ private:
   }
 
   void send(std::string frame) {
-    if (closed_)
+    if (closed())
       return;
     std::size_t dropped = 0;
     auto r = outbox_->offer(std::move(frame), &dropped);
@@ -363,39 +334,18 @@ private:
     kick();
   }
 
-  void on_write(beast::error_code ec) {
-    writing_now_ = false;
-    if (ec)
-      return finish();
+  std::optional<std::string> next_frame() override {
+    return outbox_->take();
+  }
+
+  void on_written() override {
     metrics_.channel.frames_out.fetch_add(1, std::memory_order_relaxed);
-    std::string().swap(writing_);  // an idle socket keeps no buffer
-    if (pending_close_) {
-      auto reason = std::move(*pending_close_);
-      pending_close_.reset();
-      closed_ = false;
-      return close(std::move(reason));
-    }
-    kick();
   }
 
-  void close(websocket::close_reason reason) {
-    if (closed_)
-      return;
-    closed_ = true;
-    outbox_->close();
-    if (writing_now_) {  // one write at a time: the close goes after it
-      pending_close_ = std::move(reason);
-      return;
-    }
-    ws_.async_close(reason, [self = shared_from_this()](beast::error_code) {});
-  }
-
-  void finish() {
-    closed_ = true;
+  void on_closed() override {
     outbox_->close();
   }
 
-  websocket::stream<front_stream> ws_;
   front& front_;
   const config::channel_settings& settings_;
   node_metrics& metrics_;
@@ -403,17 +353,10 @@ private:
   std::shared_ptr<channel_outbox> outbox_;
   std::uint64_t socket_ = 0;  // its number at the front's channel hub and in its socket quota
   bool registered_ = false;   // with the hub: at the first call
-  bool accepted_ = false;     // the handshake is done
   bool in_quota_ = false;     // counted in the front's socket_quota (released when it goes)
-  std::array<char, 256> chunk_;
-  std::string message_;
-  std::string writing_;
-  bool writing_now_ = false;
-  bool closed_ = false;
   bool counted_ = false;
-  std::optional<websocket::close_reason> refusal_;
-  std::optional<websocket::close_reason> pending_close_;
-  std::optional<websocket::close_reason> close_after_accept_;
+  std::optional<close_reason> refusal_;
+  std::optional<close_reason> close_after_accept_;
   std::size_t calls_ = 0;  // in flight or waiting in a lane
   std::unordered_map<std::string, lane> lanes_;
 };
@@ -422,7 +365,7 @@ private:
 
 void start_channel_session(front_stream&& stream, http::request<http::string_body>&& upgrade, front& owner,
                            std::string cid) {
-  std::make_shared<channel_session>(std::move(stream), owner, std::move(cid))->run(std::move(upgrade));
+  std::make_shared<channel_session>(std::move(stream), owner, std::move(cid))->run(upgrade);
 }
 
 }  // namespace troupe

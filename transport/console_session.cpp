@@ -3,10 +3,11 @@
 #include "transport/console_protocol.hpp"
 #include "transport/front.hpp"
 
+#include "transport/strand_link.hpp"
+#include "transport/ws_session.hpp"
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/websocket.hpp>
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -29,41 +30,38 @@ constexpr auto tick_period = std::chrono::seconds(1);
 constexpr auto auth_deadline = std::chrono::seconds(10);
 constexpr const char* evicted_reason = "too many consoles are waiting for their token";
 
-class console_session : public std::enable_shared_from_this<console_session> {
+class console_session final : public ws_session {
 public:
   // `counted`: authenticated by the upgrade's header, and counted in
   // front::console_opened() already; else it waits for its token, costing no slot.
   console_session(front_stream&& stream, front& owner, bool counted)
-    : ws_(std::move(stream)), front_(owner), timer_(ws_.get_executor()), authed_(counted) {}
-  ~console_session() {
+    : ws_session(std::move(stream)), front_(owner), timer_(executor()), authed_(counted) {}
+  ~console_session() override {
     if (authed_)
       front_.console_closed();
     else if (waiting_)
       front_.console_authenticated_or_gone(waiting_);
   }
 
-  void run(http::request<http::string_body>&& upgrade) {
+  void run(const upgrade_request& upgrade) {
     if (!authed_)  // too many waiting: the oldest one goes (front::console_waiting)
-      waiting_ = front_.console_waiting([weak = weak_from_this(), ex = ws_.get_executor()] {
+      waiting_ = front_.console_waiting([weak = weak_as<console_session>(), ex = executor()] {
         net::post(ex, [weak] {
           if (auto self = weak.lock()) {
             self->waiting_ = 0;
             self->evicted_ = true;
-            if (self->accepted_)  // else on_accept closes it, once the handshake is done
+            if (self->accepted())  // else on_accepted closes it, once the handshake is done
               self->refuse(evicted_reason);
           }
         });
       });
-    beast::get_lowest_layer(ws_).expires_never();
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
-    ws_.read_message_max(max_client_message);
-    ws_.async_accept(upgrade, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
+    accept(upgrade, timeouts::suggested(beast::role_type::server), max_client_message);
   }
 
   // A census answer, posted onto this session's strand.
   void on_census(std::uint16_t status, std::string body) {
     inflight_ = false;
-    if (closed_)
+    if (closed())
       return;
     if (status != 200) {
       auto err = json::parse(body, nullptr, false);
@@ -84,26 +82,16 @@ public:
   }
 
 private:
-  void on_accept(beast::error_code ec) {
-    if (ec)
-      return;
-    accepted_ = true;
+  void on_accepted() override {
     if (evicted_)
       return refuse(evicted_reason);
     started_ = std::chrono::steady_clock::now();
-    do_read();
+    read_next();
     do_tick();
   }
 
-  void do_read() {
-    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
-  }
-
-  void on_read(beast::error_code ec) {
-    if (ec)
-      return finish();
-    auto msg = parse_console_message(beast::buffers_to_string(in_.data()));
-    in_.consume(in_.size());
+  void on_message(std::string&& text) override {
+    auto msg = parse_console_message(text);
     if (!authed_) {
       if (msg.what != console_message::kind::token || !front_.admin_token_matches(msg.token))
         return refuse("missing or wrong admin token");
@@ -112,21 +100,21 @@ private:
         waiting_ = 0;
       }
       if (!front_.console_opened())
-        return close(websocket::close_reason(websocket::close_code::try_again_later,
-                                             "too many consoles are open (limits.max_consoles)"));
+        return close(close_reason(websocket::close_code::try_again_later,
+                                  "too many consoles are open (limits.max_consoles)"));
       authed_ = true;
     } else if (msg.what == console_message::kind::view) {
       view_ = std::move(msg.view);
       want_full_ = true;
       query();  // answer a new view at once, not at the next tick
     }
-    do_read();
+    read_next();
   }
 
   void do_tick() {
     timer_.expires_after(tick_period);
-    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (ec || self->closed_)
+    timer_.async_wait([self = shared_as<console_session>()](boost::system::error_code ec) {
+      if (ec || self->closed())
         return;
       if (self->front_.closing())
         return self->close(websocket::close_code::going_away);
@@ -137,85 +125,60 @@ private:
     });
   }
 
+  // Frames queued and on the wire: at most max_queued.
+  std::size_t backlog() const noexcept { return queued_.size() + (writing() ? 1 : 0); }
+
   // One census query at a time; a tick that finds one in flight (or a full
   // queue) is skipped.
   void query() {
-    if (!authed_ || inflight_ || out_.size() >= max_queued)
+    if (!authed_ || inflight_ || backlog() >= max_queued)
       return;
     inflight_ = true;
-    auto slot = std::make_shared<census_call>(weak_from_this(), ws_.get_executor());
+    auto slot = std::make_shared<census_call>(weak_as<console_session>(), executor());
     caf::anon_send(front_.bridge(), census_atom::value, view_, local_admin{std::move(slot)});
   }
 
   void send(json message) {
-    if (out_.size() >= max_queued)
+    if (backlog() >= max_queued)
       return;
-    out_.push_back(message.dump(-1, ' ', false, json::error_handler_t::replace));
-    if (out_.size() == 1)
-      do_write();
+    queued_.push_back(message.dump(-1, ' ', false, json::error_handler_t::replace));
+    write_next();
   }
 
-  void do_write() {
-    ws_.text(true);
-    ws_.async_write(net::buffer(out_.front()),
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
-  }
-
-  void on_write(beast::error_code ec) {
-    if (ec)
-      return finish();
-    out_.pop_front();
-    if (!out_.empty())
-      do_write();
+  std::optional<std::string> next_frame() override {
+    if (queued_.empty())
+      return std::nullopt;
+    auto next = std::move(queued_.front());
+    queued_.pop_front();
+    return next;
   }
 
   void refuse(const char* why) {
-    close(websocket::close_reason(websocket::close_code::policy_error, why));
+    close(close_reason(websocket::close_code::policy_error, why));
   }
 
-  void close(websocket::close_reason reason) {
-    if (closed_)
-      return;
-    closed_ = true;
-    timer_.cancel();
-    ws_.async_close(reason, [self = shared_from_this()](beast::error_code) {});
-  }
-
-  void finish() {
-    closed_ = true;
+  void on_closed() override {
     timer_.cancel();
   }
 
   // The census's answer comes back through the bridge like an admin reply.
-  class census_call final : public admin_slot {
+  class census_call final : public admin_slot, strand_link<console_session, bool> {
   public:
-    census_call(std::weak_ptr<console_session> s, net::any_io_executor ex) : session_(std::move(s)), ex_(std::move(ex)) {}
+    using strand_link::strand_link;
     void done(http_response&& r) override {
-      answered_ = true;
-      net::post(ex_, [s = session_, status = r.status, body = std::move(r.body)]() mutable {
-        if (auto session = s.lock())
-          session->on_census(status, std::move(body));
+      post([status = r.status, body = std::move(r.body)](console_session& s, bool) mutable {
+        s.on_census(status, std::move(body));
       });
     }
     ~census_call() override {
-      if (!answered_)
-        net::post(ex_, [s = session_] {
-          if (auto session = s.lock())
-            session->on_census(503, R"({"error":"the census did not answer"})");
-        });
+      if (!answered())
+        post([](console_session& s, bool) { s.on_census(503, R"({"error":"the census did not answer"})"); });
     }
-
-  private:
-    std::weak_ptr<console_session> session_;
-    net::any_io_executor ex_;
-    bool answered_ = false;
   };
 
-  websocket::stream<front_stream> ws_;
   front& front_;
   net::steady_timer timer_;
-  beast::flat_buffer in_;
-  std::deque<std::string> out_;
+  std::deque<std::string> queued_;  // waiting for the write in flight
   census_query view_ = [] {
     census_query q;
     q.limit = 50;
@@ -226,11 +189,9 @@ private:
   std::uint64_t seq_ = 0;
   bool authed_ = false;
   std::uint64_t waiting_ = 0;  // the ticket of front::console_waiting while unauthenticated
-  bool accepted_ = false;      // the WebSocket handshake is done
   bool evicted_ = false;       // pushed out by newer token-less channels
   bool inflight_ = false;
   bool want_full_ = true;
-  bool closed_ = false;
   std::chrono::steady_clock::time_point started_;
 };
 
@@ -238,7 +199,7 @@ private:
 
 void start_console_session(front_stream&& stream, http::request<http::string_body>&& upgrade, front& owner,
                            bool counted) {
-  std::make_shared<console_session>(std::move(stream), owner, counted)->run(std::move(upgrade));
+  std::make_shared<console_session>(std::move(stream), owner, counted)->run(upgrade);
 }
 
 }  // namespace troupe

@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "actors/user.hpp"
 #include "transport/front.hpp"
+#include "transport/strand_link.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -95,28 +96,7 @@ public:
 
 private:
   // Answers on the call's strand, if the call is still waiting, tagged with its attempt.
-  class link {
-  public:
-    link(std::weak_ptr<user_call> c, net::any_io_executor ex, std::uint64_t attempt)
-      : call_(std::move(c)), ex_(std::move(ex)), attempt_(attempt) {}
-
-  protected:
-    template <class F>
-    void post(F fn) {
-      answered_ = true;
-      net::post(ex_, [c = call_, a = attempt_, fn = std::move(fn)]() mutable {
-        if (auto call = c.lock())
-          fn(*call, a);
-      });
-    }
-    bool answered() const noexcept { return answered_; }
-
-  private:
-    std::weak_ptr<user_call> call_;
-    net::any_io_executor ex_;
-    std::uint64_t attempt_;
-    bool answered_ = false;
-  };
+  using link = strand_link<user_call>;
 
   class reply final : public reply_slot, link {
   public:
