@@ -489,7 +489,9 @@ TEST_F(Cluster, MembersTalkTlsAndAStrangerCertificateCannotJoin) {
                            "cluster.listen=127.0.0.1:0", "--set", "cluster.join_timeout_ms=2000", "--join",
                            cluster_.cluster_address(0)});
   EXPECT_THROW(node_process(args, o), std::exception);
-  EXPECT_TRUE(members_up("n1", 2, milliseconds(500)));
+  // Still the two of them (a loaded machine may take a while to answer /metrics:
+  // the default deadline, not a timing goal).
+  EXPECT_TRUE(members_up("n1", 2));
 }
 
 TEST_F(Cluster, UnreadableTlsFileIsAUsageError) {
