@@ -168,10 +168,9 @@ public:
   int stop(const char* why) {
     auto& recipe = ctx_->recipe;
     auto grace = seconds_ms(recipe.node.shutdown_grace_seconds);
-    spdlog::info("{}: stopping; in-flight requests get {} ms", why, grace.count());
     // The drain gets the grace period; the soft quit (fsyncs) gets its own budget.
     watchdog_.arm(grace + std::chrono::seconds(15));
-    drain_front(grace);
+    drain_front(why, grace);
     auto budget = seconds_ms(recipe.node.shutdown_freeze_seconds);
     watchdog_.arm(budget + std::chrono::seconds(10));
     auto report = soft_quit(budget);
@@ -624,8 +623,11 @@ private:
 
   // The front stops accepting; what is in flight gets `grace`, then 503 + Retry-After
   // (a client may retry elsewhere) rather than a cut connection.
-  void drain_front(std::chrono::milliseconds grace) {
+  // The line saying so comes after the front stopped accepting: a client that reads it
+  // and connects is refused, never served.
+  void drain_front(const char* why, std::chrono::milliseconds grace) {
     front_->begin_shutdown();
+    spdlog::info("{}: stopping; in-flight requests get {} ms", why, grace.count());
     if (!front_->wait_drained(grace)) {
       spdlog::warn("shutdown: requests still in flight after the grace period are answered 503");
       front_->answer_in_flight_unavailable();
