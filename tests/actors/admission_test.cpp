@@ -100,7 +100,7 @@ protected:
   user_handle host(const std::string& user) {
     user_handle h;
     (*driver)
-      ->request(worker, 5s, attach_atom::value, attach_order{user, "c-" + user, {}, false, 0})
+      ->request(worker, 5s, attach_atom::value, attach_order{user, "c-" + user, {}, false, 0, {}})
       .receive([&](placement& p) { h = caf::actor_cast<user_handle>(p.actor); },
                [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
     return h;
@@ -108,7 +108,7 @@ protected:
 
   int spin(const user_handle& h, const std::string& user, int ms, const std::string& route = "/spin/") {
     int status = 0;
-    http_request req{"POST", route + std::to_string(ms), "", "", "c-" + user, "", {}};
+    http_request req{"POST", route + std::to_string(ms), "", "", "c-" + user, "", {}, 0, {}};
     (*driver)
       ->request(h, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { status = r.status; }, [&](caf::error&) { status = -1; });

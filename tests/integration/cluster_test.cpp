@@ -136,12 +136,11 @@ TEST_F(Cluster, KilledMemberUnderLoadLosesNoAcknowledgedWrite) {
     a = 1;  // new_user incremented once
   for (auto& s : sent)
     s = 1;
-  std::atomic<bool> stop{false};
   std::atomic<int> unanswered{0};
-  std::vector<std::thread> load;
+  background_load load;
   for (std::size_t i = 0; i < users.size(); ++i)
-    load.emplace_back([&, i] {
-      while (!stop) {
+    load.run([&, i](const std::atomic<bool>& stopping) {
+      while (!stopping) {
         ++sent[i];
         try {
           auto r = with_cookie(i % 2 ? front1 : front2, "POST", "/api/counter/incr", users[i].cookie, {},
@@ -166,9 +165,7 @@ TEST_F(Cluster, KilledMemberUnderLoadLosesNoAcknowledgedWrite) {
     return true;
   };
   EXPECT_TRUE(eventually(served_again, milliseconds(20000)));
-  stop = true;
-  for (auto& t : load)
-    t.join();
+  load.stop();
   EXPECT_EQ(unanswered, 0) << "every request got 200 or 503, none timed out or was cut";
   for (std::size_t i = 0; i < users.size(); ++i) {
     auto now = counter_via(front1, users[i].cookie);
@@ -406,11 +403,11 @@ TEST_F(Cluster, CommanderMemberKilledTheNextOldestTakesOverWithEveryUserAndGloba
 
 TEST_F(Cluster, MemberJoiningUnderLoadReceivesNewUsers) {
   ASSERT_TRUE(start_members(2));
-  std::atomic<bool> stop{false};
   std::atomic<int> failures{0};
   const auto front1 = member("n1").port();  // read here: start_member below grows the list the thread would read
-  std::thread load([&] {
-    while (!stop) {
+  background_load load;
+  load.run([&](const std::atomic<bool>& stopping) {
+    while (!stopping) {
       http_client c(front1);
       if (c.post("/api/counter/incr").status != 200)
         ++failures;
@@ -421,8 +418,7 @@ TEST_F(Cluster, MemberJoiningUnderLoadReceivesNewUsers) {
   std::set<std::string> homes;
   for (int i = 0; i < 30; ++i)
     homes.insert(new_user(member("n2").port()).node);
-  stop = true;
-  load.join();
+  load.stop();
   EXPECT_TRUE(homes.count("n3")) << "the newcomer, the least loaded, gets new users";
   EXPECT_FALSE(homes.count("")) << "every new user was served";
   EXPECT_EQ(failures, 0) << "the join did not disturb the load";

@@ -341,7 +341,6 @@ TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
 
   // Background adders, each its own user, adding all through the scenario.
   constexpr int adders = 4;
-  std::atomic<bool> stop{false};
   std::atomic<long long> served{0};  // the background adds answered 200, all adders together
   std::vector<long long> ok(adders, 0);
   std::vector<std::vector<std::string>> errs(adders);
@@ -355,10 +354,10 @@ TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
   auto d = warm_client(port());
   if (HasFailure())
     return;
-  std::vector<std::thread> threads;
+  background_load load;
   for (int i = 0; i < adders; ++i) {
-    threads.emplace_back([&, i] {
-      while (!stop) {
+    load.run([&, i](const std::atomic<bool>& stopping) {
+      while (!stopping) {
         auto t = steady::now();
         try {
           auto r = add(*bg[i], key, {{"delta", 1}});
@@ -379,8 +378,7 @@ TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
   // A holds the lease 1.5 s; the crasher queues behind it (a TTL far longer than any
   // wait, so only the holder-down reclaim can free the key); B queues behind him. Each
   // is told apart in /_troupe/global by the TTL it asks for (the adders ask for 5 s),
-  // and each step waits until the store shows the previous one in place (EXPECT, not
-  // ASSERT: the adders' threads run until the end of the test).
+  // and each step waits until the store shows the previous one in place.
   EXPECT_TRUE(eventually([&] { return served.load() >= adders; }, milliseconds(10000)))
       << "the background adders are not served";
   constexpr long long a_ttl = 7000, crasher_ttl = 60000, b_ttl = 9000;
@@ -425,9 +423,7 @@ TEST_P(Global, HolderCrashingInsideItsLeaseAppliesNothingAndBlocksNobody) {
   const long long served_at_crash = served.load();
   EXPECT_TRUE(eventually([&] { return served.load() >= served_at_crash + adders; }, milliseconds(10000)))
       << "the background adders are not served after the crash";
-  stop = true;
-  for (auto& t : threads)
-    t.join();
+  load.stop();
   for (int i = 0; i < adders; ++i) {
     successes += ok[i];
     EXPECT_TRUE(errs[i].empty()) << "background adder " << i << ": " << errs[i].front();

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -158,22 +159,27 @@ TEST_F(ProcessWorkers, AKilledWorkerProcessIsReplacedAndOnlyItsUsersNoticeIt) {
   auto victim_pid = worker_pid(n.pid(), victim_worker);
   ASSERT_GT(victim_pid, 0);
 
-  std::atomic<bool> stop{false};
   std::atomic<long long> bystander_errors{0}, bystander_served{0}, victim_acked{0};
-  std::thread bystander_load([&] {
+  background_load load;
+  load.run([&](const std::atomic<bool>& stopping) {
     long long expected = 0;
-    while (!stop) {
-      auto r = bystander.post("/api/counter/incr");
-      if (r.status != 200 || count_of(r) != ++expected)
-        ++bystander_errors;
-      else
-        ++bystander_served;
+    while (!stopping) {
+      try {
+        auto r = bystander.post("/api/counter/incr");
+        if (r.status != 200 || count_of(r) != ++expected)
+          ++bystander_errors;
+        else
+          ++bystander_served;
+      } catch (const std::exception&) {
+        ++bystander_errors;  // his worker lives on: his connection must too
+        bystander.close();
+      }
     }
   });
-  std::thread victim_load([&] {
+  load.run([&](const std::atomic<bool>& stopping) {
     http_client c(n.port());
     c.set_cookie(*victim.cookie());
-    while (!stop) {
+    while (!stopping) {
       try {
         auto r = c.post("/api/counter/incr", {}, {}, milliseconds(5000));
         if (r.status == 200)
@@ -183,16 +189,17 @@ TEST_F(ProcessWorkers, AKilledWorkerProcessIsReplacedAndOnlyItsUsersNoticeIt) {
       }
     }
   });
-  ASSERT_TRUE(eventually([&] { return victim_acked > 5 && bystander_served > 5; }, milliseconds(10000)));
-  ASSERT_EQ(::kill(victim_pid, SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return victim_acked > 5 && bystander_served > 5; }, milliseconds(10000)))
+    << "victim acknowledged " << victim_acked << ", bystander served " << bystander_served << " with "
+    << bystander_errors << " errors";
+  ASSERT_TRUE(worker_pid(n.pid(), victim_worker) == victim_pid) << "worker " << victim_worker << " changed process before the kill";
+  ASSERT_EQ(::kill(victim_pid, SIGKILL), 0) << std::strerror(errno);
   auto replacement = wait_for_worker(n.pid(), victim_worker, victim_pid);
   EXPECT_GT(replacement, 0) << "worker " << victim_worker << " was not started again";
   auto acked_at_kill = victim_acked.load();
   EXPECT_TRUE(eventually([&] { return victim_acked > acked_at_kill + 3; }, milliseconds(20000)))
     << "the victim was not served again";
-  stop = true;
-  bystander_load.join();
-  victim_load.join();
+  load.stop();
   EXPECT_EQ(bystander_errors, 0) << "the other worker's user saw errors";
   // Every acknowledged increment was durable: the count goes on from the last one acknowledged.
   auto last = victim_acked.load();

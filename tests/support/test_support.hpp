@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "http_client.hpp"
+#include "background_load.hpp"
 #include "eventually.hpp"
 #include "node_process.hpp"
 #include "prometheus.hpp"
