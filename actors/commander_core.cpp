@@ -254,16 +254,23 @@ void commander_core::guest_released(const std::string& user) {
     index_->unbind(cid);
 }
 
+// Ends `user`'s departure and answers what it held (nothing: he was not departing).
+commander_core::departure commander_core::take_departure(const std::string& user) {
+  departure held;
+  auto d = departures_.find(user);
+  if (d != departures_.end()) {
+    held = std::move(d->second);
+    departures_.erase(d);
+  }
+  return held;
+}
+
 // A departure ended: frozen (he is no longer placed; held requests wake him)
 // or not (he stays; held requests go to him where he is).
 void commander_core::end_departure(const std::string& user, bool frozen) {
   if (frozen)
     index_->remove(user);
-  auto d = departures_.find(user);
-  if (d == departures_.end())
-    return;
-  auto held = std::move(d->second);
-  departures_.erase(d);
+  auto held = take_departure(user);
   for (auto& h : held.resolves)
     fx_->attach(h.w, user, h.cid);
   for (auto w : held.tells)
@@ -303,11 +310,7 @@ std::vector<std::string> commander_core::forget_dropped(const std::string& user)
 }
 
 void commander_core::dropped(const std::string& user) {
-  auto d = departures_.find(user);
-  if (d == departures_.end())
-    return;
-  auto held = std::move(d->second);
-  departures_.erase(d);
+  auto held = take_departure(user);
   // Their connections are strangers now: resolved afresh, not placed on him.
   for (auto& h : held.resolves)
     fx_->resolve(h.w, h.cid);

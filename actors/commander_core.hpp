@@ -234,6 +234,7 @@ private:
     std::vector<held_resolve> resolves;
     std::vector<waiter_id> tells;
   };
+  departure take_departure(const std::string& user);
 
   commander_policy policy_;
   commander_effects* fx_;

@@ -40,8 +40,8 @@ struct commander_waiter {
   std::string cid;                             ///< a resolve's or an attach's connection
   bool minted = false;                         ///< a resolve: the front has just made the id
   bool wake = false;                           ///< an attach: he may have a parcel
-  store::bytes parcel;                         ///< an attach: the guest's store carried by a login
-  user_message msg;                            ///< a message
+  store::bytes parcel{};                       ///< an attach: the guest's store carried by a login
+  user_message msg{};                          ///< a message
 };
 
 struct commander_state : commander_effects {

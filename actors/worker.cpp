@@ -161,10 +161,8 @@ void worker_actor_state::count_refusal(refusal_reason why) {
   spec.ctx->metrics.admission_rejections[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
 }
 
-// Gives `order.cid` to the user (started if need be) and answers his
-// placement. A user found dead here (he crashed and his down message has not
-// arrived yet) is placed again once, when it has.
-void worker_actor_state::attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
+// Asks the core to host `order.user`, starting him if need be (attach and tell).
+hosting_answer worker_actor_state::host(const attach_order& order) {
   core->set_policy(policy_of(*settings));
   bool newcomer = !core->hosts(order.user);
   if (newcomer)  // he binds his pages' channels again (a resumed user has none)
@@ -173,6 +171,14 @@ void worker_actor_state::attach(attach_order order, caf::typed_response_promise<
                       user_launch{newcomer ? order.parcel : store::bytes{}, order.wake, false, order.owner_epoch, 0},
                       steady::now());
   next_start_channels.clear();
+  return a;
+}
+
+// Gives `order.cid` to the user (started if need be) and answers his
+// placement. A user found dead here (he crashed and his down message has not
+// arrived yet) is placed again once, when it has.
+void worker_actor_state::attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
+  auto a = host(order);
   switch (a.verdict) {
     case hosting::refuse_degraded:
       count_refusal(refusal_reason::degraded);
@@ -217,14 +223,7 @@ void worker_actor_state::attach(attach_order order, caf::typed_response_promise<
 void worker_actor_state::tell(attach_order order, user_message msg, caf::typed_response_promise<tell_reply> promise,
                               bool first_try) {
   using R = tell_outcome::result;
-  core->set_policy(policy_of(*settings));
-  bool newcomer = !core->hosts(order.user);
-  if (newcomer)  // he binds his pages' channels again (a resumed user has none)
-    next_start_channels = order.channels;
-  auto a = core->host(order.user, gate->retry_after(),
-                      user_launch{newcomer ? order.parcel : store::bytes{}, order.wake, false, order.owner_epoch, 0},
-                      steady::now());
-  next_start_channels.clear();
+  auto a = host(order);
   switch (a.verdict) {
     case hosting::refuse_degraded:
       count_refusal(refusal_reason::degraded);

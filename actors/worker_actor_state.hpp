@@ -105,6 +105,7 @@ struct worker_actor_state : worker_effects {
   user_handle handle(std::uint64_t id) const;
   /// His actor, started again from what he left if he rests; invalid when he is not hosted here.
   user_handle live(const std::string& user) { return handle(core->live(user)); }
+  hosting_answer host(const attach_order& order);
   void attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try);
   void tell(attach_order order, user_message msg, caf::typed_response_promise<tell_reply> promise, bool first_try);
   void count_refusal(refusal_reason why);

@@ -5,6 +5,8 @@
 // users, a login while a connection's lookup is out, a late scan).
 #include "actors/commander_core.hpp"
 
+#include "transition_table.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -396,25 +398,14 @@ const std::vector<row>& transitions() {
 class commander_core_transitions : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(commander_core_transitions, phase_and_effects) {
-  const auto& t = transitions()[GetParam()];
+  const auto& row = transitions()[GetParam()];
   auto r = std::make_unique<rig>();
-  t.given(*r);
-  r->forget();
-  auto answer = t.when(*r);
-  EXPECT_EQ(r->core.phase(), t.then) << t.name << ": " << to_string(r->core.phase()) << " instead of "
-                                     << to_string(t.then);
-  EXPECT_EQ(r->fx.said, t.effects) << t.name;
-  EXPECT_EQ(answer, t.answer) << t.name;
+  troupe::test::play_row(row, *r);
 }
 
-INSTANTIATE_TEST_SUITE_P(table, commander_core_transitions,
-                         ::testing::Range<std::size_t>(0, transitions().size()),
+INSTANTIATE_TEST_SUITE_P(table, commander_core_transitions, ::testing::Range<std::size_t>(0, transitions().size()),
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
-                           std::string name = transitions()[info.param].name;
-                           for (auto& c : name)
-                             if (!std::isalnum(static_cast<unsigned char>(c)))
-                               c = '_';
-                           return std::to_string(info.param) + "_" + name.substr(0, 60);
+                           return troupe::test::row_test_name(info.param, transitions()[info.param].name);
                          });
 
 // -- what the table cannot say in one row ---------------------------------------------------------
