@@ -111,7 +111,11 @@ protected:
     http_request req{"POST", route + std::to_string(ms), "", "", "c-" + user, "", {}, 0, {}};
     (*driver)
       ->request(h, 5s, http_atom::value, std::move(req))
-      .receive([&](http_response& r) { status = r.status; }, [&](caf::error&) { status = -1; });
+      .receive([&](http_response& r) { status = r.status; },
+               [&](caf::error& e) {
+                 status = -1;
+                 std::cerr << "spin " << user << ": " << sys->render(e) << "\n";
+               });
     return status;
   }
 
