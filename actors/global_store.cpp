@@ -120,7 +120,7 @@ struct global_store_state {
       return;
     }
     auto hold = std::chrono::milliseconds(static_cast<std::int64_t>(ctx->recipe.limits.hold_seconds * 1000));
-    deferred.push_back({std::move(op), std::move(sender), std::move(promise), steady::now() + hold});
+    deferred.push_back({std::move(op), std::move(sender), std::move(promise), self->clock().now() + hold});
     if (!deferral_ticking) {
       deferral_ticking = true;
       self->delayed_send(self, std::chrono::milliseconds(100), tick_atom::value);
@@ -141,7 +141,7 @@ struct global_store_state {
 
   // What waited past the hold budget is refused: nothing of it was applied.
   void on_deferral_tick() {
-    auto now = steady::now();
+    auto now = self->clock().now();  // the actor clock: a test coordinator moves it
     for (auto i = deferred.begin(); i != deferred.end();) {
       if (i->until > now) {
         ++i;

@@ -2,22 +2,24 @@
 // commander is busy, grants no lease before the commander's generation gives
 // it the tokens' floor, and serves nothing of a takeover before its snapshot
 // is read. Against a deposit actor that holds its answers until told.
+//
+// On CAF's deterministic test coordinator: no thread runs an actor by itself;
+// the test delivers every message (run()) and fires every timeout
+// (trigger_timeouts()) when it decides to, so each step's order is the test's,
+// never the machine's.
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
 #include "registry/epoch_source.hpp"
 #include "store/codec.hpp"
-#include "../support/eventually.hpp"
 
 #include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <optional>
-#include <thread>
 
 using namespace troupe;
-using troupe::test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
@@ -32,8 +34,8 @@ struct held_deposit_state {
 };
 
 struct held_deposit_seen {
-  std::atomic<bool> generation_asked{false};
-  std::atomic<bool> snapshot_asked{false};
+  bool generation_asked = false;
+  bool snapshot_asked = false;
 };
 
 caf::behavior held_deposit(caf::stateful_actor<held_deposit_state>* self, std::shared_ptr<held_deposit_seen> seen) {
@@ -79,10 +81,10 @@ detail::global_op op_of(detail::global_op::kind what, const std::string& key, co
   return o;
 }
 
-// What an asynchronous request brought back (from a helper actor: the test thread never waits on it).
+// What an asynchronous request brought back (a helper actor holds the request).
 struct answer {
-  std::atomic<bool> arrived{false};
-  detail::global_reply reply;  // written before `arrived`
+  bool arrived = false;
+  detail::global_reply reply;
   std::string error;
 };
 
@@ -90,8 +92,9 @@ class global_store_actor : public ::testing::Test {
 protected:
   global_store_actor() {
     register_types(cfg);
-    cfg.set("scheduler.max-threads", 2);
+    cfg.set("scheduler.policy", caf::atom("testing"));
     sys.emplace(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx = std::make_shared<node_context>();
     ctx->node_name = "test-node";
     seen = std::make_shared<held_deposit_seen>();
@@ -108,10 +111,15 @@ protected:
       caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    sched->run();
+    // Helpers still waiting on an answer end with their requests' timeouts.
+    sched->trigger_timeouts();
+    sched->run();
     sys.reset();
   }
 
-  // Asks the store without waiting (a helper actor holds the request).
+  // Asks the store (a helper actor holds the request); the answer arrives as
+  // the test runs the actors.
   std::shared_ptr<answer> ask(detail::global_op o) {
     auto a = std::make_shared<answer>();
     sys->spawn([a, o = std::move(o), store = store](caf::event_based_actor* helper) mutable {
@@ -129,19 +137,23 @@ protected:
     return a;
   }
 
-  // Asks the store and waits for its answer (5 s at most).
+  // Asks the store and delivers every message until nothing is left to do: its answer.
   detail::global_reply call(detail::global_op o) {
-    caf::scoped_actor self{*sys};
-    detail::global_reply out;
-    out.refusal = "<no answer>";
-    self->request(store, 5s, global_atom::value, std::move(o))
-      .receive([&](detail::global_reply& r) { out = std::move(r); },
-               [&](caf::error& e) { out.refusal = sys->render(e); });
-    return out;
+    auto a = ask(std::move(o));
+    sched->run();
+    if (!a->arrived) {
+      detail::global_reply none;
+      none.refusal = "<no answer>";
+      return none;
+    }
+    if (!a->error.empty())
+      a->reply.refusal = a->error;
+    return a->reply;
   }
 
   caf::actor_system_config cfg;
   std::optional<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
   node_context_ptr ctx;
   std::shared_ptr<held_deposit_seen> seen;
   caf::actor deposit;
@@ -161,9 +173,10 @@ TEST_F(global_store_actor, answers_while_its_commander_is_busy) {
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit),
                              global_store_start{global_snapshot{{"k", "1"}}, false});
   commander = spawn_commander(*sys, ctx, deposit, store);
-  ASSERT_TRUE(eventually([&] { return seen->generation_asked.load(); })) << "the commander never asked its generation";
+  sched->run();
+  ASSERT_TRUE(seen->generation_asked) << "the commander never asked its generation";
   // The commander is busy: an order it would refuse at once stays unanswered while its generation is held.
-  auto commander_answered = std::make_shared<std::atomic<bool>>(false);
+  auto commander_answered = std::make_shared<bool>(false);
   sys->spawn([commander_answered, commander = commander](caf::event_based_actor* helper) {
     helper->request(commander, 60s, freeze_atom::value, std::string("nobody"))
       .then([commander_answered](bool) { *commander_answered = true; },
@@ -175,19 +188,20 @@ TEST_F(global_store_actor, answers_while_its_commander_is_busy) {
   auto got = call(op_of(kind::get, "k"));
   EXPECT_TRUE(got.found);
   EXPECT_EQ(got.value, "2");
-  std::string listing;
-  {
-    caf::scoped_actor self{*sys};
-    self->request(store, 5s, global_atom::value)
-      .receive([&](std::string& json) { listing = std::move(json); },
-               [&](caf::error& e) { listing = sys->render(e); });
-  }
+  std::string listing = "<no answer>";
+  sys->spawn([&listing, store = store](caf::event_based_actor* helper) {
+    helper->request(store, 5s, global_atom::value)
+      .then([&listing](std::string& json) { listing = std::move(json); },
+            [&listing, helper](caf::error& e) { listing = helper->system().render(e); });
+  });
+  sched->run();
   EXPECT_NE(listing.find("\"key\":\"k\""), std::string::npos) << listing;
-  EXPECT_FALSE(commander_answered->load()) << "the commander was not busy: the test proves nothing";
+  EXPECT_FALSE(*commander_answered) << "the commander was not busy: the test proves nothing";
 
   // Its generation given, the commander answers again.
   caf::anon_send(deposit, let_go_atom::value, std::uint64_t{3});
-  EXPECT_TRUE(eventually([&] { return commander_answered->load(); }));
+  sched->run();
+  EXPECT_TRUE(*commander_answered);
 }
 
 // A lease asked before the commander's generation is known waits for it, and
@@ -197,7 +211,8 @@ TEST_F(global_store_actor, grants_no_lease_below_its_commanders_generation) {
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit));
   commander = spawn_commander(*sys, ctx, deposit, store);
-  ASSERT_TRUE(eventually([&] { return seen->generation_asked.load(); }));
+  sched->run();
+  ASSERT_TRUE(seen->generation_asked);
   // One asker, the lease first: once the read after it is answered, the store has seen the lease.
   auto lease = std::make_shared<answer>();
   auto read = std::make_shared<answer>();
@@ -214,11 +229,13 @@ TEST_F(global_store_actor, grants_no_lease_below_its_commanders_generation) {
             a->arrived = true;
           });
   });
-  ASSERT_TRUE(eventually([&] { return read->arrived.load(); }));
+  sched->run();
+  ASSERT_TRUE(read->arrived);
   EXPECT_EQ(read->reply.refusal, "") << "reads are served meanwhile";
-  EXPECT_FALSE(lease->arrived.load()) << "a lease was granted before the tokens' floor was known";
+  EXPECT_FALSE(lease->arrived) << "a lease was granted before the tokens' floor was known";
   caf::anon_send(deposit, let_go_atom::value, std::uint64_t{7});
-  ASSERT_TRUE(eventually([&] { return lease->arrived.load(); }));
+  sched->run();
+  ASSERT_TRUE(lease->arrived);
   EXPECT_EQ(lease->error, "");
   EXPECT_EQ(lease->reply.refusal, "");
   EXPECT_GT(lease->reply.token, registry::epoch_source::make(7, 0));
@@ -230,7 +247,15 @@ TEST_F(global_store_actor, a_lease_waiting_past_the_hold_budget_is_refused) {
   ctx->recipe.limits.hold_seconds = 0.2;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit));
   auto lease = ask(op_of(detail::global_op::kind::lease, "hot"));
-  ASSERT_TRUE(eventually([&] { return lease->arrived.load(); }));
+  sched->run();
+  ASSERT_FALSE(lease->arrived) << "answered before its budget was spent";
+  // Time passes on the test's clock (no real wait): timeouts fire one at a time
+  // in the order of their deadlines, the hold budget (0.2 s) long before the
+  // asker's own (30 s).
+  for (int fired = 0; fired < 16 && !lease->arrived && sched->trigger_timeout(); ++fired)
+    sched->run();
+  ASSERT_TRUE(lease->arrived);
+  EXPECT_EQ(lease->error, "");
   EXPECT_EQ(lease->reply.refusal, "wait_expired");
 }
 
@@ -240,11 +265,15 @@ TEST_F(global_store_actor, a_lease_waiting_past_the_hold_budget_is_refused) {
 TEST_F(global_store_actor, a_takeover_serves_nothing_before_its_snapshot_is_read) {
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit), global_store_start{{}, true});
-  ASSERT_TRUE(eventually([&] { return seen->snapshot_asked.load(); }));
+  sched->run();
+  ASSERT_TRUE(seen->snapshot_asked);
   auto early_get = ask(op_of(kind::get, "a"));
   auto early_set = ask(op_of(kind::set, "b", "new"));
+  sched->run();
+  EXPECT_FALSE(early_get->arrived || early_set->arrived) << "served before the snapshot was read";
   caf::anon_send(deposit, let_go_atom::value, global_snapshot{{"a", "old-a"}, {"b", "old-b"}});
-  ASSERT_TRUE(eventually([&] { return early_get->arrived.load() && early_set->arrived.load(); }));
+  sched->run();
+  ASSERT_TRUE(early_get->arrived && early_set->arrived);
   EXPECT_TRUE(early_get->reply.found);
   EXPECT_EQ(early_get->reply.value, "old-a");
   EXPECT_EQ(early_set->reply.refusal, "");
@@ -260,7 +289,8 @@ TEST_F(global_store_actor, a_member_declared_down_to_the_commander_loses_its_lea
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit),
                              global_store_start{global_snapshot{{"k", "1"}}, false});
   commander = spawn_commander(*sys, ctx, deposit, store);
-  ASSERT_TRUE(eventually([&] { return seen->generation_asked.load(); }));
+  sched->run();
+  ASSERT_TRUE(seen->generation_asked);
   caf::anon_send(deposit, let_go_atom::value, std::uint64_t{2});
   // The first holder stays alive (a holder that stops gives its lease back by itself).
   auto first = std::make_shared<answer>();
@@ -277,16 +307,19 @@ TEST_F(global_store_actor, a_member_declared_down_to_the_commander_loses_its_lea
     return {[](tick_atom) {}};
   });
   holders.push_back(holder);
-  ASSERT_TRUE(eventually([&] { return first->arrived.load(); }));
+  sched->run();
+  ASSERT_TRUE(first->arrived);
   ASSERT_EQ(first->reply.refusal, "");
   caf::anon_send(commander, node_down_atom::value, sys->node());
-  ASSERT_TRUE(eventually([&] { return ctx->metrics.global_reclaimed_holder_down.load() == 1; }))
+  sched->run();
+  ASSERT_EQ(ctx->metrics.global_reclaimed_holder_down.load(), 1u)
     << "the lease of the member's holder was not released";
   // Granted now, though the first holder lives and its lease's TTL is a minute.
   auto second_op = op_of(kind::lease, "k");
   second_op.wait_ms = 20000;
   auto second = ask(second_op);
-  ASSERT_TRUE(eventually([&] { return second->arrived.load(); }, 25s));
+  sched->run();
+  ASSERT_TRUE(second->arrived) << "the lease waits for its holder's TTL";
   EXPECT_EQ(second->reply.refusal, "");
   EXPECT_EQ(second->reply.value, "1") << "the first holder's lease applied nothing";
   EXPECT_GT(second->reply.token, first->reply.token);
