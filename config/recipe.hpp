@@ -4,6 +4,7 @@
 /// defaults ⊕ recipe file (TOML) ⊕ environment (`TROUPE_*`) ⊕ `--set KEY=VALUE`.
 /// The key names are troupe's public contract (see docs/config.md).
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -12,6 +13,11 @@
 #include <vector>
 
 namespace troupe::config {
+
+/// A recipe's duration in seconds (a double: 0.25 is a quarter second) as whole milliseconds.
+inline std::chrono::milliseconds to_millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
 
 /// A recipe that cannot be used: `key` names the offending setting
 /// (dotted, e.g. "limits.max_body_bytes"), `what()` says the problem in one line.

@@ -14,19 +14,19 @@ namespace troupe::gate {
 
 namespace {
 
-namespace net = caf::io::network;
+namespace caf_net = caf::io::network;
 
 // A TLS stream over caf::openssl's session (the SSL object, its context made
 // from the actor system's openssl.* settings).
 struct tls_policy {
   explicit tls_policy(caf::openssl::session_ptr s) : session(std::move(s)) {}
-  net::rw_state read_some(std::size_t& result, net::native_socket fd, void* buf, std::size_t len) {
+  caf_net::rw_state read_some(std::size_t& result, caf_net::native_socket fd, void* buf, std::size_t len) {
     return session->read_some(result, fd, buf, len);
   }
-  net::rw_state write_some(std::size_t& result, net::native_socket fd, const void* buf, std::size_t len) {
+  caf_net::rw_state write_some(std::size_t& result, caf_net::native_socket fd, const void* buf, std::size_t len) {
     return session->write_some(result, fd, buf, len);
   }
-  bool must_read_more(net::native_socket fd, std::size_t threshold) { return session->must_read_more(fd, threshold); }
+  bool must_read_more(caf_net::native_socket fd, std::size_t threshold) { return session->must_read_more(fd, threshold); }
   caf::openssl::session_ptr session;
 };
 
@@ -34,8 +34,8 @@ struct tls_policy {
 // doormen, for a socket we accepted or dialed ourselves.
 class tls_scribe final : public caf::io::scribe {
 public:
-  tls_scribe(net::default_multiplexer& mpx, net::native_socket fd, caf::openssl::session_ptr s)
-    : caf::io::scribe(net::conn_hdl_from_socket(fd)), stream_(mpx, fd, std::move(s)) {}
+  tls_scribe(caf_net::default_multiplexer& mpx, caf_net::native_socket fd, caf::openssl::session_ptr s)
+    : caf::io::scribe(caf_net::conn_hdl_from_socket(fd)), stream_(mpx, fd, std::move(s)) {}
 
   void configure_read(caf::io::receive_policy::config config) override {
     stream_.configure_read(config);
@@ -54,11 +54,11 @@ public:
   }
   void flush() override { stream_.flush(this); }
   std::string addr() const override {
-    auto x = net::remote_addr_of_fd(stream_.fd());
+    auto x = caf_net::remote_addr_of_fd(stream_.fd());
     return x ? *x : std::string();
   }
   std::uint16_t port() const override {
-    auto x = net::remote_port_of_fd(stream_.fd());
+    auto x = caf_net::remote_port_of_fd(stream_.fd());
     return x ? *x : 0;
   }
   void add_to_loop() override { stream_.activate(this); }
@@ -66,7 +66,7 @@ public:
 
 private:
   bool launched_ = false;
-  net::stream_impl<tls_policy> stream_;
+  caf_net::stream_impl<tls_policy> stream_;
 };
 
 }  // namespace
@@ -79,7 +79,7 @@ caf::io::scribe_ptr make_scribe(caf::actor_system& sys, int fd, bool tls, bool a
   auto& mpx = sys.middleman().backend();
   if (!tls)
     return mpx.new_scribe(fd);
-  net::nonblocking(fd, true);  // else SSL_accept / SSL_connect would block the calling thread
+  caf_net::nonblocking(fd, true);  // else SSL_accept / SSL_connect would block the calling thread
   caf::openssl::session_ptr session;
   try {
     session = caf::openssl::make_session(sys, fd, accepted);
@@ -90,7 +90,7 @@ caf::io::scribe_ptr make_scribe(caf::actor_system& sys, int fd, bool tls, bool a
     ::close(fd);
     return nullptr;
   }
-  return caf::make_counted<tls_scribe>(static_cast<net::default_multiplexer&>(mpx), fd, std::move(session));
+  return caf::make_counted<tls_scribe>(static_cast<caf_net::default_multiplexer&>(mpx), fd, std::move(session));
 }
 
 void hand_over_accepted(caf::actor_system& sys, int fd, bool tls, std::uint16_t port, published whom) {

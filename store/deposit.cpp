@@ -19,7 +19,6 @@ namespace troupe::store {
 
 namespace {
 
-constexpr std::size_t max_key_bytes = 255;
 /// Escaped keys longer than this are cut into nested directories (NAME_MAX is
 /// 255 and the file also gets ".parcel", or ".sweep-<pid>-" while expired).
 constexpr std::size_t max_piece = 200;
@@ -75,10 +74,6 @@ std::int64_t now_ns() {
   struct timespec ts {};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return ns_of(ts);
-}
-
-std::int64_t now_unix_ms() {
-  return now_ns() / 1000000;
 }
 
 /// What a non-regular directory entry is, for logs and quarantine reasons.
@@ -1259,11 +1254,21 @@ private:
 
 }  // namespace
 
-std::string escape_key(std::string_view key) {
+void check_key(std::string_view key) {
   if (key.empty())
     throw std::invalid_argument("deposit key is empty");
   if (key.size() > max_key_bytes)
     throw std::invalid_argument("deposit key is over " + std::to_string(max_key_bytes) + " bytes");
+}
+
+std::int64_t now_unix_ms() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+std::string escape_key(std::string_view key) {
+  check_key(key);
   std::string out;
   out.reserve(key.size());
   for (char ch : key) {

@@ -291,8 +291,17 @@ protected:
 /// Safe for concurrent calls on different keys from several threads.
 std::unique_ptr<deposit> make_filesystem_deposit(const std::string& dir);
 
+/// The longest key a deposit takes, in bytes (every backend: a user name or a connection id).
+inline constexpr std::size_t max_key_bytes = 255;
+
+/// Throws std::invalid_argument for an empty key or one over max_key_bytes.
+void check_key(std::string_view key);
+
+/// The wall clock in Unix milliseconds (a backend's health timestamps).
+std::int64_t now_unix_ms();
+
 /// The escaped form of a key (see the file comment). Throws
-/// std::invalid_argument for an empty key or one over 255 bytes.
+/// std::invalid_argument for an empty key or one over max_key_bytes.
 std::string escape_key(std::string_view key);
 
 /// The key an escaped form stands for; nullopt when it is not one escape_key makes.

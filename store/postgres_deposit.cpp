@@ -26,7 +26,6 @@ namespace troupe::store {
 
 namespace {
 
-constexpr std::size_t max_key_bytes = 255;
 constexpr Oid bytea_oid = 17;
 constexpr Oid int8_oid = 20;
 constexpr Oid text_oid = 25;
@@ -38,12 +37,6 @@ constexpr std::int64_t scan_page_rows = 10000;
 constexpr int batch_attempts = 3;
 /// The first key of pg_advisory_xact_lock(int, int) for migrations ("trup").
 constexpr int migration_lock_class = 0x74727570;
-
-std::int64_t now_unix_ms() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 void put_be32(std::string& out, std::uint32_t v) {
   for (int i = 3; i >= 0; --i)
@@ -60,13 +53,6 @@ std::uint64_t get_be64(const char* p) {
   for (int i = 0; i < 8; ++i)
     v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
-}
-
-void check_key(std::string_view key) {
-  if (key.empty())
-    throw std::invalid_argument("deposit key is empty");
-  if (key.size() > max_key_bytes)
-    throw std::invalid_argument("deposit key is over " + std::to_string(max_key_bytes) + " bytes");
 }
 
 

@@ -26,9 +26,7 @@ namespace http = beast::http;
 
 namespace {
 
-std::string_view sv(beast::string_view s) noexcept {
-  return {s.data(), s.size()};
-}
+using http_framing::sv;
 
 // X-Troupe-Operator: at most 64 printable ASCII characters, else "admin".
 std::string operator_name(const http_session::request_type& req) {

@@ -27,9 +27,7 @@ namespace {
 
 using millis = std::chrono::milliseconds;
 
-millis to_millis(double seconds) {
-  return millis(static_cast<std::int64_t>(seconds * 1000));
-}
+using config::to_millis;
 
 }  // namespace
 

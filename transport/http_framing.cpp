@@ -10,10 +10,6 @@ namespace http = boost::beast::http;
 
 namespace {
 
-std::string_view sv(boost::beast::string_view s) noexcept {
-  return {s.data(), s.size()};
-}
-
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
     s.remove_prefix(1);

@@ -17,6 +17,11 @@
 
 namespace troupe::http_framing {
 
+/// A Beast string view as a std::string_view (the same bytes, no copy).
+inline std::string_view sv(boost::beast::string_view s) noexcept {
+  return {s.data(), s.size()};
+}
+
 /// The value of cookie `name` in one `Cookie` header value ("a=1; b=2"), "" when absent.
 std::string_view cookie_value(std::string_view cookie_header, std::string_view name);
 

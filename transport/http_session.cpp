@@ -27,9 +27,7 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-std::string_view sv(beast::string_view s) noexcept {
-  return {s.data(), s.size()};
-}
+using http_framing::sv;
 
 constexpr std::string_view cookie_name = "troupe_cid";
 

@@ -78,9 +78,6 @@ std::string shown(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
 
-std::chrono::milliseconds seconds_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
-}
 
 // Whatever hangs in a stop, the process leaves (exit 1, said out loud) once
 // the budget last armed is spent. A detached thread: it ends with the process.
@@ -167,11 +164,11 @@ public:
 
   int stop(const char* why) {
     auto& recipe = ctx_->recipe;
-    auto grace = seconds_ms(recipe.node.shutdown_grace_seconds);
+    auto grace = config::to_millis(recipe.node.shutdown_grace_seconds);
     // The drain gets the grace period; the soft quit (fsyncs) gets its own budget.
     watchdog_.arm(grace + std::chrono::seconds(15));
     drain_front(why, grace);
-    auto budget = seconds_ms(recipe.node.shutdown_freeze_seconds);
+    auto budget = config::to_millis(recipe.node.shutdown_freeze_seconds);
     watchdog_.arm(budget + std::chrono::seconds(10));
     auto report = soft_quit(budget);
     write_back_secret();
@@ -420,9 +417,9 @@ private:
       commander_ = troupe::spawn_commander(*sys_, ctx_, caf::actor_cast<caf::actor>(deposit_), global_store_);
       return 0;
     }
-    auto hold = seconds_ms(recipe.limits.hold_seconds);
+    auto hold = config::to_millis(recipe.limits.hold_seconds);
     // Longer than any asker waits: a soft quit's freeze budget, a request's timeout.
-    auto longest = seconds_ms(recipe.node.shutdown_freeze_seconds + recipe.limits.request_timeout_seconds
+    auto longest = config::to_millis(recipe.node.shutdown_freeze_seconds + recipe.limits.request_timeout_seconds
                               + recipe.limits.hold_seconds);
     auto link = cluster::spawn_commander_link(*sys_, ctx_->node_name, hold, recipe.limits.max_inflight, longest);
     commander_ = caf::actor_cast<commander_handle>(link);

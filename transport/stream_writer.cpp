@@ -33,9 +33,6 @@ public:
   }
 };
 
-std::chrono::milliseconds to_millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
-}
 
 }  // namespace
 
@@ -54,7 +51,7 @@ std::shared_ptr<stream_writer> stream_writer::start(std::shared_ptr<http_session
   spec.port = std::make_shared<writer_port>(w, ex);
   spec.queue_bytes = lim.stream_queue_bytes;
   spec.credit_bytes = lim.stream_credit_bytes;
-  spec.keepalive = to_millis(lim.stream_keepalive_seconds);
+  spec.keepalive = config::to_millis(lim.stream_keepalive_seconds);
   spec.metrics = &ctx.metrics;
   w->sink_ = spawn_stream_sink(f.bridge()->home_system(), std::move(spec));
   w->head_writer_.emplace(w->head_);
