@@ -160,7 +160,7 @@ TEST_F(global_store_actor, answers_while_its_commander_is_busy) {
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit),
                              global_store_start{global_snapshot{{"k", "1"}}, false});
-  commander = spawn_commander(*sys, ctx, deposit, store);
+  commander = spawn_commander(*sys, ctx, caf::actor_cast<deposit_handle>(deposit), store);
   ASSERT_TRUE(eventually([&] { return seen->generation_asked.load(); })) << "the commander never asked its generation";
   // The commander is busy: an order it would refuse at once stays unanswered while its generation is held.
   auto commander_answered = std::make_shared<std::atomic<bool>>(false);
@@ -196,7 +196,7 @@ TEST_F(global_store_actor, answers_while_its_commander_is_busy) {
 TEST_F(global_store_actor, grants_no_lease_below_its_commanders_generation) {
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit));
-  commander = spawn_commander(*sys, ctx, deposit, store);
+  commander = spawn_commander(*sys, ctx, caf::actor_cast<deposit_handle>(deposit), store);
   ASSERT_TRUE(eventually([&] { return seen->generation_asked.load(); }));
   // One asker, the lease first: once the read after it is answered, the store has seen the lease.
   auto lease = std::make_shared<answer>();
@@ -259,7 +259,7 @@ TEST_F(global_store_actor, a_member_declared_down_to_the_commander_loses_its_lea
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit),
                              global_store_start{global_snapshot{{"k", "1"}}, false});
-  commander = spawn_commander(*sys, ctx, deposit, store);
+  commander = spawn_commander(*sys, ctx, caf::actor_cast<deposit_handle>(deposit), store);
   ASSERT_TRUE(eventually([&] { return seen->generation_asked.load(); }));
   caf::anon_send(deposit, let_go_atom::value, std::uint64_t{2});
   // The first holder stays alive (a holder that stops gives its lease back by itself).
