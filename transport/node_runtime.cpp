@@ -507,11 +507,11 @@ private:
     ac.connector = gate::spawn_connector(*sys_, gate::dial_settings{gate::kind::cluster, cluster_key_, cluster_tls_,
                                                                     std::chrono::milliseconds(cc.join_timeout_ms)});
     ac.leader_listeners = {caf::actor_cast<caf::actor>(commander_), caf::actor_cast<caf::actor>(global_store_)};
-    ac.down_listeners = {caf::actor_cast<caf::actor>(forwarder_)};
+    ac.down_listeners = {forwarder_};
     for (auto& g : groups_)
-      ac.fence_listeners.push_back(caf::actor_cast<caf::actor>(g));
+      ac.fence_listeners.push_back(g);
     ac.serving = serving_;
-    ac.census = caf::actor_cast<caf::actor>(census_);
+    ac.census = census_;
     ac.metrics = &ctx_->metrics;
     ac.start_commander = [sys = sys_.get(), ctx = ctx_, deposit = deposit_](std::vector<std::string> members) {
       // A takeover: the new global store reads the snapshot the last one wrote.
