@@ -697,7 +697,7 @@ struct census_state {
         pq.doc = std::move(*doc);
         start(std::move(pq), [this, run, i](json&& d) { part_done(run, i, std::move(d)); });
       } else if (m.state == "up" && m.census) {
-        self->request(caf::actor_cast<census_handle>(m.census), part_timeout, census_atom::value, part_atom::value, mq)
+        self->request(m.census, part_timeout, census_atom::value, part_atom::value, mq)
           .then(
             [this, run, i](std::string& body) {
               auto d = json::parse(body, nullptr, false);
@@ -790,7 +790,7 @@ struct census_state {
       if (is_me(m) || m.state != "up" || !m.census)
         continue;
       auto name = m.name;
-      self->request(caf::actor_cast<census_handle>(m.census), part_timeout, census_atom::value, part_atom::value, id)
+      self->request(m.census, part_timeout, census_atom::value, part_atom::value, id)
         .then(
           [run, name, unknown](std::string& body) {
             --run->waiting;

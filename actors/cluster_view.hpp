@@ -6,7 +6,8 @@
 /// it — its typed interface includes this one — and the node hands the agent to
 /// the census (census_handle's agent_atom).
 
-#include <caf/actor.hpp>
+#include "actors/census.hpp"
+
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/node_id.hpp>
@@ -31,7 +32,7 @@ struct member_status {
   std::int64_t heartbeat_age_ms = -1;  ///< since last heard (-1: never, or this member)
   bool leader = false;
   caf::node_id node;          ///< its CAF node (invalid for a member never reached)
-  caf::actor census;          ///< its census (a census_handle; invalid when unknown)
+  census_handle census;       ///< its census (invalid when unknown)
 };
 
 template <class Inspector>

@@ -418,13 +418,13 @@ void commander_state::remove_deposit_parcel(parcel_kind kind, const std::string&
 namespace {
 
 commander_handle::behavior_type commander_impl(commander_handle::stateful_pointer<commander_state> self,
-                                               node_context_ptr ctx, caf::actor deposit,
+                                               node_context_ptr ctx, deposit_handle deposit,
                                                global_store_handle global_store, commander_start start) {
   auto& st = self->state;
   st.self = self;
   st.gauge.emplace(ctx->metrics, actor_kind::commander);
   st.ctx = std::move(ctx);
-  st.deposit = caf::actor_cast<deposit_handle>(deposit);
+  st.deposit = std::move(deposit);
   st.default_group = st.ctx->recipe.default_group().name;
   st.frozen_channels.emplace(4 * std::max<std::uint64_t>(1, st.ctx->recipe.channel.max_sockets));
   st.global_store = std::move(global_store);
@@ -539,7 +539,7 @@ commander_handle::behavior_type commander_impl(commander_handle::stateful_pointe
 
 }  // namespace
 
-commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
+commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, deposit_handle deposit,
                                  global_store_handle global_store, commander_start start) {
   return sys.spawn(commander_impl, std::move(ctx), std::move(deposit), std::move(global_store), std::move(start));
 }

@@ -96,12 +96,12 @@ struct commander_start {
 };
 
 /// Spawns the commander (a top-level actor: the node stops it on shutdown).
-/// `deposit` is the deposit actor (a deposit_handle). `global_store` is the
+/// `deposit` is the deposit actor. `global_store` is the
 /// global store spawned next to it (a takeover spawns a new one, reading the
 /// deposit's snapshot): the commander links to it, so they stop together, and
 /// tells it its generation, the members declared down and the soft quit.
 /// Users and the bridge talk to the global store directly, never through the commander.
-commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, caf::actor deposit,
+commander_handle spawn_commander(caf::actor_system& sys, node_context_ptr ctx, deposit_handle deposit,
                                  global_store_handle global_store, commander_start start = {});
 
 }  // namespace troupe

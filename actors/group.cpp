@@ -27,9 +27,9 @@ struct group_state {
   std::optional<actor_gauge> gauge;
   node_context_ptr ctx;
   config::group_settings settings;
-  caf::actor commander;
-  caf::actor global_store;
-  caf::actor deposit;
+  commander_for_groups commander;
+  global_store_handle global_store;
+  deposit_handle deposit;
   std::vector<worker_handle> workers;  // by slot; a slot not restarted keeps its last (dead) worker's handle
   std::uint32_t replaced = 0;  // workers replaced after a crash
   // Each slot's worker state for troupe_workers (nullopt: no worker: it
@@ -98,7 +98,7 @@ struct group_state {
 
   template <class Self>
   void tell_commander_workers(Self self) {
-    self->send(caf::actor_cast<commander_handle>(commander), workers_atom::value, settings.name, ctx->node_name,
+    self->send(commander, workers_atom::value, settings.name, ctx->node_name,
                workers);
   }
 
@@ -107,18 +107,17 @@ struct group_state {
   // admits again unless it said it does not (CPU, memory) meanwhile.
   template <class Self>
   void report_admission(Self self, bool admits, std::uint32_t retry_after) {
-    auto to = caf::actor_cast<commander_handle>(commander);
     for (std::size_t slot = 0; slot < workers.size(); ++slot) {
       if (!workers[slot])
         continue;
       if (!admits)
-        self->send(to, admission_atom::value,
+        self->send(commander, admission_atom::value,
                    admission_report{workers[slot].address(), false,
                                     static_cast<std::uint8_t>(refusal_reason::degraded), retry_after});
       else if (closed_reports[slot] && live(slot))
-        self->send(to, admission_atom::value, *closed_reports[slot]);
+        self->send(commander, admission_atom::value, *closed_reports[slot]);
       else
-        self->send(to, admission_atom::value, admission_report{workers[slot].address(), true, 0, 0});
+        self->send(commander, admission_atom::value, admission_report{workers[slot].address(), true, 0, 0});
     }
   }
 
@@ -301,8 +300,8 @@ struct group_state {
 const char* group_state::name = "troupe.group";
 
 group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_state> self, node_context_ptr ctx,
-                                      config::group_settings settings, caf::actor commander,
-                                      caf::actor global_store, caf::actor deposit) {
+                                      config::group_settings settings, commander_for_groups commander,
+                                      global_store_handle global_store, deposit_handle deposit) {
   auto& st = self->state;
   st.gauge.emplace(ctx->metrics, actor_kind::group);
   st.ctx = std::move(ctx);
@@ -352,7 +351,7 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
         }
       if (st.intensity->degraded())
         return;  // the commander places nobody here until the recovery reports them admitting again
-      self->send(caf::actor_cast<commander_handle>(st.commander), admission_atom::value, std::move(report));
+      self->send(st.commander, admission_atom::value, std::move(report));
     },
     [=](tick_atom, std::uint64_t degradation) { self->state.recover(self, degradation); },
     // One more worker (an arrival no worker admits), in the first free
@@ -419,7 +418,7 @@ group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_stat
 }  // namespace
 
 group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
-                        caf::actor commander, caf::actor global_store, caf::actor deposit) {
+                        commander_for_groups commander, global_store_handle global_store, deposit_handle deposit) {
   return sys.spawn(group_impl, std::move(ctx), std::move(settings), std::move(commander), std::move(global_store),
                    std::move(deposit));
 }

@@ -11,6 +11,13 @@
 
 namespace troupe {
 
+/// What a group sends its commander (a part of commander_handle,
+/// actors/commander.hpp, which includes this header): its workers and their
+/// admission; and what its workers' users send (commander_for_users).
+using commander_for_groups = commander_for_users::extend<
+  caf::reacts_to<workers_atom, std::string, std::string, std::vector<worker_handle>>,
+  caf::reacts_to<admission_atom, admission_report>>;
+
 /// The group's typed interface.
 using group_handle = caf::typed_actor<
   /// Its current workers, in slot order.
@@ -39,8 +46,8 @@ using group_handle = caf::typed_actor<
 /// Spawns the group described by recipe entry `settings` (a top-level actor:
 /// the node stops it on shutdown). Its workers are named "<group>-w<n>";
 /// `deposit` is the deposit actor its users freeze to and wake from,
-/// `global_store` the global store they use (a global_store_handle).
+/// `global_store` the global store they use.
 group_handle spawn_group(caf::actor_system& sys, node_context_ptr ctx, config::group_settings settings,
-                        caf::actor commander, caf::actor global_store, caf::actor deposit);
+                        commander_for_groups commander, global_store_handle global_store, deposit_handle deposit);
 
 }  // namespace troupe

@@ -17,6 +17,8 @@
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -52,6 +54,10 @@ typename Inspector::result_type inspect(Inspector& f, stream_chunk& x) {
   return f(caf::meta::type_name("troupe.stream_chunk"), x.id, x.data, x.last);
 }
 
+/// A stream's sink as its writer sees it: a part of stream_sink_handle
+/// (transport/stream_sink.hpp, above actors/), which converts to it implicitly.
+using stream_sink_for_writers = caf::typed_actor<caf::reacts_to<stream_msg_atom, stream_chunk>>;
+
 /// Sink (or front) → writer: what happened to the stream.
 struct stream_event {
   enum class kind : std::uint8_t {
@@ -62,7 +68,7 @@ struct stream_event {
   };
   std::uint64_t id = 0;
   std::uint8_t what = 0;  ///< a kind
-  caf::actor sink;        ///< open: the sink actor (a stream_sink_handle)
+  stream_sink_for_writers sink;  ///< open: the sink actor
   std::uint64_t bytes = 0;
 };
 

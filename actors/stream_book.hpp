@@ -27,7 +27,7 @@ public:
     stream_format format = stream_format::sse;
     stream_handlers handlers;
     streaming::credit_window credit;
-    caf::actor sink;  ///< set when the front's sink opened it
+    stream_sink_for_writers sink;  ///< set when the front's sink opened it
     clock::time_point since;
   };
 

@@ -216,9 +216,9 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.gauge.emplace(st.ctx->metrics, actor_kind::user);
   st.user_name = std::move(spec.user);
   st.worker_name = std::move(spec.worker);
-  st.commander = caf::actor_cast<commander_handle>(spec.commander);
-  st.global_store = caf::actor_cast<global_store_handle>(spec.global_store);
-  st.deposit = caf::actor_cast<deposit_handle>(spec.deposit);
+  st.commander = spec.commander;
+  st.global_store = spec.global_store;
+  st.deposit = spec.deposit;
   st.started = registry::wall_clock::now();
   st.census = st.ctx->census;
   st.supervisor = std::move(spec.supervisor);

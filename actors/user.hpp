@@ -6,7 +6,10 @@
 /// and pages, and carries out login/logout with the commander.
 
 #include "actors/channel.hpp"
+#include "actors/commander_view.hpp"
 #include "actors/connection_table.hpp"
+#include "actors/deposit.hpp"
+#include "actors/global_store.hpp"
 #include "actors/group_gate.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
@@ -120,10 +123,10 @@ struct user_spec {
   store::bytes parcel;                   ///< an encoded parcel to start from if he has none in the deposit
   bool wake = true;                      ///< read his parcel from the deposit before serving
   std::string group;                     ///< his group's name (its policies: idleness, durability)
-  caf::actor commander;                  ///< for login/logout and freezing
-  caf::actor global_store;               ///< the global store (a global_store_handle), asked directly
+  commander_for_users commander;         ///< for login/logout and freezing
+  global_store_handle global_store;      ///< the global store, asked directly
   user_supervisor supervisor;            ///< his worker
-  caf::actor deposit;                    ///< the deposit actor
+  deposit_handle deposit;                ///< the deposit actor
   const app_types::factory* factory = nullptr;
   const router* routes = nullptr;        ///< his type's routes (built once, shared)
   const message_router* messages = nullptr;  ///< the messages his type accepts (built once, shared)

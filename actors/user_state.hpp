@@ -84,7 +84,7 @@ struct user_state : detail::user_host, user_effects {
   std::optional<actor_gauge> gauge;
   std::string user_name;
   std::string worker_name;
-  commander_handle commander;
+  commander_for_users commander;
   global_store_handle global_store;
   deposit_handle deposit;
   registry::wall_clock::time_point started{};

@@ -36,7 +36,7 @@ void user_state::open_stream(pending_call&& call, detail::continuation&& next) {
 void user_state::end_stream_here(std::uint64_t id) {
   if (auto* e = books ? books->find(id) : nullptr) {
     if (e->sink)
-      self->demonitor(e->sink);
+      self->demonitor(e->sink.address());
     books->erase(id);
   }
 }

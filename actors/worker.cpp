@@ -144,7 +144,7 @@ void worker_actor_state::stop_worker(std::uint64_t frozen) {
 void worker_actor_state::ask_replacement(std::uint64_t frozen, std::uint64_t rss_bytes) {
   spdlog::info("worker {}: {} user(s) frozen; replacement asked", spec.name, frozen);
   if (spec.parent)
-    self->send(caf::actor_cast<group_handle>(spec.parent), replace_atom::value, self->address(), rss_bytes);
+    self->send(spec.parent, replace_atom::value, self->address(), rss_bytes);
 }
 
 // -- its users ---------------------------------------------------------------------------------
@@ -526,7 +526,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
 
 worker_handle spawn_worker(caf::local_actor& group, worker_spec spec) {
   if (!spec.parent)
-    spec.parent = caf::actor_cast<caf::actor>(group.address());
+    spec.parent = caf::actor_cast<group_for_workers>(group.address());
   return group.spawn<caf::linked>(worker_impl, std::move(spec));
 }
 

@@ -47,6 +47,12 @@ typename Inspector::result_type inspect(Inspector& f, admission_report& x) {
   return f(caf::meta::type_name("troupe.admission_report"), x.worker, x.admits, x.reason, x.retry_after);
 }
 
+/// What a worker sends its group: a part of group_handle (actors/group.hpp,
+/// which includes this header), which converts to it implicitly.
+using group_for_workers = caf::typed_actor<
+  caf::reacts_to<admission_atom, admission_report>,
+  caf::reacts_to<replace_atom, caf::actor_addr, std::uint64_t>>;
+
 /// A worker's figures, answered to a heartbeat: the users it hosts and its
 /// process's counters (cumulative since the process started). A worker
 /// process's slot adds their growth to its node's counters, so /metrics
@@ -122,13 +128,13 @@ using worker_handle = caf::typed_actor<
 struct worker_spec {
   std::string name;       ///< e.g. "default-w1"
   std::string group;      ///< the group's name
-  caf::actor commander;
-  caf::actor global_store;  ///< the global store (a global_store_handle), for its users
-  caf::actor deposit;     ///< the deposit actor (a deposit_handle)
+  commander_for_users commander;     ///< for its users
+  global_store_handle global_store;  ///< the global store, for its users
+  deposit_handle deposit;            ///< the deposit actor
   node_context_ptr ctx;
-  /// Its group (a group_handle): admission reports and replacement requests
-  /// go there. spawn_worker sets it to the spawning actor when left empty.
-  caf::actor parent{};
+  /// Its group: admission reports and replacement requests go there.
+  /// spawn_worker sets it to the spawning actor when left empty.
+  group_for_workers parent{};
   /// The machine's memory for memory admission; 0: read /proc/meminfo (tests may inject a figure).
   std::uint64_t mem_total_bytes = 0;
 };

@@ -128,7 +128,7 @@ void worker_actor_state::report(bool changed) {
                  admission->rss_bytes().value_or(0) >> 20,
                  r.admits ? std::string() : ", retry after " + std::to_string(r.retry_after) + " s");
   if (spec.parent)
-    self->send(caf::actor_cast<group_handle>(spec.parent), admission_atom::value, std::move(r));
+    self->send(spec.parent, admission_atom::value, std::move(r));
 }
 
 // How long until the least recently active hosted user reaches his idle

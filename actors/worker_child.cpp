@@ -209,10 +209,10 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
       return 1;
     setup_child_logging(ctx->recipe.node.log_level, hello.worker, ctx->recipe.log.format);
     ctx->node_name = hello.node_name;
-    ctx->census = caf::actor_cast<census_member_view>(hello.census);
+    ctx->census = hello.census;
     // Its admission reports and replacement requests go to its slot, which speaks for it to the group.
     auto worker = spawn_worker(sys, worker_spec{hello.worker, hello.group, hello.commander, hello.global_store,
-                                                hello.deposit, ctx, caf::actor_cast<caf::actor>(slot)});
+                                                hello.deposit, ctx, slot});
     self->monitor(worker);
     self->monitor(slot);
     self->send(slot, ready_atom::value, hello.generation, worker);

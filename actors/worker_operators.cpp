@@ -62,7 +62,7 @@ caf::result<std::uint64_t, std::vector<std::string>> worker_actor_state::quit() 
 void worker_actor_state::save_restart_states(std::shared_ptr<std::uint64_t> saved,
                                              std::shared_ptr<std::vector<std::string>> not_saved,
                                              std::function<void()> done) {
-  auto deposit = caf::actor_cast<deposit_handle>(spec.deposit);
+  auto deposit = spec.deposit;
   std::vector<std::pair<std::string, store::parcel>> left;
   for (auto& [user, encoded] : core->states_left_down()) {
     try {

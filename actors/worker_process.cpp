@@ -229,7 +229,7 @@ struct slot_state {
   // Whom its child works for (asked once it passed the gate, which took its token).
   worker_hello hello() {
     forget_token();
-    return worker_hello{spec.commander, spec.global_store, spec.deposit, caf::actor_cast<caf::actor>(spec.ctx->census),
+    return worker_hello{spec.commander, spec.global_store, spec.deposit, spec.ctx->census,
                         spec.ctx->node_name, spec.name, spec.group, generation};
   }
 

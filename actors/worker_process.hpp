@@ -30,10 +30,10 @@ namespace troupe {
 
 /// A slot's answer to its child's hello: whom it works for.
 struct worker_hello {
-  caf::actor commander;  ///< the node's commander
-  caf::actor global_store; ///< the node's global store (its users' global operations go there)
-  caf::actor deposit;    ///< the node's deposit actor
-  caf::actor census;     ///< the node's census (a census_member_view)
+  commander_for_users commander;    ///< the node's commander
+  global_store_handle global_store; ///< the node's global store (its users' global operations go there)
+  deposit_handle deposit;           ///< the node's deposit actor
+  census_member_view census;        ///< the node's census
   std::string node_name; ///< the node's name (its users' placements carry it)
   std::string worker;    ///< the worker's name, e.g. "default-w1"
   std::string group;

@@ -38,7 +38,7 @@ struct agent_state {
   agent_config cfg;
   std::optional<membership> mem;
   std::unordered_map<std::string, agent_handle> agents;          // member name → its agent
-  std::unordered_map<std::string, caf::actor> censuses;          // member name → its census
+  std::unordered_map<std::string, census_handle> censuses;       // member name → its census
   std::unordered_map<caf::actor_addr, std::string> watched;      // monitored agent → member name
   leader_notice leader;                                          // who leads (commander invalid: none yet)
   caf::actor own_commander;                                      // when this node leads
@@ -53,10 +53,10 @@ struct agent_state {
   member_hello hello_of(const member_record& r) const {
     member_hello h{r.name, r.incarnation, r.address, r.seq, {}, {}};
     if (r.name == mem->self().name) {
-      h.agent = caf::actor_cast<caf::actor>(self);
+      h.agent = self;
       h.census = cfg.census;
     } else if (auto a = agents.find(r.name); a != agents.end()) {
-      h.agent = caf::actor_cast<caf::actor>(a->second);
+      h.agent = a->second;
       if (auto c = censuses.find(r.name); c != censuses.end())
         h.census = c->second;
     }
@@ -78,12 +78,11 @@ struct agent_state {
   void keep(const member_hello& h) {
     if (!h.agent || h.name == mem->self().name)
       return;
-    auto handle = caf::actor_cast<agent_handle>(h.agent);
-    agents[h.name] = handle;
+    agents[h.name] = h.agent;
     if (h.census)
       censuses[h.name] = h.census;
-    if (watched.emplace(handle.address(), h.name).second)
-      self->monitor(handle);
+    if (watched.emplace(h.agent.address(), h.name).second)
+      self->monitor(h.agent);
   }
 
   // The members up, but this one.

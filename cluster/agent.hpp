@@ -8,6 +8,7 @@
 /// its node becomes the oldest live member, and tells its node's actors what
 /// changed (docs/CLUSTER.md "Membership").
 
+#include "actors/census.hpp"
 #include "actors/cluster_view.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
@@ -34,14 +35,53 @@ using leader_atom = caf::atom_constant<caf::atom("leader")>;    ///< the command
 using troupe::members_atom;  ///< the member list (actors/cluster_view.hpp)
 using ready_atom = caf::atom_constant<caf::atom("ready")>;      ///< joined (or alone) and led
 
+/// Whoever is told that a member was declared down.
+using down_listener = caf::typed_actor<caf::reacts_to<node_down_atom, caf::node_id>>;
+
+/// Whoever is told that this node fenced itself.
+using fence_listener = caf::typed_actor<caf::reacts_to<fence_atom>>;
+
+// Defined below: the agent's interface names them, and a member_hello holds an agent.
+struct member_hello;
+struct leader_notice;
+struct join_reply;
+
+/// One member as the census shows it: the census's own view (actors/cluster_view.hpp).
+using troupe::member_status;
+
+/// The agent's typed interface (between agents, and from its own node).
+using agent_handle = caf::typed_actor<
+  /// A node asks to join (cluster name, itself): answers the members and the leader.
+  caf::replies_to<join_atom, std::string, member_hello>::with<join_reply>,
+  /// A member admitted a newcomer (or tells what it knows): learn it.
+  caf::reacts_to<member_atom, member_hello>,
+  /// A heartbeat from (name, incarnation, its stamp, the stamp of our latest beat it received).
+  caf::reacts_to<beat_atom, std::string, std::uint64_t, std::int64_t, std::int64_t>,
+  /// A member declared (name, incarnation) down.
+  caf::reacts_to<down_atom, std::string, std::uint64_t>,
+  /// The commander runs there now.
+  caf::reacts_to<leader_atom, leader_notice>,
+  /// The member list for the census.
+  caf::replies_to<members_atom>::with<std::vector<member_status>>,
+  /// From its own node at start, with the address it is published at:
+  /// joins (or starts the cluster) and answers once done — an error when joining failed.
+  caf::replies_to<ready_atom, std::string>::with<bool>,
+  /// Internal: the heartbeat period, and a rejoin attempt.
+  caf::reacts_to<tick_atom>,
+  caf::reacts_to<join_atom>>;
+
+// The agent provides the census's view of the cluster: its interface includes it.
+static_assert(std::is_convertible_v<agent_handle, cluster_view_handle>,
+              "the agent no longer answers what the census asks of it (actors/cluster_view.hpp)");
+
 /// A member as members tell each other: its record and its agent.
 struct member_hello {
   std::string name;
   std::uint64_t incarnation = 0;
   std::string address;
   std::uint64_t seq = 0;
-  caf::actor agent;
-  caf::actor census;  ///< its node's census (a census_handle)
+  agent_handle agent;
+  census_handle census;  ///< its node's census
 };
 
 template <class Inspector>
@@ -79,34 +119,6 @@ typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("troupe.join_reply"), x.members, x.leader);
 }
 
-/// One member as the census shows it: the census's own view (actors/cluster_view.hpp).
-using troupe::member_status;
-
-/// The agent's typed interface (between agents, and from its own node).
-using agent_handle = caf::typed_actor<
-  /// A node asks to join (cluster name, itself): answers the members and the leader.
-  caf::replies_to<join_atom, std::string, member_hello>::with<join_reply>,
-  /// A member admitted a newcomer (or tells what it knows): learn it.
-  caf::reacts_to<member_atom, member_hello>,
-  /// A heartbeat from (name, incarnation, its stamp, the stamp of our latest beat it received).
-  caf::reacts_to<beat_atom, std::string, std::uint64_t, std::int64_t, std::int64_t>,
-  /// A member declared (name, incarnation) down.
-  caf::reacts_to<down_atom, std::string, std::uint64_t>,
-  /// The commander runs there now.
-  caf::reacts_to<leader_atom, leader_notice>,
-  /// The member list for the census.
-  caf::replies_to<members_atom>::with<std::vector<member_status>>,
-  /// From its own node at start, with the address it is published at:
-  /// joins (or starts the cluster) and answers once done — an error when joining failed.
-  caf::replies_to<ready_atom, std::string>::with<bool>,
-  /// Internal: the heartbeat period, and a rejoin attempt.
-  caf::reacts_to<tick_atom>,
-  caf::reacts_to<join_atom>>;
-
-// The agent provides the census's view of the cluster: its interface includes it.
-static_assert(std::is_convertible_v<agent_handle, cluster_view_handle>,
-              "the agent no longer answers what the census asks of it (actors/cluster_view.hpp)");
-
 /// What the agent's node gives it.
 struct agent_config {
   std::string cluster_name;
@@ -116,7 +128,7 @@ struct agent_config {
   std::chrono::milliseconds failure_timeout{3000};
   std::chrono::milliseconds join_timeout{10000};
   /// This node's census (told to every member: a census on any member answers for all).
-  caf::actor census;
+  census_handle census;
   /// This node's counters (troupe_cluster_members{state}); may be null in tests.
   node_metrics* metrics = nullptr;
   /// Opens node-to-node connections through the other members' gates (gate/dial.hpp).
@@ -128,11 +140,11 @@ struct agent_config {
   /// Told `(leader_atom, leader_notice)` when the leader changes (an invalid
   /// commander: none right now): the node's commander link and global store link.
   std::vector<caf::actor> leader_listeners;
-  /// Told `(node_down_atom, caf::node_id)` when a member is declared down: the
-  /// node's forwarder (and the commander, when it runs here).
-  std::vector<caf::actor> down_listeners;
-  /// Told `(fence_atom)` when this node fences itself (its users must stop).
-  std::vector<caf::actor> fence_listeners;
+  /// Told when a member is declared down: the node's forwarder (and the
+  /// commander, when it runs here).
+  std::vector<down_listener> down_listeners;
+  /// Told when this node fences itself (its users must stop): its groups.
+  std::vector<fence_listener> fence_listeners;
   /// Written by the agent, read by the front: may this node serve now?
   std::shared_ptr<troupe::serving_signal> serving;
 };

@@ -414,7 +414,7 @@ private:
     auto& recipe = ctx_->recipe;
     if (!recipe.cluster.enabled()) {
       global_store_ = spawn_global_store(*sys_, ctx_, deposit_, global_store_start{std::move(global_), false});
-      commander_ = troupe::spawn_commander(*sys_, ctx_, caf::actor_cast<caf::actor>(deposit_), global_store_);
+      commander_ = troupe::spawn_commander(*sys_, ctx_, deposit_, global_store_);
       return 0;
     }
     auto hold = config::to_millis(recipe.limits.hold_seconds);
@@ -468,8 +468,7 @@ private:
   int start_groups() {
     caf::scoped_actor self{*sys_};  // start-up only: never on an asio thread
     for (auto& g : ctx_->recipe.groups) {
-      auto group = spawn_group(*sys_, ctx_, g, caf::actor_cast<caf::actor>(commander_),
-                               caf::actor_cast<caf::actor>(global_store_), caf::actor_cast<caf::actor>(deposit_));
+      auto group = spawn_group(*sys_, ctx_, g, commander_, global_store_, deposit_);
       groups_.push_back(group);
       bool ok = false;
       self->request(group, std::chrono::seconds(10), workers_atom::value)
@@ -505,16 +504,16 @@ private:
     ac.connector = gate::spawn_connector(*sys_, gate::dial_settings{gate::kind::cluster, cluster_key_, cluster_tls_,
                                                                     std::chrono::milliseconds(cc.join_timeout_ms)});
     ac.leader_listeners = {caf::actor_cast<caf::actor>(commander_), caf::actor_cast<caf::actor>(global_store_)};
-    ac.down_listeners = {caf::actor_cast<caf::actor>(forwarder_)};
+    ac.down_listeners = {forwarder_};
     for (auto& g : groups_)
-      ac.fence_listeners.push_back(caf::actor_cast<caf::actor>(g));
+      ac.fence_listeners.push_back(g);
     ac.serving = serving_;
-    ac.census = caf::actor_cast<caf::actor>(census_);
+    ac.census = census_;
     ac.metrics = &ctx_->metrics;
     ac.start_commander = [sys = sys_.get(), ctx = ctx_, deposit = deposit_](std::vector<std::string> members) {
       // A takeover: the new global store reads the snapshot the last one wrote.
       auto store = spawn_global_store(*sys, ctx, deposit, global_store_start{{}, true});
-      auto commander = troupe::spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), store,
+      auto commander = troupe::spawn_commander(*sys, ctx, deposit, store,
                                                commander_start{std::move(members)});
       return cluster::leader_actors{caf::actor_cast<caf::actor>(commander), caf::actor_cast<caf::actor>(store)};
     };

@@ -91,7 +91,7 @@ struct sink_state {
     e.what = static_cast<std::uint8_t>(k);
     e.bytes = bytes;
     if (k == stream_event::kind::open)
-      e.sink = caf::actor_cast<caf::actor>(self);
+      e.sink = self;
     caf::anon_send(spec.writer, stream_msg_atom::value, std::move(e));  // the writer is typed elsewhere (a user_handle)
   }
 

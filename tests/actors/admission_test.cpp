@@ -80,7 +80,7 @@ protected:
 
   // `mem_total_bytes`: the machine's memory as the worker sees it (0: /proc/meminfo).
   void start_worker(std::uint64_t mem_total_bytes = 0) {
-    worker_spec spec{"default-w1", "default", caf::actor{}, caf::actor{}, caf::actor_cast<caf::actor>(deposit), ctx};
+    worker_spec spec{"default-w1", "default", {}, {}, deposit, ctx};
     spec.mem_total_bytes = mem_total_bytes;
     worker = spawn_worker(**group, std::move(spec));
   }

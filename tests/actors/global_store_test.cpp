@@ -172,7 +172,7 @@ TEST_F(global_store_actor, answers_while_its_commander_is_busy) {
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit),
                              global_store_start{global_snapshot{{"k", "1"}}, false});
-  commander = spawn_commander(*sys, ctx, deposit, store);
+  commander = spawn_commander(*sys, ctx, caf::actor_cast<deposit_handle>(deposit), store);
   sched->run();
   ASSERT_TRUE(seen->generation_asked) << "the commander never asked its generation";
   // The commander is busy: an order it would refuse at once stays unanswered while its generation is held.
@@ -210,7 +210,7 @@ TEST_F(global_store_actor, answers_while_its_commander_is_busy) {
 TEST_F(global_store_actor, grants_no_lease_below_its_commanders_generation) {
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit));
-  commander = spawn_commander(*sys, ctx, deposit, store);
+  commander = spawn_commander(*sys, ctx, caf::actor_cast<deposit_handle>(deposit), store);
   sched->run();
   ASSERT_TRUE(seen->generation_asked);
   // One asker, the lease first: once the read after it is answered, the store has seen the lease.
@@ -288,7 +288,7 @@ TEST_F(global_store_actor, a_member_declared_down_to_the_commander_loses_its_lea
   using kind = detail::global_op::kind;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit),
                              global_store_start{global_snapshot{{"k", "1"}}, false});
-  commander = spawn_commander(*sys, ctx, deposit, store);
+  commander = spawn_commander(*sys, ctx, caf::actor_cast<deposit_handle>(deposit), store);
   sched->run();
   ASSERT_TRUE(seen->generation_asked);
   caf::anon_send(deposit, let_go_atom::value, std::uint64_t{2});

@@ -77,9 +77,8 @@ protected:
     backend = store::make_filesystem_deposit(dir.string());
     deposit = spawn_deposit(*sys, backend);
     global_store = spawn_global_store(*sys, ctx, deposit);
-    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
-    group = spawn_group(*sys, ctx, ctx->recipe.groups.front(), caf::actor_cast<caf::actor>(commander),
-                        caf::actor_cast<caf::actor>(global_store), caf::actor_cast<caf::actor>(deposit));
+    commander = spawn_commander(*sys, ctx, deposit, global_store);
+    group = spawn_group(*sys, ctx, ctx->recipe.groups.front(), commander, global_store, deposit);
     (*self)->request(group, 5s, workers_atom::value).receive(
       [&](std::vector<worker_handle>& ws) {
         caf::send_as(group, commander, workers_atom::value, std::string("default"), ctx->node_name, std::move(ws));
@@ -677,10 +676,9 @@ protected:
     census = spawn_census(*sys, ctx, operations);
     ctx->census = census;
     global_store = spawn_global_store(*sys, ctx, deposit);
-    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
+    commander = spawn_commander(*sys, ctx, deposit, global_store);
     proxy = sys->spawn(recording_commander, caf::actor_cast<caf::actor>(commander), reports);
-    group = spawn_group(*sys, ctx, g, proxy, caf::actor_cast<caf::actor>(global_store),
-                        caf::actor_cast<caf::actor>(deposit));
+    group = spawn_group(*sys, ctx, g, caf::actor_cast<commander_for_groups>(proxy), global_store, deposit);
     (*self)->send(commander, workers_atom::value, std::string("default"), ctx->node_name, workers());
   }
 
@@ -888,10 +886,9 @@ protected:
     dir = std::filesystem::temp_directory_path() / ("troupe-groups-" + ctx->cids->mint());
     deposit = spawn_deposit(*sys, store::make_filesystem_deposit(dir.string()));
     global_store = spawn_global_store(*sys, ctx, deposit);
-    commander = spawn_commander(*sys, ctx, caf::actor_cast<caf::actor>(deposit), global_store);
+    commander = spawn_commander(*sys, ctx, deposit, global_store);
     for (auto& g : ctx->recipe.groups) {
-      auto h = spawn_group(*sys, ctx, g, caf::actor_cast<caf::actor>(commander), caf::actor_cast<caf::actor>(global_store),
-                           caf::actor_cast<caf::actor>(deposit));
+      auto h = spawn_group(*sys, ctx, g, commander, global_store, deposit);
       groups[g.name] = h;
       (*self)->request(h, 5s, workers_atom::value).receive(
         [&](std::vector<worker_handle>& ws) {
