@@ -79,6 +79,12 @@ std::string shown(const std::string& host) {
 }
 
 
+}  // namespace
+
+// Named, not anonymous: node_runtime::impl holds these, and a unity build
+// compiles this file as an included one (-Wsubobject-linkage).
+namespace node_runtime_detail {
+
 // Whatever hangs in a stop, the process leaves (exit 1, said out loud) once
 // the budget last armed is spent. A detached thread: it ends with the process.
 class shutdown_watchdog {
@@ -118,7 +124,10 @@ struct quit_report {
   std::int64_t ms = 0;
 };
 
-}  // namespace
+}  // namespace node_runtime_detail
+
+using node_runtime_detail::quit_report;
+using node_runtime_detail::shutdown_watchdog;
 
 class node_runtime::impl {
 public:

@@ -53,7 +53,7 @@ protected:
 
 http_request sample_request() {
   return http_request{"POST", "/api/notes", "a=1&b=2", R"({"text":"hi"})", "cid-123", "p1",
-                      {{"Content-Type", "application/json"}, {"X-Troupe-Page", "p1"}}};
+                      {{"Content-Type", "application/json"}, {"X-Troupe-Page", "p1"}}, 0, {}};
 }
 
 void expect_same(const http_request& a, const http_request& b) {
@@ -124,7 +124,7 @@ TEST_F(messages, placement_round_trips_with_its_actor_handle) {
 }
 
 TEST_F(messages, attach_and_login_orders_round_trip) {
-  attach_order a{"bob", "cid-1", {'\x01', '\x02', '\xff'}};
+  attach_order a{"bob", "cid-1", {'\x01', '\x02', '\xff'}, true, 0, {}};
   for (auto back : {round_trip(a), through_message(a)}) {
     EXPECT_EQ(back.user, "bob");
     EXPECT_EQ(back.cid, "cid-1");

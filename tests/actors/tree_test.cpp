@@ -108,7 +108,7 @@ protected:
                      const std::string& path, const std::string& body = "") {
     http_response out;
     out.status = 0;
-    http_request req{method, path, "", body, cid, "", {}};
+    http_request req{method, path, "", body, cid, "", {}, 0, {}};
     (*self)
       ->request(caf::actor_cast<user_handle>(target), 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); },
@@ -321,7 +321,7 @@ private:
 };
 
 void send_local(const caf::actor& target, recorder& rec, const std::string& cid, const std::string& path) {
-  http_request req{"POST", path, "", "", cid, "", {}};
+  http_request req{"POST", path, "", "", cid, "", {}, 0, {}};
   caf::anon_send(caf::actor_cast<user_handle>(target), http_atom::value,
                  local_reply{std::make_shared<recording_slot>(rec, std::move(req))});
 }
@@ -715,7 +715,7 @@ protected:
                      const std::string& path) {
     http_response out;
     out.status = 0;
-    http_request req{method, path, "", "", cid, "", {}};
+    http_request req{method, path, "", "", cid, "", {}, 0, {}};
     (*self)
       ->request(caf::actor_cast<user_handle>(target), 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); }, [&](caf::error& e) { out.body = sys->render(e); });
@@ -795,8 +795,9 @@ TEST_F(supervised_group, workers_killed_past_max_restarts_degrade_the_group_unti
   for (int death = 1; death <= 3; ++death) {
     auto before = workers().at(0);
     (*self)->send_exit(before, make_error(errc::handler_failed));
-    if (death < 3)
+    if (death < 3) {
       ASSERT_TRUE(eventually([&] { return workers().at(0) != before; })) << "death " << death;
+    }
   }
   ASSERT_TRUE(eventually([&] { return counters->degraded.load() == 1; }));
   EXPECT_EQ(counters->worker_restarts.load(), 2u);
@@ -932,7 +933,7 @@ protected:
         out.body = sys->render(p.error());
         return out;
       }
-      http_request req{method, path, "", body, cid, "", {}};
+      http_request req{method, path, "", body, cid, "", {}, 0, {}};
       (*self)
         ->request(caf::actor_cast<user_handle>(p->actor), 5s, http_atom::value, std::move(req))
         .receive([&](http_response& r) { out = std::move(r); },
