@@ -24,6 +24,14 @@
 
 namespace troupe {
 
+// The census's whole interface: its public one and the timers it sends itself
+// (private: no other actor can send them).
+using census_actor = census_handle::extend<
+  /// The probes of query N are due.
+  caf::reacts_to<tick_atom, std::uint64_t>,
+  /// Samples the rate history (every second).
+  caf::reacts_to<history_atom>>;
+
 using nlohmann::json;
 using registry::user_state;
 
@@ -109,7 +117,7 @@ double cpu_seconds() {
 struct census_state {
   static const char* name;
 
-  census_handle::stateful_pointer<census_state> self = nullptr;
+  census_actor::stateful_pointer<census_state> self = nullptr;
   node_context_ptr ctx;
   std::shared_ptr<orchestration_log> log;
   registry::census_model model;
@@ -842,7 +850,7 @@ struct census_state {
 
 const char* census_state::name = "troupe.census";
 
-census_handle::behavior_type census_impl(census_handle::stateful_pointer<census_state> self, node_context_ptr ctx,
+census_actor::behavior_type census_impl(census_actor::stateful_pointer<census_state> self, node_context_ptr ctx,
                                          std::shared_ptr<orchestration_log> log) {
   auto& st = self->state;
   st.self = self;

@@ -97,11 +97,7 @@ using census_handle = caf::typed_actor<
   caf::replies_to<census_atom, part_atom, census_query>::with<std::string>,
   /// Another member's census asks for an actor in detail, by id
   /// (errc::no_such_user when this member does not know it).
-  caf::replies_to<census_atom, part_atom, std::string>::with<std::string>,
-  /// Internal: the probes of query N are due.
-  caf::reacts_to<tick_atom, std::uint64_t>,
-  /// Internal: samples the rate history (every second).
-  caf::reacts_to<history_atom>>;
+  caf::replies_to<census_atom, part_atom, std::string>::with<std::string>>;
 
 /// Spawns the census (a top-level actor: the node stops it). It writes
 /// operator actions to `log`.

@@ -417,7 +417,7 @@ void commander_state::remove_deposit_parcel(parcel_kind kind, const std::string&
 
 namespace {
 
-commander_handle::behavior_type commander_impl(commander_handle::stateful_pointer<commander_state> self,
+commander_actor::behavior_type commander_impl(commander_actor::stateful_pointer<commander_state> self,
                                                node_context_ptr ctx, deposit_handle deposit,
                                                global_store_handle global_store, commander_start start) {
   auto& st = self->state;

@@ -73,10 +73,6 @@ using commander_handle = caf::typed_actor<
   /// froze and what was not saved (user names, "the global store", "the users
   /// of worker W" when a worker did not answer). Its workers get no new user.
   caf::replies_to<quit_atom, std::string>::with<std::uint64_t, std::vector<std::string>>,
-  /// Internal: the periodic expiry sweep.
-  caf::reacts_to<tick_atom>,
-  /// Internal: the hold budget of a takeover is over (always 0).
-  caf::reacts_to<tick_atom, std::uint64_t>,
   /// From a group: what one of its workers admits now (admission, degraded).
   caf::reacts_to<admission_atom, admission_report>,
   /// From a user actor (name, his owner epoch, group): his parcel says he

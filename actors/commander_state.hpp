@@ -29,6 +29,14 @@
 
 namespace troupe {
 
+/// The commander's whole interface: its public one and the timers it sends
+/// itself (private: no other actor can send them).
+using commander_actor = commander_handle::extend<
+  /// The periodic expiry sweep.
+  caf::reacts_to<tick_atom>,
+  /// The hold budget of a takeover is over (always 0).
+  caf::reacts_to<tick_atom, std::uint64_t>>;
+
 using placement_promise = caf::typed_response_promise<placement>;
 using tell_promise = caf::typed_response_promise<tell_reply>;
 
@@ -48,7 +56,7 @@ struct commander_state : commander_effects {
   using steady = std::chrono::steady_clock;
   static const char* name;
 
-  commander_handle::stateful_pointer<commander_state> self = nullptr;
+  commander_actor::stateful_pointer<commander_state> self = nullptr;
   std::optional<actor_gauge> gauge;
   node_context_ptr ctx;
   deposit_handle deposit;

@@ -19,6 +19,14 @@
 
 namespace troupe {
 
+// The store's whole interface: its public one and the timers it sends itself
+// (private: no other actor can send them).
+using global_store_actor = global_store_handle::extend<
+  /// Lease TTLs and waits are due (timer generation, from 1).
+  caf::reacts_to<tick_atom, std::uint64_t>,
+  /// What waited for the snapshot or the generation is refused past the hold budget.
+  caf::reacts_to<tick_atom>>;
+
 namespace {
 
 using global_promise = caf::typed_response_promise<detail::global_reply>;
@@ -45,7 +53,7 @@ struct deferred_op {
 struct global_store_state {
   static const char* name;
 
-  global_store_handle::stateful_pointer<global_store_state> self = nullptr;
+  global_store_actor::stateful_pointer<global_store_state> self = nullptr;
   node_context_ptr ctx;
   deposit_handle deposit;
   std::optional<global_table> global;
@@ -451,7 +459,7 @@ struct global_store_state {
 
 const char* global_store_state::name = "troupe.global_store";
 
-global_store_handle::behavior_type global_store_impl(global_store_handle::stateful_pointer<global_store_state> self,
+global_store_actor::behavior_type global_store_impl(global_store_actor::stateful_pointer<global_store_state> self,
                                                      node_context_ptr ctx, deposit_handle deposit,
                                                      global_store_start start) {
   auto& st = self->state;

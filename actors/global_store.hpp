@@ -58,11 +58,7 @@ using global_store_handle = caf::typed_actor<
   caf::replies_to<flush_atom>::with<bool>,
   /// From its commander: a cluster member was declared down; the leases its
   /// actors held are released, nothing applied.
-  caf::reacts_to<node_down_atom, caf::node_id>,
-  /// Internal: lease TTLs and waits are due (timer generation, from 1).
-  caf::reacts_to<tick_atom, std::uint64_t>,
-  /// Internal: what waited for the snapshot or the generation is refused past the hold budget.
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<node_down_atom, caf::node_id>>;
 
 /// How a global store starts.
 struct global_store_start {
