@@ -42,18 +42,21 @@ endfunction()
 # SERIAL: ctest runs its tests alone (a test that loads the machine on purpose
 # must not slow the timing-sensitive tests beside it). (Only with TROUPE_BUILD_TESTS.)
 # The test binaries are built for build time, not speed (docs/building.md): -O1
-# (TROUPE_TEST_OPTIMIZATION). A unity build (TROUPE_TEST_UNITY_BATCH files per
-# translation unit) is off by default: the test files keep file-local helpers of
-# one name (token, auth, eventually, t0) in their anonymous namespaces, which
-# collide once batched. The product the tests drive keeps the build type's flags.
+# (TROUPE_TEST_OPTIMIZATION), TROUPE_TEST_UNITY_BATCH test files per translation
+# unit (a third less compile time: gtest, CAF and Beast parsed and instantiated
+# once a batch). So that the file-local helpers of one name (token, bearer, rig,
+# t0 …) do not collide in a batch, each tests/<module>/X_test.cpp keeps all it
+# defines in `namespace X_test_file`. The product the tests drive keeps the build type's flags.
 set(TROUPE_TEST_OPTIMIZATION "-O1" CACHE STRING "Optimisation flags of the test binaries")
-set(TROUPE_TEST_UNITY_BATCH 0 CACHE STRING "Test sources per unity translation unit (0: no unity build)")
+set(TROUPE_TEST_UNITY_BATCH 4 CACHE STRING "Test sources per unity translation unit (0: no unity build)")
 function(troupe_test module)
   cmake_parse_arguments(T "SERIAL" "" "SOURCES;DEPS;LABELS;PCH" ${ARGN})
   set(bin ${module}_tests)
   add_executable(${bin} ${T_SOURCES})
   target_link_libraries(${bin} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
-  target_compile_options(${bin} PRIVATE ${TROUPE_TEST_OPTIMIZATION})
+  # -Wno-subobject-linkage: in a batch a test file is an included file, where GCC
+  # warns of a TEST's base in an anonymous namespace (harmless: one translation unit uses it).
+  target_compile_options(${bin} PRIVATE ${TROUPE_TEST_OPTIMIZATION} -Wno-subobject-linkage)
   # A precompiled header pays for itself from the third source on: below that,
   # making it costs what it saves.
   list(LENGTH T_SOURCES sources)

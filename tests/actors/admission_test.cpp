@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <thread>
 
+namespace admission_test_file {
+
 using namespace troupe;
 using namespace std::chrono_literals;
 using troupe::test::eventually;
@@ -303,3 +305,5 @@ TEST_F(worker_admission_actors, PastItsOccupancyWithAFullDepositAWorkerKeepsItsU
   EXPECT_EQ(names, (std::vector<std::string>{"fat", "slim"})) << detail().dump();
   EXPECT_EQ(spin(slim, "slim", 1), 200) << "his users keep being served";
 }
+
+}  // namespace admission_test_file

@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+namespace app_test_file {
+
 using namespace troupe;
 
 namespace {
@@ -193,3 +195,5 @@ TEST(global_store, a_refused_change_says_retry_and_one_of_unknown_outcome_does_n
     EXPECT_NE(std::string(unknown->what()).find("may or may not"), std::string::npos) << unknown->what();
   }
 }
+
+}  // namespace app_test_file

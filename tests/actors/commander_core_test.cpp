@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace commander_core_test_file {
+
 using troupe::commander_arrival;
 using troupe::commander_core;
 using troupe::commander_phase;
@@ -449,3 +451,5 @@ TEST(commander_core, old_relocations_are_forgotten_past_the_bound) {
 }
 
 }  // namespace
+
+}  // namespace commander_core_test_file

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+namespace connection_table_test_file {
+
 using namespace troupe;
 using outcome = connection_table::touch_outcome;
 
@@ -94,3 +96,5 @@ TEST(connection_table, a_page_past_the_user_limit_reclaims_the_oldest_page_of_an
   EXPECT_EQ(again.page->clocks.last_activity(), registry::wall_clock::time_point{});
   EXPECT_EQ(t.page_count(), 6u);
 }
+
+}  // namespace connection_table_test_file

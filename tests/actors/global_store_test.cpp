@@ -19,6 +19,8 @@
 #include <chrono>
 #include <optional>
 
+namespace global_store_test_file {
+
 using namespace troupe;
 using namespace std::chrono_literals;
 
@@ -324,3 +326,5 @@ TEST_F(global_store_actor, a_member_declared_down_to_the_commander_loses_its_lea
   EXPECT_EQ(second->reply.value, "1") << "the first holder's lease applied nothing";
   EXPECT_GT(second->reply.token, first->reply.token);
 }
+
+}  // namespace global_store_test_file

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+namespace kept_channels_test_file {
+
 using troupe::channel_binding;
 using troupe::kept_channels;
 
@@ -73,3 +75,5 @@ TEST(kept_channels, bindings_whose_sockets_are_gone_are_forgotten) {
 }
 
 }  // namespace
+
+}  // namespace kept_channels_test_file

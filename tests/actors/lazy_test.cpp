@@ -4,6 +4,8 @@
 
 #include <string>
 
+namespace lazy_test_file {
+
 using troupe::lazy;
 using troupe::lazy_function;
 
@@ -41,3 +43,5 @@ TEST(Lazy, FunctionIsEmptyUntilGivenACallable) {
   g = std::function<int()>{};  // an empty std::function leaves it empty
   EXPECT_FALSE(g);
 }
+
+}  // namespace lazy_test_file

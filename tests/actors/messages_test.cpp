@@ -10,6 +10,8 @@
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
 
+namespace messages_test_file {
+
 using namespace troupe;
 
 namespace {
@@ -267,3 +269,5 @@ TEST_F(messages, ARefusalKeepsItsTextAndRetryAfterThroughTheSerializer) {
   EXPECT_FALSE(refusal_of(caf::make_error(caf::sec::request_timeout)));
   EXPECT_STREQ(to_string(refusal_reason::quarantined), "quarantined");
 }
+
+}  // namespace messages_test_file

@@ -6,6 +6,8 @@
 #include <caf/optional.hpp>
 #include <gtest/gtest.h>
 
+namespace remote_watches_test_file {
+
 using troupe::remote_watches;
 
 namespace {
@@ -43,3 +45,5 @@ TEST(remote_watches, a_verdict_releases_its_members_watches_and_their_late_answe
 }
 
 }  // namespace
+
+}  // namespace remote_watches_test_file

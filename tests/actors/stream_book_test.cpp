@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+namespace stream_book_test_file {
+
 using namespace std::chrono_literals;
 using troupe::stream_book;
 using troupe::stream_format;
@@ -63,3 +65,5 @@ TEST(stream_book, timers_are_taken_once_and_bounded) {
 }
 
 }  // namespace
+
+}  // namespace stream_book_test_file

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+namespace stream_test_file {
+
 using namespace troupe;
 using namespace troupe::streaming;
 
@@ -62,3 +64,5 @@ TEST(stream_messages, content_types) {
   EXPECT_STREQ(content_type_of(stream_format::sse), "text/event-stream");
   EXPECT_STREQ(content_type_of(stream_format::ndjson), "application/x-ndjson");
 }
+
+}  // namespace stream_test_file

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace tell_test_file {
+
 using namespace troupe;
 
 namespace {
@@ -202,3 +204,5 @@ TEST(NotesState, AParcelWithoutAnInboxStillLoads) {
   EXPECT_EQ(again.inbox[0].from, "bob");
   EXPECT_EQ(again.inbox[0].text, "hi");
 }
+
+}  // namespace tell_test_file

@@ -22,6 +22,8 @@
 #include <map>
 #include <thread>
 
+namespace tree_test_file {
+
 using namespace troupe;
 using troupe::test::eventually;
 using namespace std::chrono_literals;
@@ -1081,3 +1083,5 @@ TEST_F(groups_tree, a_drained_worker_frees_its_place_under_worker_max_number) {
   // Two positions taken, one of them drained: the group may start one more.
   EXPECT_EQ(worker_of(ctx->cids->mint()), "main-w3");
 }
+
+}  // namespace tree_test_file

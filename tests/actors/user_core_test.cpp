@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace user_core_test_file {
+
 using namespace std::chrono_literals;
 using troupe::adoption;
 using troupe::arrival;
@@ -552,3 +554,5 @@ TEST(user_core, a_dirty_state_survives_an_aborted_freeze_and_is_clean_after_a_go
 }
 
 }  // namespace
+
+}  // namespace user_core_test_file

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+namespace user_store_test_file {
+
 namespace {
 
 using namespace troupe;
@@ -171,3 +173,5 @@ TEST(UserStore, EveryParcelCarriesThePlacementsOwnerEpochNotTheInstalledOne) {
 }
 
 }  // namespace
+
+}  // namespace user_store_test_file

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace worker_core_test_file {
+
 using namespace std::chrono_literals;
 using troupe::down_verdict;
 using troupe::drop_verdict;
@@ -516,3 +518,5 @@ TEST(worker_core, every_name_is_known) {
 }
 
 }  // namespace
+
+}  // namespace worker_core_test_file

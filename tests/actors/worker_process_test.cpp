@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+namespace worker_process_test_file {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -22,3 +24,5 @@ TEST(WorkerProcess, HeartbeatIsAQuarterOfTheStuckTimeoutAtMostASecond) {
 }
 
 }  // namespace
+
+}  // namespace worker_process_test_file

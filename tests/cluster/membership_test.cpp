@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace membership_test_file {
+
 using namespace troupe::cluster;
 using namespace std::chrono_literals;
 
@@ -215,3 +217,5 @@ TEST(Membership, TheRightToServeRestsOnBeatsAQuorumConfirmed) {
   young.declared_down("z", 1);
   EXPECT_FALSE(young.lease_base(t0 + 30ms)) << "fenced";
 }
+
+}  // namespace membership_test_file

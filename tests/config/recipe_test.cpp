@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+namespace recipe_test_file {
+
 using namespace troupe::config;
 namespace fs = std::filesystem;
 
@@ -920,3 +922,5 @@ TEST(recipe, history_seconds_is_bounded) {
   EXPECT_EQ(error_of_sets({"node.history_seconds=5"}).key(), "node.history_seconds");
   EXPECT_EQ(error_of_sets({"node.history_seconds=100000"}).key(), "node.history_seconds");
 }
+
+}  // namespace recipe_test_file

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+namespace handshake_test_file {
+
 using namespace troupe::gate;
 
 namespace {
@@ -76,3 +78,5 @@ TEST(GateTokens, ATokenLetsItsChildThroughOnceAndNobodyElse) {
 }
 
 }  // namespace
+
+}  // namespace handshake_test_file

@@ -19,6 +19,8 @@
 
 #include <thread>
 
+namespace listener_test_file {
+
 using namespace troupe::gate;
 using troupe::test::eventually;
 using namespace std::chrono_literals;
@@ -214,3 +216,5 @@ TEST_F(GateListener, PastMaxPendingANewConnectionIsClosedAtOnceAndTheGoodOneStil
 }
 
 }  // namespace
+
+}  // namespace listener_test_file

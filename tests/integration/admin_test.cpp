@@ -6,6 +6,8 @@
 #include <regex>
 #include <sstream>
 
+namespace admin_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 
@@ -114,3 +116,5 @@ TEST_F(Admin, MetricsArePrometheusText) {
   ASSERT_TRUE(ok2);
   EXPECT_GE(*ok2, *ok + 3.0);
 }
+
+}  // namespace admin_test_file

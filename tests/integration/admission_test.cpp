@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+namespace admission_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -237,3 +239,5 @@ TEST_F(Admission, AGroupGrowsUnderArrivalsNoWorkerAdmitsAndShrinksWhenIdle) {
   http_client c(port());
   EXPECT_EQ(c.get("/api/whoami").json().value("worker", ""), "default-w1") << "a newcomer lands on the open worker";
 }
+
+}  // namespace admission_test_file

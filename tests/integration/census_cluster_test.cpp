@@ -11,6 +11,8 @@
 #include <set>
 #include <sys/wait.h>
 
+namespace census_cluster_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 
@@ -332,3 +334,5 @@ TEST_F(CensusCluster, operator_actions_reach_users_and_workers_of_other_nodes) {
   EXPECT_TRUE(d.json().contains("store"));
   EXPECT_STATUS(c.get("/_troupe/actors/user%3Anobody-at-all", auth), 404);
 }
+
+}  // namespace census_cluster_test_file

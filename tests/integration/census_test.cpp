@@ -9,6 +9,8 @@
 #include <set>
 #include <sys/wait.h>
 
+namespace census_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 
@@ -447,3 +449,5 @@ TEST_F(Census, TheCommandLineShowsTheSameCensus) {
   EXPECT_EQ(run_cli(url + " --filter colour=red").first, 2);
   EXPECT_EQ(run_cli("--url ftp://x --token t").first, 2);
 }
+
+}  // namespace census_test_file

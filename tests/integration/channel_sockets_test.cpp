@@ -8,6 +8,8 @@
 
 #include <vector>
 
+namespace channel_sockets_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -184,3 +186,5 @@ TEST_F(ChannelSockets, LoginOverHttpClosesTheSocketsOfTheOldId) {
   EXPECT_EQ(who.value("user", ""), name);
   EXPECT_EQ(who.value("connection", ""), a.cid);
 }
+
+}  // namespace channel_sockets_test_file

@@ -11,6 +11,8 @@
 #include <map>
 #include <set>
 
+namespace channel_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 
@@ -504,3 +506,5 @@ TEST_F(Channel, PagesOfAConnectionWithAnOpenChannelAreNotReclaimed) {
   EXPECT_EQ(metric(port(), "troupe_pages_reclaimed_total"), 1);
   EXPECT_EQ(call(*ws_b, {{"id", 3}, {"page", "b1"}, {"path", "/api/counter/incr"}})["status"], 200);
 }
+
+}  // namespace channel_test_file

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <regex>
 
+namespace cli_test_file {
+
 using namespace troupe::test;
 using std::chrono::milliseconds;
 
@@ -152,3 +154,5 @@ TEST(Cli, RunScriptDefaultsFillWhatIsNotGiven) {
   EXPECT_STATUS(c.get("/api/whoami"), 200);  // notes
   EXPECT_STATUS(c.get("/_troupe/census", {{"Authorization", "Bearer " + m[2].str()}}), 200);
 }
+
+}  // namespace cli_test_file

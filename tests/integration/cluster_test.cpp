@@ -17,6 +17,8 @@
 #include <set>
 #include <thread>
 
+namespace cluster_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -556,3 +558,5 @@ TEST_F(Cluster, OnAPostgresDepositAKilledMembersUsersAreServedElsewhereWithTheir
     EXPECT_EQ(counter_via(member("n2").port(), u.cookie), 2) << "both fronts see one user";
   }
 }
+
+}  // namespace cluster_test_file

@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+namespace concurrency_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 
@@ -206,3 +208,5 @@ TEST_F(Concurrency, AUsersLaterRequestsWaitTheirTurn) {
   EXPECT_GE(took, 750) << "the user's second request overtook its sleep";  // a lower bound: the mechanism
   ASSERT_STATUS(sleeper.get(), 200);
 }
+
+}  // namespace concurrency_test_file

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 
+namespace console_e2e_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -192,3 +194,5 @@ TEST_F(ConsoleInChromium, NamesAreInNaturalOrder) {
   EXPECT_NE(options.find("-w9 default-w10 default-w11"), std::string::npos) << options;
   EXPECT_TRUE(browser.console_errors().empty()) << browser.console_errors().front();
 }
+
+}  // namespace console_e2e_test_file

@@ -17,6 +17,8 @@
 #include <iterator>
 #include <optional>
 
+namespace deposit_faults_test_file {
+
 using namespace troupe::test;
 using std::chrono::milliseconds;
 namespace fs = std::filesystem;
@@ -237,3 +239,5 @@ TEST_F(DepositFaults, QuarantinedGlobalSnapshotStopsTheStartCleanly) {
   start_on(dep);
   EXPECT_EQ(metric(port(), "troupe_deposit_quarantined_total"), 0.0);
 }
+
+}  // namespace deposit_faults_test_file

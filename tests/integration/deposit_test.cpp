@@ -26,6 +26,8 @@
 #include <sstream>
 #include <thread>
 
+namespace deposit_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -1067,3 +1069,5 @@ TEST_F(DepositFiles, PostgresDepositFullRefusesAndRollsBackTheChangeAndLosesNoth
   EXPECT_EQ(note_texts(back.get("/api/notes")).size(), acknowledged + 1);
   EXPECT_EQ(counter(back), 1);
 }
+
+}  // namespace deposit_test_file

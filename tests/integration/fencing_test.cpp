@@ -13,6 +13,8 @@
 #include <iterator>
 #include <memory>
 
+namespace fencing_test_file {
+
 using namespace troupe::test;
 using std::chrono::milliseconds;
 
@@ -163,3 +165,5 @@ TEST_F(Fencing, NoUserIsPlacedWithoutAGenerationAndPlacementsResumeOnceItIsBack)
   in >> generation;
   EXPECT_EQ(generation, 42);
 }
+
+}  // namespace fencing_test_file

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace forwarding_test_file {
+
 using namespace troupe::test;
 
 namespace {
@@ -88,3 +90,5 @@ TEST(Forwarding, local_users_are_served_without_the_forwarder_and_it_is_counted)
 }
 
 }  // namespace
+
+}  // namespace forwarding_test_file

@@ -24,6 +24,8 @@
 #include <regex>
 #include <thread>
 
+namespace gate_storm_test_file {
+
 using namespace troupe::test;
 using std::chrono::milliseconds;
 
@@ -249,3 +251,5 @@ TEST(GateStorm, StrayClientsOnTheWorkerGateAndTheClusterPortDelayNoHeartbeat) {
   std::cerr << "storm: " << abuse.connections() << " stray connections in " << storm_length().count() << " s; "
             << served << " requests served, " << failed << " failed\n";
 }
+
+}  // namespace gate_storm_test_file

@@ -7,6 +7,8 @@
 
 #include <regex>
 
+namespace glance_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -271,3 +273,5 @@ TEST_F(Glance, ALoginKeepsTheUsersStoreAndDropsTheGuestsLoggedAndCounted) {
     return node().stderr_log().find("his resident state wins") != std::string::npos;
   }, 5s)) << node().stderr_log();
 }
+
+}  // namespace glance_test_file

@@ -30,6 +30,8 @@
 #include <sstream>
 #include <thread>
 
+namespace global_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -1008,3 +1010,5 @@ TEST_F(GlobalRefused, WhatWasBuiltOnARefusedCommitIsNotAppliedEither) {
   http_client c2(port());
   EXPECT_EQ(stored(c2, "chain"), json(10 + applied));
 }
+
+}  // namespace global_test_file

@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+namespace groups_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -93,3 +95,5 @@ TEST_F(Groups, AUserWithAPastWakesInHisGroupAfterARestartThatElectedAnother) {
   EXPECT_EQ(worker_of(a2), "staff-w1");
   EXPECT_EQ(worker_of(newcomer), "staff-w1") << "a newcomer is born in the default group";
 }
+
+}  // namespace groups_test_file

@@ -19,6 +19,8 @@
 #include <atomic>
 #include <thread>
 
+namespace http_hardening_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -479,3 +481,5 @@ TEST_F(HttpHardening, HeadRepliesCarryGetsHeadersAndNoBody) {
   }
   EXPECT_EQ(count_of(c.get("/api/counter")), 0) << "HEAD ran the GET handler, which changes nothing";
 }
+
+}  // namespace http_hardening_test_file

@@ -10,6 +10,8 @@
 #include <regex>
 #include <thread>
 
+namespace lifecycle_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -281,3 +283,5 @@ TEST_F(Lifecycle, APostgresDepositMigratedByANewerTroupeIsRefused) {
   auto args = postgres_args(db.url());
   expect_usage_error(args, "database schema version 999 is newer than this troupe understands");
 }
+
+}  // namespace lifecycle_test_file

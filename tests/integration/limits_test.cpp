@@ -6,6 +6,8 @@
 #include <future>
 #include <thread>
 
+namespace limits_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -312,3 +314,5 @@ TEST_F(Limits, AbandonedBrowsersDoNotLockTheirUserOutOfNewPages) {
     return shown.value("pages", 0) == 64;
   }, milliseconds(5000))) << shown.dump();
 }
+
+}  // namespace limits_test_file

@@ -10,6 +10,8 @@
 
 #include <filesystem>
 
+namespace notes_page_e2e_test_file {
+
 using namespace troupe::test;
 using namespace std::chrono_literals;
 
@@ -72,3 +74,5 @@ TEST_F(NotesPageInChromium, ShowsALiveCounterOverItsChannelThroughFreezesAndWake
   EXPECT_GT(std::filesystem::file_size(shot), 5000u);
   EXPECT_TRUE(browser.console_errors().empty()) << browser.console_errors().front();
 }
+
+}  // namespace notes_page_e2e_test_file

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+namespace process_workers_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -618,3 +620,5 @@ TEST_F(ProcessWorkers, AWorkerProcessPastItsOccupancyIsReplacedAfterFreezingItsU
   EXPECT_EQ(count_of(r), 2) << "he froze before the replacement: nothing lost";
   EXPECT_EQ(metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 0);
 }
+
+}  // namespace process_workers_test_file

@@ -13,6 +13,8 @@
 #include <future>
 #include <thread>
 
+namespace reliability_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -265,3 +267,5 @@ TEST_F(Reliability, AStateThatDoesNotLoadIsQuarantinedAndTheUserRefused) {
   EXPECT_STATUS(admin2.post("/_troupe/users/mallory/drop", {}, bearer()), 200);
   EXPECT_EQ(counter(c2), 0);
 }
+
+}  // namespace reliability_test_file

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
+namespace rest_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -252,3 +254,5 @@ TEST_F(Rest, ADepositRemovedWhileHeRestsIsHealedByHisFreeze) {
   login(hal, "hal");
   EXPECT_EQ(count_of(hal.get("/api/counter")), 3);
 }
+
+}  // namespace rest_test_file

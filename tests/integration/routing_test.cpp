@@ -4,6 +4,8 @@
 
 #include <thread>
 
+namespace routing_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 
@@ -462,3 +464,5 @@ TEST_F(Routing, MalformedRequestIs400OrClosedAndTheNodeLivesOn) {
   auto c = fresh_guest(port());
   EXPECT_EQ(count_of(c.get("/api/counter")), 0);
 }
+
+}  // namespace routing_test_file

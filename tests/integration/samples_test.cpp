@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+namespace samples_test_file {
+
 using namespace troupe::test;
 
 namespace {
@@ -79,3 +81,5 @@ TEST_F(NotesFaults, SpinGrowAndAbortDoWhatTheySayWithinTheirLimits) {
   ASSERT_TRUE(code.has_value()) << "the node is still running after /api/abort";
   EXPECT_EQ(*code, 128 + SIGABRT);
 }
+
+}  // namespace samples_test_file

@@ -12,6 +12,8 @@
 
 #include <sys/stat.h>
 
+namespace session_test_file {
+
 using namespace troupe::test;
 namespace fs = std::filesystem;
 
@@ -326,3 +328,5 @@ TEST_F(Session, OnPostgresTheGeneratedSecretLivesInTheDatabase) {
     EXPECT_EQ(count_of(r), v.count) << v.user;
   }
 }
+
+}  // namespace session_test_file

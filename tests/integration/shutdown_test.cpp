@@ -21,6 +21,8 @@
 #include <future>
 #include <thread>
 
+namespace shutdown_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -294,3 +296,5 @@ TEST_F(Shutdown, HealthIsDegradedWhenParcelsAreQuarantined) {
 }
 
 }  // namespace
+
+}  // namespace shutdown_test_file

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 
+namespace stream_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -338,3 +340,5 @@ TEST_F(Streaming, AWriterInAWorkerProcessStreamsThroughTheMiddleman) {
   EXPECT_EQ(seen["ended"], 1);
   EXPECT_EQ(seen["open"], 0);
 }
+
+}  // namespace stream_test_file

@@ -4,6 +4,8 @@
 // with them; tests/actors/tree_test.cpp covers it with worker actors.)
 #include "../support/test_support.hpp"
 
+namespace supervision_test_file {
+
 using namespace troupe::test;
 using std::chrono::milliseconds;
 
@@ -68,3 +70,5 @@ TEST_F(Supervision, HealthAndMetricsShowNoDegradedGroupOnAHealthyNode) {
   EXPECT_EQ(h.status, 200) << h.describe();
   EXPECT_EQ(h.body.find("degraded_groups"), std::string::npos) << h.describe();
 }
+
+}  // namespace supervision_test_file

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+namespace tell_test_file {
+
 using namespace troupe::test;
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -296,3 +298,5 @@ TEST_F(Tell, AFrozenRecipientWithACorruptParcelRefusesTheMessageAndKeepsTheParce
   auto served = bob.get("/api/inbox");
   EXPECT_EQ(served.status, 503) << served.describe();
 }
+
+}  // namespace tell_test_file

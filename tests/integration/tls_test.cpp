@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+namespace tls_test_file {
+
 using namespace troupe::test;
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
@@ -292,3 +294,5 @@ TEST_F(Tls, PastMaxConnectionsATlsConnectionIsClosedUnanswered) {
                transport_error);
   ASSERT_STATUS(first.get("/api/whoami"), 200);  // the first is served on
 }
+
+}  // namespace tls_test_file

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+namespace census_merge_test_file {
+
 using namespace troupe::registry;
 using nlohmann::json;
 
@@ -231,3 +233,5 @@ TEST(census_merge, tags_a_detail_row_with_its_member) {
   auto again = tag_member_row(w, "n3");  // qualified once only
   EXPECT_EQ(again["id"], "worker:n3/default-w2");
 }
+
+}  // namespace census_merge_test_file

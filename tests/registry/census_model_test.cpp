@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+namespace census_model_test_file {
+
 using namespace troupe::registry;
 
 namespace {
@@ -239,3 +241,5 @@ TEST(census_model, counts_guests_apart_from_named_users_through_a_life) {
   EXPECT_EQ(m.totals().guests, 1);
   EXPECT_EQ(m.totals().users.all(), 1);
 }
+
+}  // namespace census_model_test_file

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+namespace cpu_admission_test_file {
+
 using namespace troupe::registry;
 using namespace std::chrono_literals;
 using clock_type = cpu_temperature::clock;
@@ -109,3 +111,5 @@ TEST(CpuAdmission, ThresholdsOutOfOrderAreRefused) {
   s.offload_percent = 70;
   EXPECT_THROW(cpu_admission{s}, std::invalid_argument);
 }
+
+}  // namespace cpu_admission_test_file

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace epoch_source_test_file {
+
 using troupe::registry::epoch_source;
 
 TEST(epoch_source, gives_nothing_before_a_generation) {
@@ -84,3 +86,5 @@ TEST(epoch_source, asks_for_a_new_generation_at_half_and_stops_when_used_up) {
   EXPECT_FALSE(s.wants_new_generation());
   EXPECT_GT(*s.next(), last);
 }
+
+}  // namespace epoch_source_test_file

@@ -12,6 +12,8 @@
 
 #include <sys/stat.h>
 
+namespace ids_test_file {
+
 using namespace troupe::registry;
 
 TEST(ids, minted_cids_are_valid_url_safe_and_distinct) {
@@ -218,3 +220,5 @@ TEST(ids, guests_and_redaction) {
   EXPECT_EQ(redact(guest).rfind("guest_" + cid.substr(0, 4), 0), 0u);
   EXPECT_EQ(redact("alice"), "alice");
 }
+
+}  // namespace ids_test_file

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace lease_table_test_file {
+
 using namespace troupe::registry;
 using namespace std::chrono_literals;
 
@@ -274,3 +276,5 @@ TEST(lease_table_tokens, a_floor_raises_the_next_tokens_and_never_lowers_them) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->token, (5ull << 32) + 2) << "a lower floor changes nothing";
 }
+
+}  // namespace lease_table_test_file

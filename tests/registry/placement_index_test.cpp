@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+namespace placement_index_test_file {
+
 using troupe::registry::placement_index;
 
 TEST(placement_index, binds_connections_and_reports_the_previous_user) {
@@ -208,3 +210,5 @@ TEST(PlacementIndex, ASlotThatJustAdmittedIsSkippedForTheIntervalUnlessNoOtherAd
   EXPECT_EQ(ix.place("e", 0, "g", t0 + std::chrono::milliseconds(1200)), 0u);
   EXPECT_EQ(ix.loads(), (std::vector<std::size_t>{2, 1}));
 }
+
+}  // namespace placement_index_test_file

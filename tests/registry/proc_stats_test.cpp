@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+namespace proc_stats_test_file {
+
 using namespace troupe::registry;
 
 TEST(ProcStats, ParsesKilobyteFields) {
@@ -34,3 +36,5 @@ TEST(ProcStats, ReadsThisProcessAndThisMachine) {
   EXPECT_GE(*after, *before + (48u << 20)) << "before " << *before << " after " << *after;
   EXPECT_NE(ballast[4096], 1);  // keeps the ballast alive past the reading
 }
+
+}  // namespace proc_stats_test_file

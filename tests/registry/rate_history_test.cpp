@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace rate_history_test_file {
+
 using namespace troupe::registry;
 
 namespace {
@@ -109,3 +111,5 @@ TEST(rate_history, answers_json_with_iso_utc_times) {
   EXPECT_TRUE(s["p50_ms"].is_null());
   EXPECT_TRUE(s["p99_ms"].is_null());
 }
+
+}  // namespace rate_history_test_file

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace restart_intensity_test_file {
+
 using namespace troupe::registry;
 using namespace std::chrono_literals;
 using clock_type = restart_intensity::clock;
@@ -112,3 +114,5 @@ TEST(restart_intensity, a_slot_added_later_is_not_parked) {
   EXPECT_EQ(r.slots(), 2u);
   EXPECT_FALSE(r.parked(1));
 }
+
+}  // namespace restart_intensity_test_file

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
+namespace short_name_test_file {
+
 using troupe::registry::short_name;
 using troupe::registry::short_name_hash;
 
@@ -54,3 +56,5 @@ TEST(ShortName, OrdersAndHashesAsItsCharacters) {
   EXPECT_EQ(m.at(std::string(50, 'z')), 2);
   EXPECT_EQ(m.count(std::string("guest_abd")), 0u);
 }
+
+}  // namespace short_name_test_file

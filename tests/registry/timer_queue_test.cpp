@@ -4,6 +4,8 @@
 
 #include <vector>
 
+namespace timer_queue_test_file {
+
 using troupe::registry::timer_queue;
 using namespace std::chrono_literals;
 
@@ -50,3 +52,5 @@ TEST(TimerQueue, CompactDropsTheTimersOfActorsGoneAndKeepsTheOrder) {
   for (std::size_t i = 0; i < ids.size(); ++i)
     EXPECT_EQ(ids[i], 98 - 2 * i);  // latest pushed is due first
 }
+
+}  // namespace timer_queue_test_file

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+namespace url_test_file {
+
 using namespace troupe::registry;
 
 TEST(url, percent_decodes_strictly) {
@@ -101,3 +103,5 @@ TEST(url, each_caller_decodes_as_it_did_before) {
     EXPECT_EQ(percent_decode(s, true), strict_before(s, true)) << s;
   }
 }
+
+}  // namespace url_test_file

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+namespace worker_admission_test_file {
+
 using namespace troupe::registry;
 using namespace std::chrono_literals;
 using clock_type = worker_admission::clock;
@@ -191,3 +193,5 @@ TEST(OffloadLedger, PicksTheLeastBusyOfTheUsersActiveSinceTheLastOffload) {
   EXPECT_FALSE(l.beat({{"a", 1000}, {"c", 5}})) << "cleared: a new window opens";
   EXPECT_EQ(l.beat({{"a", 1002}, {"c", 6}}), "c");
 }
+
+}  // namespace worker_admission_test_file

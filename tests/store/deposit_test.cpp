@@ -32,6 +32,8 @@
 #include <set>
 #include <thread>
 
+namespace deposit_test_file {
+
 using namespace troupe::store;
 using troupe::test::eventually;
 namespace fs = std::filesystem;
@@ -2149,3 +2151,5 @@ TEST(postgres_url, a_filesystem_deposit_is_never_disconnected) {
   d.reset();
   fs::remove_all(tmpl);
 }
+
+}  // namespace deposit_test_file

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+namespace parcel_test_file {
+
 using namespace troupe::store;
 
 namespace {
@@ -325,3 +327,5 @@ TEST(parcel, format_2_still_decodes_with_unknown_group) {
   wire[wire.size() - 2] ^= 0x01;
   EXPECT_THROW(decode(wire), codec_error);
 }
+
+}  // namespace parcel_test_file

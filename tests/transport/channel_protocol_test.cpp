@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+namespace channel_protocol_test_file {
+
 using namespace troupe;
 using nlohmann::json;
 
@@ -118,3 +120,5 @@ TEST(ChannelOutbox, BytesAreBoundedToo) {
   EXPECT_EQ(c.offer("123456"), channel_outbox::offer_result::queued);
   EXPECT_EQ(c.offer("123456"), channel_outbox::offer_result::overflow);
 }
+
+}  // namespace channel_protocol_test_file

@@ -6,6 +6,8 @@
 
 #include <set>
 
+namespace channel_quota_test_file {
+
 using troupe::channel_quota;
 
 namespace {
@@ -113,3 +115,5 @@ TEST(channel_quota, a_closer_may_release_its_socket) {
   EXPECT_EQ(q.close_connection("old"), 2u);
   EXPECT_EQ(q.sockets_of_connection("old"), 0u);
 }
+
+}  // namespace channel_quota_test_file

@@ -23,6 +23,8 @@
 #include <set>
 #include <thread>
 
+namespace forwarder_test_file {
+
 using namespace troupe;
 using namespace std::chrono_literals;
 using troupe::test::eventually;
@@ -519,3 +521,5 @@ TEST_F(forwarder_cluster_test, requests_in_flight_fail_at_once_when_the_serving_
 }
 
 }  // namespace
+
+}  // namespace forwarder_test_file

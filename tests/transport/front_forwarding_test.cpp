@@ -19,6 +19,8 @@
 #include <mutex>
 #include <thread>
 
+namespace front_forwarding_test_file {
+
 using namespace troupe;
 using namespace std::chrono_literals;
 using troupe::test::eventually;
@@ -141,3 +143,5 @@ TEST(front_forwarding, a_remote_user_is_served_and_his_node_dying_costs_one_re_r
 }
 
 }  // namespace
+
+}  // namespace front_forwarding_test_file

@@ -7,6 +7,8 @@
 
 #include <string>
 
+namespace http_framing_test_file {
+
 namespace http = boost::beast::http;
 using namespace troupe::http_framing;
 
@@ -145,3 +147,5 @@ TEST(ParseStream, Limits) {
   EXPECT_EQ(parse_stream("NOT HTTP\r\n\r\n", limits).refused_with, 400);
   EXPECT_EQ(parse_stream("GET a HTTP/1.1\r\nHost: h\r\n\r\n", limits).refused_with, 400);
 }
+
+}  // namespace http_framing_test_file

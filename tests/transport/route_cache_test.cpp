@@ -9,6 +9,8 @@
 
 #include <thread>
 
+namespace route_cache_test_file {
+
 using namespace troupe;
 using troupe::test::eventually;
 using namespace std::chrono_literals;
@@ -139,3 +141,5 @@ TEST_F(route_cache_test, a_node_declared_down_takes_its_routes_and_only_them) {
   EXPECT_TRUE(eventually_forgotten(*cache, "there"));
   EXPECT_TRUE(cache->find("here"));
 }
+
+}  // namespace route_cache_test_file

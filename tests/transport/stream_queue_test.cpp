@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+namespace stream_queue_test_file {
+
 using troupe::stream_queue;
 
 TEST(stream_queue, is_bounded_in_bytes_counting_the_write_in_flight) {
@@ -68,3 +70,5 @@ TEST(stream_queue, free_bytes_count_against_the_bound_but_are_never_granted) {
   EXPECT_EQ(b->size(), 100u);
   EXPECT_EQ(q.written(), 10u);  // only the paid bytes
 }
+
+}  // namespace stream_queue_test_file

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
+namespace tls_credentials_test_file {
+
 using namespace troupe;
 using namespace troupe::test;
 namespace fs = std::filesystem;
@@ -101,3 +103,5 @@ TEST_F(TlsCredentials, ReloadSwapsAGoodPairAndKeepsTheOldOneOnARefusal) {
   EXPECT_EQ(creds.identity().subject, "/CN=beta");
   EXPECT_EQ(before.use_count(), 1);  // only this test holds the old one: the credentials let it go
 }
+
+}  // namespace tls_credentials_test_file

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+namespace top_view_test_file {
+
 using namespace troupe;
 using nlohmann::json;
 
@@ -119,3 +121,5 @@ TEST(top_view, terminal_size_falls_back_to_columns_and_lines_then_80x24) {
   ::unsetenv("LINES");
   EXPECT_EQ(terminal_size(-1), (std::pair<int, int>{80, 24}));
 }
+
+}  // namespace top_view_test_file
