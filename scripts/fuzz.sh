@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh [SECONDS] [TARGET...]
+# scripts/fuzz.sh [--build-only | SECONDS] [TARGET...]
 # Builds the libFuzzer targets (clang, ASan+UBSan) into build-fuzz/ — only the
 # targets and the libraries they link — and runs each TARGET (default: all) for
-# SECONDS (default 10) on a copy of its seed corpus tests/fuzz/TARGET/.
+# SECONDS (default 10) on a copy of its seed corpus tests/fuzz/TARGET/
+# (--build-only: builds them and stops; scripts/test.sh builds them while the tests run).
 # Prints one summary line per target; exits non-zero if any target crashed,
 # leaked, broke an invariant or reported undefined behaviour (the input that did
 # it is kept as build-fuzz/findings/TARGET/crash-…, the log as build-fuzz/findings/TARGET.log).
@@ -15,6 +16,8 @@ cd "$(dirname "$0")/.."
 all_targets=(router recipe parcel cookie http_framing console_message)
 
 seconds=10
+build_only=no
+if [ "${1:-}" = "--build-only" ]; then build_only=yes; shift; fi
 if [[ "${1:-}" =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
@@ -30,6 +33,7 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   || { cat build-fuzz.configure.log; exit 1; }
 rm -f build-fuzz.configure.log
 cmake --build build-fuzz -j "${FUZZ_JOBS:-2}" --target "${targets[@]/%/_fuzz}"
+[ "$build_only" = no ] || exit 0
 
 # A finding must fail the run, also from UBSan; leaks count (libFuzzer checks them).
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}"

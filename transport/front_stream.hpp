@@ -12,7 +12,10 @@
 /// they bound plain ones. `websocket::stream<front_stream>` works over both
 /// (the teardown customization points below).
 
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/detail/handler_cont_helpers.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/role.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -20,12 +23,94 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <boost/beast/websocket/teardown.hpp>
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <utility>
 #include <variant>
 
 namespace troupe {
+
+/// The completion handler of one read or write of a front_stream, its type
+/// erased: the TCP and TLS layers' operations are then compiled once, in
+/// transport/front_stream.cpp, instead of once per Beast operation that reads
+/// or writes and once more for TLS (a quarter of the front's compile time,
+/// docs/building.md). It keeps what Asio asks of the handler it wraps: its
+/// associated executor (the session's strand) and whether it is a continuation.
+/// The cost is one allocation per read or write.
+class io_handler {
+public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// `fallback`: the executor when the handler has none of its own (the stream's).
+  template <class Handler>
+  io_handler(Handler&& handler, const executor_type& fallback)
+    : executor_(boost::asio::get_associated_executor(handler, fallback)),
+      continuation_(boost_asio_handler_cont_helpers::is_continuation(handler)),
+      call_(new holder<std::decay_t<Handler>>(std::forward<Handler>(handler))) {}
+
+  executor_type get_executor() const noexcept { return executor_; }
+
+  /// Runs the handler once; its memory is freed before (Asio's rule for handlers).
+  void operator()(boost::system::error_code ec, std::size_t bytes) { call_.release()->invoke(ec, bytes); }
+
+  friend bool asio_handler_is_continuation(io_handler* h) { return h->continuation_; }
+
+private:
+  struct callable {
+    virtual ~callable() = default;
+    virtual void invoke(boost::system::error_code ec, std::size_t bytes) = 0;
+  };
+  template <class Handler>
+  struct holder final : callable {
+    explicit holder(Handler&& h) : handler(std::move(h)) {}
+    explicit holder(const Handler& h) : handler(h) {}
+    void invoke(boost::system::error_code ec, std::size_t bytes) override {
+      Handler h(std::move(handler));
+      delete this;
+      h(ec, bytes);
+    }
+    Handler handler;
+  };
+
+  executor_type executor_;
+  bool continuation_;
+  std::unique_ptr<callable> call_;
+};
+
+/// What one write of a front_stream hands its layer: the first io_buffers::capacity
+/// non-empty buffers of the sequence (a write_some may write less than it is
+/// given; Beast's messages are a handful of buffers, so a reply stays one writev).
+struct io_buffers {
+  static constexpr std::size_t capacity = 16;
+  std::array<boost::asio::const_buffer, capacity> items;
+  std::size_t count = 0;
+
+  template <class ConstBufferSequence>
+  explicit io_buffers(const ConstBufferSequence& buffers) {
+    const auto end = boost::asio::buffer_sequence_end(buffers);
+    for (auto it = boost::asio::buffer_sequence_begin(buffers); it != end && count < capacity; ++it) {
+      boost::asio::const_buffer b(*it);
+      if (b.size() > 0)
+        items[count++] = b;
+    }
+  }
+  const boost::asio::const_buffer* begin() const noexcept { return items.data(); }
+  const boost::asio::const_buffer* end() const noexcept { return items.data() + count; }
+};
+
+/// The first non-empty buffer of a sequence (a read_some may read less than it is given).
+template <class MutableBufferSequence>
+boost::asio::mutable_buffer first_buffer(const MutableBufferSequence& buffers) {
+  const auto end = boost::asio::buffer_sequence_end(buffers);
+  for (auto it = boost::asio::buffer_sequence_begin(buffers); it != end; ++it) {
+    boost::asio::mutable_buffer b(*it);
+    if (b.size() > 0)
+      return b;
+  }
+  return {};
+}
 
 class front_stream {
 public:
@@ -66,10 +151,7 @@ public:
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
     return boost::asio::async_initiate<ReadToken, void(boost::system::error_code, std::size_t)>(
       [this](auto&& handler, const MutableBufferSequence& b) {
-        if (is_tls())
-          std::get<1>(s_).async_read_some(b, std::move(handler));
-        else
-          std::get<0>(s_).async_read_some(b, std::move(handler));
+        read_some(first_buffer(b), io_handler(std::move(handler), get_executor()));
       },
       token, buffers);
   }
@@ -78,15 +160,16 @@ public:
   auto async_write_some(const ConstBufferSequence& buffers, WriteToken&& token) {
     return boost::asio::async_initiate<WriteToken, void(boost::system::error_code, std::size_t)>(
       [this](auto&& handler, const ConstBufferSequence& b) {
-        if (is_tls())
-          std::get<1>(s_).async_write_some(b, std::move(handler));
-        else
-          std::get<0>(s_).async_write_some(b, std::move(handler));
+        write_some(io_buffers(b), io_handler(std::move(handler), get_executor()));
       },
       token, buffers);
   }
 
 private:
+  // The one instantiation of each layer's read and write (transport/front_stream.cpp).
+  void read_some(boost::asio::mutable_buffer buffer, io_handler handler);
+  void write_some(const io_buffers& buffers, io_handler handler);
+
   std::shared_ptr<boost::asio::ssl::context> context_;  // before s_: the TLS layer refers to it
   std::chrono::milliseconds close_timeout_{0};
   std::variant<tcp_layer, tls_layer> s_;
