@@ -857,6 +857,12 @@ census_actor::behavior_type census_impl(census_actor::stateful_pointer<census_st
   st.ctx = std::move(ctx);
   st.log = std::move(log);
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
+  // The census stops only with its node: any other end (an exception in a
+  // handler) leaves the console without patches and the history without samples, so it is said.
+  self->attach_functor([&sys = self->home_system()](const caf::error& reason) {
+    if (reason && reason != caf::exit_reason::user_shutdown && reason != caf::exit_reason::kill)
+      spdlog::error("census: stopped: {}", sys.render(reason));
+  });
   self->state.sample_history();  // the baseline: the first rates come a second later
   self->delayed_send(self, std::chrono::seconds(1), history_atom::value);
   return {

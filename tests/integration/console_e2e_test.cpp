@@ -102,10 +102,24 @@ TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
   browser.wait_for(first_row + " === 'user:alice'", 5s, "back to the name order");
 
   // The rates over time: the node's history, drawn after the traffic above.
-  browser.wait_for("Number(document.querySelector('[data-testid=\"chart-requests\"]')?.dataset.points) >= 2 && "
-                   "Number(document.querySelector('[data-testid=\"chart-requests\"]')?.dataset.max) > 0 && "
-                   "document.querySelector('[data-testid=\"chart-requests\"] polyline').getAttribute('points').split(' ').length >= 2",
-                   10s, "the requests/s chart to have points");
+  try {
+    browser.wait_for("Number(document.querySelector('[data-testid=\"chart-requests\"]')?.dataset.points) >= 2 && "
+                     "Number(document.querySelector('[data-testid=\"chart-requests\"]')?.dataset.max) > 0 && "
+                     "document.querySelector('[data-testid=\"chart-requests\"] polyline').getAttribute('points').split(' ').length >= 2",
+                     10s, "the requests/s chart to have points");
+  } catch (const std::exception& e) {
+    // What the page held: the samples it drew from, the patches it applied, whether it is live.
+    FAIL() << e.what() << "\nthe console: "
+           << browser.evaluate("JSON.stringify({seq: troupeConsole.seq, samples: troupeConsole.history.length, "
+                               "last: troupeConsole.history.slice(-3), rates: troupeConsole.snapshot?.rates, "
+                               "live: document.querySelector('[data-testid=\"live-status\"]')?.dataset.value})")
+                .dump()
+           << "\nthe node's history: " << [&] {
+                auto samples = api.get("/_troupe/history", auth).json()["samples"];
+                return std::to_string(samples.size()) + " samples, the last " +
+                       (samples.empty() ? std::string("none") : samples.back().dump());
+              }();
+  }
   for (const char* chart : {"chart-errors", "chart-wakes", "chart-freezes", "chart-p50", "chart-p99"})
     EXPECT_EQ(browser.evaluate(std::string("!!document.querySelector('[data-testid=\"") + chart + "\"]')").get<bool>(), true)
       << chart;
