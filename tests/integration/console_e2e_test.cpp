@@ -120,6 +120,13 @@ TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
                        (samples.empty() ? std::string("none") : samples.back().dump());
               }();
   }
+  // The chart grows while the page is open: each second's sample comes with the snapshot's patch
+  // (kept as a copy, since the next patch changes the snapshot's rates in place).
+  {
+    const std::string points = "Number(document.querySelector('[data-testid=\"chart-requests\"]').dataset.points)";
+    auto drawn = browser.evaluate(points).get<int>();
+    browser.wait_for(points + " > " + std::to_string(drawn), 10s, "the requests/s chart to grow by a live sample");
+  }
   for (const char* chart : {"chart-errors", "chart-wakes", "chart-freezes", "chart-p50", "chart-p99"})
     EXPECT_EQ(browser.evaluate(std::string("!!document.querySelector('[data-testid=\"") + chart + "\"]')").get<bool>(), true)
       << chart;
