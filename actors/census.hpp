@@ -10,6 +10,7 @@
 /// live member's census for its part and merges them (registry::merge_census).
 /// The JSON it answers is the public contract documented in docs/census.md.
 
+#include "actors/fwd.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 
@@ -87,10 +88,10 @@ using census_handle = caf::typed_actor<
   caf::reacts_to<log_atom, orchestration_entry>,
   /// The orchestration log's last N lines as {"lines": [...]}.
   caf::replies_to<log_atom, std::uint32_t>::with<std::string>,
-  /// From its node once the cluster agent runs (any actor that answers a
-  /// cluster_view_handle, actors/cluster_view.hpp: the agent does): from
-  /// then on a query answers for every member (docs/census.md "Across a cluster").
-  caf::reacts_to<agent_atom, caf::actor>,
+  /// From its node once the cluster agent runs (the agent answers a
+  /// cluster_view_handle, actors/cluster_view.hpp): from then on a query
+  /// answers for every member (docs/census.md "Across a cluster").
+  caf::reacts_to<agent_atom, cluster_view_handle>,
   /// Another member's census asks for this member's part of a query: its
   /// census document alone, whatever the cluster (limit up to
   /// registry::max_cluster_window; an unknown worker selects no row).

@@ -7,6 +7,7 @@
 /// the census (census_handle's agent_atom).
 
 #include "actors/census.hpp"
+#include "actors/fwd.hpp"
 
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
@@ -20,9 +21,8 @@
 
 namespace troupe {
 
-using members_atom = caf::atom_constant<caf::atom("members")>;  ///< the member list
-
-/// One member as the census shows it.
+/// One member as the census shows it (cluster_view_handle, actors/fwd.hpp,
+/// answers the list of them).
 struct member_status {
   std::string name;
   std::uint64_t incarnation = 0;
@@ -41,7 +41,5 @@ typename Inspector::result_type inspect(Inspector& f, member_status& x) {
            x.heartbeat_age_ms, x.leader, x.node, x.census);
 }
 
-/// The membership as the census sees it: the member list, this node among them.
-using cluster_view_handle = caf::typed_actor<caf::replies_to<members_atom>::with<std::vector<member_status>>>;
 
 }  // namespace troupe

@@ -22,6 +22,11 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
+// The group's whole interface: its public one and its own timer (private:
+// no other actor can send it). Degradation number N's recovery is due
+// (recovery_interval_seconds).
+using group_actor = group_handle::extend<caf::reacts_to<tick_atom, std::uint64_t>>;
+
 struct group_state {
   static const char* name;
   std::optional<actor_gauge> gauge;
@@ -299,7 +304,7 @@ struct group_state {
 
 const char* group_state::name = "troupe.group";
 
-group_handle::behavior_type group_impl(group_handle::stateful_pointer<group_state> self, node_context_ptr ctx,
+group_actor::behavior_type group_impl(group_actor::stateful_pointer<group_state> self, node_context_ptr ctx,
                                       config::group_settings settings, commander_for_groups commander,
                                       global_store_handle global_store, deposit_handle deposit) {
   auto& st = self->state;

@@ -36,8 +36,6 @@ using group_handle = caf::typed_actor<
   /// bytes given) passed restart_occupancy_max_percent of its share and all
   /// its users are frozen; replace its process (docs/SUPERVISION.md "Admission").
   caf::reacts_to<replace_atom, caf::actor_addr, std::uint64_t>,
-  /// Internal: degradation number N's recovery is due (recovery_interval_seconds).
-  caf::reacts_to<tick_atom, std::uint64_t>,
   /// From a worker process's slot, before it starts its worker again: worker
   /// `name`'s process ended with this exit code (-1: killed, stuck or by a
   /// signal); answers whether to start it again (false: the slot is parked).

@@ -91,12 +91,10 @@ using timer_atom = caf::atom_constant<caf::atom("utimer")>;
 using user_supervisor = caf::typed_actor<
   /// Start a timer of user actor `id`: in `delay_ms` ms the worker sends him
   /// (tick, which, arg) if he still lives. The worker keeps them in one heap
-  /// (32 bytes each) instead of one CAF delayed message each (~180 bytes).
+  /// (32 bytes each) instead of one CAF delayed message each (~180 bytes);
+  /// they go through the worker because a delayed message to an actor keeps
+  /// that actor's memory alive until it is due, dead or not.
   caf::reacts_to<timer_atom, std::uint64_t, std::uint8_t, std::uint64_t, std::int64_t>,
-  /// A timer of user actor `id` is due: forwarded to him as (tick, which, arg)
-  /// while he lives. Timers go through the worker because a delayed message to
-  /// an actor keeps that actor's memory alive until it is due, dead or not.
-  caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
   /// A user failing in a handler leaves his last good state (an encoded
   /// parcel; empty: he had none) for the restart that follows his exit.
   caf::reacts_to<restart_atom, std::string, store::bytes>,

@@ -306,7 +306,7 @@ void worker_actor_state::arm_rest_sweep() {
   if (rest_sweep_armed || resting.empty())
     return;
   rest_sweep_armed = true;
-  self->delayed_send(caf::actor_cast<worker_handle>(self), std::chrono::seconds(1), rest_atom::value);
+  self->delayed_send(self, std::chrono::seconds(1), rest_atom::value);
 }
 
 // A resting user whose idle freeze is due is started again: his own idle
@@ -407,7 +407,7 @@ actor_probe worker_actor_state::probe(std::uint64_t query, bool detail) {
 
 namespace {
 
-worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_actor_state> self, worker_spec spec) {
+worker_actor::behavior_type worker_impl(worker_actor::stateful_pointer<worker_actor_state> self, worker_spec spec) {
   auto& st = self->state;
   st.self = self;
   st.gauge.emplace(spec.ctx->metrics, actor_kind::worker);
@@ -418,7 +418,7 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
   st.spec = std::move(spec);
   if (!st.factory) {
     self->quit(make_error(errc::unavailable, "no user type for group " + st.spec.group));
-    return worker_handle::behavior_type::make_empty_behavior();
+    return worker_actor::behavior_type::make_empty_behavior();
   }
   st.core.emplace(policy_of(*st.settings), st);
   self->set_down_handler([=](caf::down_msg& dm) { self->state.on_down(dm); });
@@ -489,9 +489,6 @@ worker_handle::behavior_type worker_impl(worker_handle::stateful_pointer<worker_
       return caf::make_result(std::move(hosted), std::move(epochs));
     },
     [=](fence_atom) { self->state.fence(); },
-    [=](tick_atom, std::uint64_t id, std::uint8_t which, std::uint64_t arg) {
-      self->state.forward_tick(id, which, arg);
-    },
     [=](timer_atom, std::uint64_t id, std::uint8_t which, std::uint64_t arg, std::int64_t delay_ms) {
       self->state.add_timer(id, which, arg, delay_ms);
     },

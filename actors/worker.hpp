@@ -105,21 +105,11 @@ using worker_handle = caf::typed_actor<
   caf::reacts_to<fence_atom>,
   /// What his users need of him (user_supervisor): their timers, their restart state.
   caf::reacts_to<timer_atom, std::uint64_t, std::uint8_t, std::uint64_t, std::int64_t>,
-  caf::reacts_to<tick_atom, std::uint64_t, std::uint8_t, std::uint64_t>,
   caf::reacts_to<restart_atom, std::string, store::bytes>,
   caf::reacts_to<rest_atom, std::string, resting_user_ptr>,
-  /// Internal: its resting users' sweep (once a second while any rests):
-  /// one whose idle freeze is due is started again, and freezes.
-  caf::reacts_to<rest_atom>,
-  /// Internal: its users' earliest timer (armed for this due time, steady ns) may be due.
-  caf::reacts_to<timer_atom, std::int64_t>,
   /// From its group: the group is degraded (true: refuse every user's request
   /// with 503 and this Retry-After in seconds, 0: none) or recovered (false).
   caf::reacts_to<degraded_atom, bool, std::uint32_t>,
-  /// Internal: its admission beat (every 100 ms with CPU admission on, else
-  /// every second): it samples its users' CPU and its memory and tells its
-  /// group at every change (docs/SUPERVISION.md "Admission").
-  caf::reacts_to<admission_atom>,
   /// Are you alive: its vitals (a worker process's slot asks every
   /// min(1 s, stuck_timeout_seconds / 4); no answer within stuck_timeout_seconds: killed).
   caf::replies_to<heartbeat_atom>::with<worker_vitals>>;

@@ -30,11 +30,24 @@
 
 namespace troupe {
 
+/// The worker's whole interface: its public one and its own timers (private:
+/// no other actor can send them).
+using worker_actor = worker_handle::extend<
+  /// Its resting users' sweep (once a second while any rests): one whose idle
+  /// freeze is due is started again, and freezes.
+  caf::reacts_to<rest_atom>,
+  /// Its users' earliest timer (armed for this due time, steady ns) may be due.
+  caf::reacts_to<timer_atom, std::int64_t>,
+  /// Its admission beat (every 100 ms with CPU admission on, else every
+  /// second): it samples its users' CPU and its memory and tells its group at
+  /// every change (docs/SUPERVISION.md "Admission").
+  caf::reacts_to<admission_atom>>;
+
 struct worker_actor_state : worker_effects {
   using steady = std::chrono::steady_clock;
   static const char* name;
 
-  worker_handle::stateful_pointer<worker_actor_state> self = nullptr;
+  worker_actor::stateful_pointer<worker_actor_state> self = nullptr;
   std::optional<actor_gauge> gauge;
   worker_spec spec;
   const config::group_settings* settings = nullptr;

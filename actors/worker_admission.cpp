@@ -75,7 +75,7 @@ std::chrono::milliseconds worker_actor_state::beat_interval() const {
 }
 
 void worker_actor_state::schedule_beat() {
-  self->delayed_send(caf::actor_cast<worker_handle>(self), beat_interval(), admission_atom::value);
+  self->delayed_send(self, beat_interval(), admission_atom::value);
 }
 
 void worker_actor_state::beat() {

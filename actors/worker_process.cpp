@@ -3,6 +3,7 @@
 #include "actors/census.hpp"
 #include "actors/errors.hpp"
 #include "actors/group.hpp"
+#include "actors/worker_spawn.hpp"
 #include "gate/token_table.hpp"
 
 #include <caf/all.hpp>
@@ -14,30 +15,19 @@
 #include <cmath>
 #include <chrono>
 #include <csignal>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
-#include <spawn.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_map>
-
-extern char** environ;
 
 namespace troupe {
 
 namespace {
 
 using steady = std::chrono::steady_clock;
-
-// The descriptor a child finds its bootstrap on (its node's recipe, cookie
-// secret and gate token: never on its command line or in its environment,
-// which any local user can read in /proc).
-constexpr int bootstrap_fd = 3;
 
 // A child that has not handed over its worker this long after its start is
 // killed (and counts as a failed start): twice stuck_timeout_seconds, at least this.
@@ -61,6 +51,14 @@ struct relayed {
 };
 using relayed_ptr = std::shared_ptr<relayed>;
 
+// The slot's own timers: its periodic tick (reap, heartbeat, expiry of what
+// it holds) and a delayed restart.
+enum class slot_timer : std::uint8_t { tick, restart };
+
+// The slot's whole interface: what its child and the node send it, and its
+// own timers (private: no other actor can send them).
+using slot_actor = worker_process_handle::extend<caf::reacts_to<tick_atom, slot_timer>>;
+
 enum class slot_phase : std::uint8_t {
   starting,  // a process is starting (or the last one is being reaped): messages are held
   open,      // the child's worker is up: messages are relayed
@@ -70,7 +68,7 @@ enum class slot_phase : std::uint8_t {
 struct slot_state {
   static const char* name;
 
-  worker_process_handle::stateful_pointer<slot_state> self = nullptr;
+  slot_actor::stateful_pointer<slot_state> self = nullptr;
   std::optional<actor_gauge> gauge;  // troupe_actors{kind="worker"}: the slot stands for its worker in the node
   worker_spec spec;
   config::group_settings settings;
@@ -133,34 +131,6 @@ struct slot_state {
     token->clear();
   }
 
-  // The child's bootstrap as an unnamed in-memory file (nothing on disk, no
-  // pipe that could fill): its descriptor, or -1 (logged).
-  int write_bootstrap() {
-    auto boot = spec.ctx->worker_boot;
-    boot.token = *token;
-    auto text = encode_bootstrap(boot);
-    OPENSSL_cleanse(boot.token.data(), boot.token.size());
-    OPENSSL_cleanse(boot.cookie_secret.data(), boot.cookie_secret.size());
-    int fd = ::memfd_create("troupe-worker-bootstrap", MFD_CLOEXEC);
-    bool ok = fd >= 0;
-    for (std::size_t done = 0; ok && done < text.size();) {
-      auto n = ::write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR)
-        continue;
-      ok = n > 0;
-      done += ok ? static_cast<std::size_t>(n) : 0;
-    }
-    ok = ok && ::lseek(fd, 0, SEEK_SET) == 0;
-    OPENSSL_cleanse(text.data(), text.size());
-    if (!ok) {
-      spdlog::error("worker {}: cannot write its process's bootstrap: {}", spec.name, std::strerror(errno));
-      if (fd >= 0)
-        ::close(fd);
-      return -1;
-    }
-    return fd;
-  }
-
   // Starts a child process; on failure it counts as an exit (restart asked).
   void start_child() {
     phase = slot_phase::starting;
@@ -169,60 +139,16 @@ struct slot_state {
     forget_token();
     *token = gate::token_table::make_token();
     spec.ctx->worker_tokens->expect(*token, gate::publish_of(self->system(), caf::actor_cast<worker_process_handle>(self)));
-    int boot_fd = write_bootstrap();
-    std::vector<std::string> args{"troupe",       "worker",
-                                  "--parent",     "127.0.0.1:" + std::to_string(spec.ctx->worker_gate_port),
-                                  "--parent-pid", std::to_string(::getpid()),
-                                  "--worker",     spec.name,
-                                  "--bootstrap-fd", std::to_string(bootstrap_fd)};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // Its environment is the node's but for what the bootstrap carries (the
-    // recipe's TROUPE_* variables) and the database password libpq would read.
-    std::vector<std::string> env_strings;
-    for (char** e = environ; e && *e; ++e)
-      if (std::strncmp(*e, "TROUPE_", 7) != 0 && std::strncmp(*e, "PGPASSWORD=", 11) != 0)
-        env_strings.emplace_back(*e);
-    std::vector<char*> envp;
-    for (auto& e : env_strings)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);  // the node's stdout carries its ready line only
-    if (boot_fd >= 0)
-      posix_spawn_file_actions_adddup2(&fa, boot_fd, bootstrap_fd);
-    posix_spawn_file_actions_addclosefrom_np(&fa, bootstrap_fd + 1);  // no socket of the node's
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);  // the node blocks SIGTERM/SIGINT in all its threads
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    // Its own process group: a terminal's ^C reaches the node only, which freezes the child's users first.
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    pid_t p = -1;
-    int rc = boot_fd < 0 ? EIO : posix_spawn(&p, "/proc/self/exe", &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (boot_fd >= 0)
-      ::close(boot_fd);
+    auto started = start_worker_child(spec.ctx->worker_boot, *token, spec.ctx->worker_gate_port, spec.name);
     started_at = steady::now();
     ++generation;
-    if (rc != 0) {
-      spdlog::error("worker {}: cannot start its process: {}", spec.name, std::strerror(rc));
+    pid = started.pid;
+    if (pid <= 0) {
+      spdlog::error("worker {}: {}", spec.name, started.error);
       forget_token();
-      pid = -1;
       exited(-1);
       return;
     }
-    pid = p;
     spdlog::info("worker {}: process {} started", spec.name, pid);
   }
 
@@ -475,7 +401,7 @@ struct slot_state {
           // in a tight loop: it waits a moment first.
           if (steady::now() - started_at < young_death) {
             restart_due = true;
-            self->delayed_send(self, young_death, tick_atom::value, std::uint64_t{1}, std::uint8_t{0}, std::uint64_t{0});
+            self->delayed_send(self, young_death, tick_atom::value, slot_timer::restart);
             return;
           }
           start_child();
@@ -521,7 +447,7 @@ struct slot_state {
 
 const char* slot_state::name = "troupe.worker_process";
 
-worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_pointer<slot_state> self,
+slot_actor::behavior_type slot_impl(slot_actor::stateful_pointer<slot_state> self,
                                                worker_spec spec, config::group_settings settings, group_handle group) {
   auto& st = self->state;
   st.self = self;
@@ -552,7 +478,7 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
     }
   });
   st.start_child();
-  self->send(self, tick_atom::value, std::uint64_t{0}, std::uint8_t{0}, std::uint64_t{0});
+  self->send(self, tick_atom::value, slot_timer::tick);
   auto hold = st.spec.ctx->hold_timeout();
   auto requests = st.spec.ctx->request_timeout();
   auto tell_budget = node_context::to_duration(st.spec.ctx->recipe.limits.request_timeout_seconds +
@@ -607,10 +533,9 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
       return self->state.template relay<std::vector<std::string>, std::vector<std::uint64_t>>(false, requests, a);
     },
     [=](fence_atom a) { self->state.tell(a); },
-    [=](tick_atom, std::uint64_t which, std::uint8_t, std::uint64_t) {
-      // Its own timers (a child's users tick their own worker, in the child).
+    [=](tick_atom, slot_timer which) {
       auto& st = self->state;
-      if (which == 1) {  // the delayed restart
+      if (which == slot_timer::restart) {
         if (st.restart_due && !st.stopping && st.pid <= 0 && st.phase != slot_phase::parked) {
           st.restart_due = false;
           st.start_child();
@@ -618,17 +543,15 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
         return;
       }
       self->state.on_tick();
-      self->delayed_send(self, tick_every, tick_atom::value, std::uint64_t{0}, std::uint8_t{0}, std::uint64_t{0});
+      self->delayed_send(self, tick_every, tick_atom::value, slot_timer::tick);
     },
     // A slot hosts no users (its child's users time themselves in the child): nothing to keep.
     [=](timer_atom, std::uint64_t, std::uint8_t, std::uint64_t, std::int64_t) {},
-    [=](timer_atom, std::int64_t) {},
     [=](restart_atom a, std::string& user, store::bytes& last_good) {
       self->state.tell(a, std::move(user), std::move(last_good));
     },
     // A child's users rest with their own worker, in the child: never here.
     [=](rest_atom, const std::string&, resting_user_ptr&) {},
-    [=](rest_atom) {},
     [=](degraded_atom a, bool on, std::uint32_t retry_after) {
       self->state.degraded = std::make_pair(on, retry_after);
       self->state.tell(a, on, retry_after);
@@ -643,9 +566,6 @@ worker_process_handle::behavior_type slot_impl(worker_process_handle::stateful_p
       if (self->state.phase == slot_phase::open)
         self->state.show(report.admits ? worker_state::open : worker_state::closed);
       self->send(self->state.group, a, std::move(report));
-    },
-    [=](admission_atom) {
-      // the worker's own beat: a slot has none (its child's worker beats in the child)
     },
     [=](replace_atom, const caf::actor_addr& from, std::uint64_t rss) {
       auto& st = self->state;

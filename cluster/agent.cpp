@@ -31,10 +31,14 @@ std::uint64_t new_incarnation() {
 
 namespace {
 
+// The agent's whole interface: what members and its node send it, and its
+// own timers (private): the heartbeat period, and a rejoin attempt.
+using agent_actor = agent_handle::extend<caf::reacts_to<tick_atom>, caf::reacts_to<join_atom>>;
+
 struct agent_state {
   static const char* name;
 
-  agent_handle::stateful_pointer<agent_state> self = nullptr;
+  agent_actor::stateful_pointer<agent_state> self = nullptr;
   agent_config cfg;
   std::optional<membership> mem;
   std::unordered_map<std::string, agent_handle> agents;          // member name → its agent
@@ -445,7 +449,7 @@ struct agent_state {
 
 const char* agent_state::name = "troupe.cluster_agent";
 
-agent_handle::behavior_type agent_impl(agent_handle::stateful_pointer<agent_state> self, agent_config cfg) {
+agent_actor::behavior_type agent_impl(agent_actor::stateful_pointer<agent_state> self, agent_config cfg) {
   auto& st = self->state;
   st.self = self;
   st.mem.emplace(cfg.self, cfg.failure_timeout);

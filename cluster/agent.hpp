@@ -65,10 +65,7 @@ using agent_handle = caf::typed_actor<
   caf::replies_to<members_atom>::with<std::vector<member_status>>,
   /// From its own node at start, with the address it is published at:
   /// joins (or starts the cluster) and answers once done — an error when joining failed.
-  caf::replies_to<ready_atom, std::string>::with<bool>,
-  /// Internal: the heartbeat period, and a rejoin attempt.
-  caf::reacts_to<tick_atom>,
-  caf::reacts_to<join_atom>>;
+  caf::replies_to<ready_atom, std::string>::with<bool>>;
 
 // The agent provides the census's view of the cluster: its interface includes it.
 static_assert(std::is_convertible_v<agent_handle, cluster_view_handle>,

@@ -528,8 +528,8 @@ private:
     };
     ac.self = cluster::member_record{ctx_->node_name, cluster::new_incarnation(), "", 0};
     auto agent = cluster::spawn_agent(*sys_, std::move(ac));
-    cluster_agent_ = caf::actor_cast<caf::actor>(agent);
-    caf::anon_send(census_, agent_atom::value, cluster_agent_);  // its census answers for the cluster from now on
+    cluster_agent_ = agent;
+    caf::anon_send(census_, agent_atom::value, cluster_view_handle{agent});  // its census answers for the cluster from now on
     // The members reach the agent through the cluster port's gate: only a
     // connection that holds the cluster's key gets to CAF (in TLS when set).
     auto o = gate_options("cluster gate", gate::kind::cluster);
@@ -784,7 +784,7 @@ private:
   std::shared_ptr<serving_signal> serving_;
   std::unique_ptr<gate::listener> worker_gate_;
   std::vector<group_handle> groups_;
-  caf::actor cluster_agent_;
+  cluster::agent_handle cluster_agent_;
   std::unique_ptr<gate::listener> cluster_gate_;
   bridge_handle bridge_;
   std::unique_ptr<front> front_;

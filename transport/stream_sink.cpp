@@ -60,10 +60,14 @@ namespace {
 
 constexpr std::size_t max_batch_bytes = 65536;
 
+// The sink's whole interface: its public one and its own timer (private: an
+// SSE keep-alive comment is due).
+using sink_actor = stream_sink_handle::extend<caf::reacts_to<tick_atom>>;
+
 struct sink_state {
   static const char* name;
 
-  stream_sink_handle::stateful_pointer<sink_state> self = nullptr;
+  sink_actor::stateful_pointer<sink_state> self = nullptr;
   stream_sink_spec spec;
   std::optional<stream_queue> queue;
   bool closing = false;  // the writer closed: end once the queue is written
@@ -163,7 +167,7 @@ struct sink_state {
 
 const char* sink_state::name = "troupe.stream_sink";
 
-stream_sink_handle::behavior_type sink_impl(stream_sink_handle::stateful_pointer<sink_state> self,
+sink_actor::behavior_type sink_impl(sink_actor::stateful_pointer<sink_state> self,
                                             stream_sink_spec spec) {
   auto& st = self->state;
   st.self = self;

@@ -99,9 +99,7 @@ using stream_sink_handle = caf::typed_actor<
   /// From its session: the batch in flight is written (its size in bytes).
   caf::reacts_to<written_atom, std::uint64_t>,
   /// From its session: the client disconnected (or the session ended).
-  caf::reacts_to<gone_atom>,
-  /// Its own timer: an SSE keep-alive comment is due.
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<gone_atom>>;
 
 /// How one sink is set up (from the recipe's limits.stream_*).
 struct stream_sink_spec {
