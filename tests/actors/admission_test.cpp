@@ -108,11 +108,13 @@ protected:
     return h;
   }
 
-  int spin(const user_handle& h, const std::string& user, int ms, const std::string& route = "/spin/") {
+  // `budget`: a bound, not a timing goal (a fresh VM backs first-touched memory slowly).
+  int spin(const user_handle& h, const std::string& user, int ms, const std::string& route = "/spin/",
+           std::chrono::seconds budget = 5s) {
     int status = 0;
     http_request req{"POST", route + std::to_string(ms), "", "", "c-" + user, "", {}, 0, {}};
     (*driver)
-      ->request(h, 5s, http_atom::value, std::move(req))
+      ->request(h, budget, http_atom::value, std::move(req))
       .receive([&](http_response& r) { status = r.status; },
                [&](caf::error& e) {
                  status = -1;
@@ -146,6 +148,11 @@ protected:
                [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
     return out;
   }
+
+  // The occupancy tests: the worker's share is set (through the injected
+  // machine size) this far above what the test process holds, and a user grows past it.
+  static constexpr std::uint64_t headroom = 64u << 20;
+  static constexpr int grown_mb = 96;
 
   caf::actor_system_config cfg;
   std::optional<caf::actor_system> sys;
@@ -227,8 +234,8 @@ TEST_F(worker_admission_actors, OffloadFreezesTheLeastBusyActiveUserAndNeverTheL
 
 TEST_F(worker_admission_actors, PastItsOccupancyAProcessWorkerFreezesItsUsersThenAsksToBeReplaced) {
   // isolation "process": this test process stands for the worker's. Its
-  // share is set (through the injected machine size) 200 MB above what it
-  // holds now; a user grows past it.
+  // share is set (through the injected machine size) `headroom` above what
+  // it holds now; a user grows past it.
   auto& g = ctx->recipe.groups.front();
   g.isolation = "process";
   g.cpu_admission_close_percent = 0;  // memory only
@@ -239,10 +246,10 @@ TEST_F(worker_admission_actors, PastItsOccupancyAProcessWorkerFreezesItsUsersThe
   g.restart_occupancy_max_percent = 100;
   const auto rss = registry::rss_bytes();
   ASSERT_TRUE(rss);
-  start_worker(*rss + (200u << 20));
+  start_worker(*rss + headroom);
   auto fat = host("fat");
   auto slim = host("slim");
-  ASSERT_EQ(spin(fat, "fat", 300, "/grow/"), 200);
+  ASSERT_EQ(spin(fat, "fat", grown_mb, "/grow/", 60s), 200);
 
   auto closed = next_report(10s);
   ASSERT_TRUE(closed) << detail().dump();
@@ -256,7 +263,7 @@ TEST_F(worker_admission_actors, PastItsOccupancyAProcessWorkerFreezesItsUsersThe
                     },
                     caf::after(std::chrono::seconds(20)) >> [] {});
   ASSERT_TRUE(replace_rss) << detail().dump();
-  EXPECT_GT(*replace_rss, *rss + (200u << 20));
+  EXPECT_GT(*replace_rss, *rss + headroom);
   // Their freezes are durable when it asks; their exits follow.
   EXPECT_TRUE(eventually([&] { return hosted().empty(); }, 10s));
   EXPECT_EQ(detail()["draining"], true) << "it takes no newcomer while it waits to be replaced";
@@ -283,10 +290,10 @@ TEST_F(worker_admission_actors, PastItsOccupancyWithAFullDepositAWorkerKeepsItsU
   g.restart_occupancy_max_percent = 100;
   const auto rss = registry::rss_bytes();
   ASSERT_TRUE(rss);
-  start_worker(*rss + (200u << 20));
+  start_worker(*rss + headroom);
   auto fat = host("fat");
   auto slim = host("slim");
-  ASSERT_EQ(spin(fat, "fat", 300, "/grow/"), 200);
+  ASSERT_EQ(spin(fat, "fat", grown_mb, "/grow/", 60s), 200);
   auto closed = next_report(10s);
   ASSERT_TRUE(closed) << detail().dump();
   EXPECT_FALSE(closed->admits);
