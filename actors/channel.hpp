@@ -12,6 +12,7 @@
 /// type here is inspectable and registered (register_types): a user on
 /// another node pushes the same way.
 
+#include "actors/fwd.hpp"
 #include "actors/messages.hpp"
 
 #include <caf/typed_actor.hpp>
@@ -21,10 +22,6 @@
 #include <vector>
 
 namespace troupe {
-
-using bind_atom = caf::atom_constant<caf::atom("chbind")>;      ///< a page of this socket opened its channel
-using unbind_atom = caf::atom_constant<caf::atom("chunbind")>;  ///< a binding ends (page rebound, socket gone)
-using push_atom = caf::atom_constant<caf::atom("push")>;        ///< write a frame on a page's channel
 
 /// One frame pushed to one page: delivered only when `page` of connection
 /// `cid` is bound to socket number `socket` of the receiving hub.
@@ -55,18 +52,8 @@ typename Inspector::result_type inspect(Inspector& f, channel_binding& x) {
   return f(caf::meta::type_name("troupe.channel_binding"), x.cid, x.page, x.socket, x.sequential);
 }
 
-/// The channel hub's typed interface, as users see it (one hub per front;
-/// its sockets are numbered).
-using channel_handle = caf::typed_actor<
-  /// Page `page` of connection `cid` opened its channel on socket `socket`;
-  /// `user` is told (unbind) when the socket goes.
-  caf::reacts_to<bind_atom, std::uint64_t, std::string, std::string, caf::actor>,
-  /// Page `page` was opened on another socket: socket `socket` no longer carries it.
-  caf::reacts_to<unbind_atom, std::uint64_t, std::string>,
-  /// Queue the frame if the page is bound to the socket; true: the socket's
-  /// outgoing queue took it; false: not bound there, socket closed, or
-  /// refused by the overflow policy.
-  caf::replies_to<push_atom, channel_push>::with<bool>>;
+// channel_handle, the hub's typed interface, and the atoms of its messages
+// are in actors/fwd.hpp: every channel call carries a hub (channel_ref).
 
 /// The internal call a socket's session makes once, before reading any frame:
 /// its user answers 200 {"user": <his name>}, whom the socket then counts

@@ -5,6 +5,8 @@
 /// inspectable and registered (register_types), so it can cross nodes; the one
 /// exception is local_reply, the front's continuation, which never leaves its process.
 
+#include "actors/fwd.hpp"
+
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
@@ -124,10 +126,10 @@ typename Inspector::result_type inspect(Inspector& f, http_header& x) {
 }
 
 /// One channel socket (/_troupe/ws), as actors address it: its front's
-/// channel hub (a channel_handle, actors/channel.hpp) and the socket's number
-/// there. Invalid (no hub) for anything but a channel call.
+/// channel hub and the socket's number there. Invalid (no hub) for anything
+/// but a channel call.
 struct channel_ref {
-  caf::actor hub;
+  channel_handle hub;
   std::uint64_t socket = 0;
 
   explicit operator bool() const noexcept { return static_cast<bool>(hub); }

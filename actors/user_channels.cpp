@@ -76,12 +76,12 @@ std::optional<http_response> user_state::channel_gate(connection_record& conn, c
   // reconnecting browser) takes the page over from the old one.
   if (p->channel->socket != req.channel) {
     if (auto& old = p->channel->socket)
-      self->send(caf::actor_cast<channel_handle>(old.hub), unbind_atom::value, old.socket, id);
+      self->send(old.hub, unbind_atom::value, old.socket, id);
     p->channel->socket = req.channel;
     p->channel->sequential = sequential;
     // Sent before the answer: a push this user makes after it reaches the
     // socket after the binding (one sender, one receiver: in order).
-    self->send(caf::actor_cast<channel_handle>(req.channel.hub), bind_atom::value, req.channel.socket, conn.cid, id,
+    self->send(req.channel.hub, bind_atom::value, req.channel.socket, conn.cid, id,
                caf::actor_cast<caf::actor>(self));
   }
   http_response r;
@@ -100,7 +100,7 @@ void user_state::restore_channels(std::vector<channel_binding>& bound) {
     if (!t.page || t.page->channel)
       continue;
     t.page->channel = std::make_unique<page_channel>(page_channel{b.socket, b.sequential});
-    self->send(caf::actor_cast<channel_handle>(b.socket.hub), bind_atom::value, b.socket.socket, b.cid, b.page,
+    self->send(b.socket.hub, bind_atom::value, b.socket.socket, b.cid, b.page,
                caf::actor_cast<caf::actor>(self));
   }
 }
@@ -164,7 +164,7 @@ void push_to(user_state& st, const std::shared_ptr<push_tally>& t, const std::st
   auto socket = p.channel->socket;
   auto* self = st.self;
   st.core->asked();
-  self->request(caf::actor_cast<channel_handle>(socket.hub), push_timeout(*st.ctx), push_atom::value,
+  self->request(socket.hub, push_timeout(*st.ctx), push_atom::value,
                 channel_push{socket.socket, cid, p.id, frame})
     .then(
       [self, t](bool ok) {

@@ -47,7 +47,7 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
   self->state.metrics = metrics;
   // A socket's bindings go with it, in their users' records too.
   auto forget = [self](std::uint64_t socket, socket_entry& e) {
-    channel_ref ref{caf::actor_cast<caf::actor>(self), socket};
+    channel_ref ref{self, socket};
     for (auto& b : e.bound)
       self->send(caf::actor_cast<user_handle>(b.user), unbind_atom::value, b.cid, b.page, ref);
   };
@@ -62,7 +62,7 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
       auto* e = self->state.find(socket);
       if (!e)  // closed meanwhile: the user learns it as from any socket that goes
         return self->send(caf::actor_cast<user_handle>(user), unbind_atom::value, cid, page,
-                          channel_ref{caf::actor_cast<caf::actor>(self), socket});
+                          channel_ref{self, socket});
       if (auto* b = e->find(page)) {
         b->cid = std::move(cid);
         b->user = std::move(user);

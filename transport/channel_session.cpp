@@ -276,7 +276,7 @@ private:
   void send_call(std::shared_ptr<http_request> req, Then then) {
     auto& metrics = front_.context().metrics;
     req->cid = cid_;
-    req->channel = channel_ref{caf::actor_cast<caf::actor>(front_.channel_hub()), socket_};
+    req->channel = channel_ref{front_.channel_hub(), socket_};
     auto timeout = front_.limits().request_timeout;
     req->deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch() + timeout)

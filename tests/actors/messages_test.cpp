@@ -81,7 +81,10 @@ TEST_F(messages, http_request_round_trips) {
 
 // A channel call carries its socket (its front's hub and number, actors/channel.hpp); a push names socket and page.
 TEST_F(messages, channel_call_and_push_round_trip) {
-  auto hub = sys->spawn([]() -> caf::behavior { return {[](int) {}}; });
+  auto hub = sys->spawn([]() -> channel_handle::behavior_type {
+    return {[](bind_atom, std::uint64_t, std::string&, std::string&, caf::actor&) {},
+            [](unbind_atom, std::uint64_t, std::string&) {}, [](push_atom, channel_push&) { return false; }};
+  });
   auto req = sample_request();
   req.channel = channel_ref{hub, 42};
   auto back = through_message(req);
