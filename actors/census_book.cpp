@@ -4,14 +4,13 @@
 #include "actors/orchestration_log.hpp"
 #include "registry/clocks.hpp"
 #include "registry/ids.hpp"
+#include "registry/proc_stats.hpp"
 #include "registry/restart_intensity.hpp"
 #include "store/deposit.hpp"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 
 namespace troupe {
 
@@ -39,13 +38,6 @@ json counts_json(const registry::state_counts& c) {
   for (std::size_t i = 0; i < registry::user_state_count; ++i)
     j[to_string(static_cast<user_state>(i))] = c.by[i];
   return j;
-}
-
-std::uint64_t rss_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 double cpu_seconds() {
@@ -138,7 +130,7 @@ json census_book::node_json() const {
           {"kind", "node"},
           {"name", ctx_->node_name},
           {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
-          {"rss_bytes", rss_bytes()},
+          {"rss_bytes", registry::rss_bytes().value_or(0)},
           {"cpu_seconds", cpu_seconds()},
           {"threads", {{"io", r.node.io_threads}, {"actor", r.node.actor_threads}}}};
 }
