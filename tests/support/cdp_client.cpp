@@ -1,6 +1,7 @@
 #include "cdp_client.hpp"
 #include "eventually.hpp"
 #include "pipe_reader.hpp"
+#include "process_status.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -72,16 +73,6 @@ std::string temp_dir(const std::string& prefix) {
   return std::string(buf.data());
 }
 
-std::string join_args(const std::vector<std::string>& args) {
-  std::string s;
-  for (const auto& a : args) {
-    if (!s.empty())
-      s += ' ';
-    s += a;
-  }
-  return s;
-}
-
 std::string shorten(const std::string& s, size_t n) {
   return s.size() > n ? s.substr(0, n) + "[...]" : s;
 }
@@ -96,14 +87,6 @@ std::string ms_text(milliseconds d) { return std::to_string(d.count()) + " ms"; 
 milliseconds left_until(clock_type::time_point deadline) {
   auto d = std::chrono::duration_cast<milliseconds>(deadline - clock_type::now());
   return d.count() > 0 ? d : milliseconds(0);
-}
-
-int decode_status(int status) {
-  if (WIFEXITED(status))
-    return WEXITSTATUS(status);
-  if (WIFSIGNALED(status))
-    return 128 + WTERMSIG(status);
-  return -1;
 }
 
 // Whether a process of group `pgid` is still alive (zombies excluded: a reparented
@@ -387,7 +370,7 @@ struct chromium::impl {
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid || (r < 0 && errno == ECHILD)) {
       reaped = true;
-      exit_code = r == pid ? decode_status(status) : -1;
+      exit_code = r == pid ? exit_code_of(status) : -1;
     }
   }
 
@@ -409,7 +392,7 @@ struct chromium::impl {
       while ((r = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
       }
       reaped = true;
-      exit_code = r == pid ? decode_status(status) : -1;
+      exit_code = r == pid ? exit_code_of(status) : -1;
     }
   }
 

@@ -2,6 +2,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -38,19 +39,19 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
-failure classify(const beast::error_code& ec) {
+}  // namespace
+
+failure classify_failure(const boost::system::error_code& ec) {
   if (ec == beast::error::timeout)
     return failure::timeout;
   if (ec == asio::error::connection_refused)
     return failure::refused;
-  if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-      ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-      ec == http::error::partial_message || ec == asio::error::connection_aborted)
+  if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::error::broken_pipe || ec == http::error::partial_message ||
+      ec == asio::error::connection_aborted || ec == asio::ssl::error::stream_truncated)
     return failure::closed;
   return failure::other;
 }
-
-}  // namespace
 
 const char* to_string(failure f) {
   switch (f) {
@@ -204,7 +205,7 @@ struct http_client::impl {
 
   [[noreturn]] void fail(const char* what, const beast::error_code& ec) {
     drop();
-    failure kind = classify(ec);
+    failure kind = classify_failure(ec);
     throw transport_error(kind, std::string(what) + " " + host + ":" + std::to_string(port) +
                                     ": " + ec.message() + " [" + to_string(kind) + "]");
   }
@@ -369,7 +370,7 @@ bool http_client::wait_closed(milliseconds timeout) {
       p_->raw.append(buf, got);
     if (!result)
       continue;
-    failure kind = classify(result);
+    failure kind = classify_failure(result);
     p_->drop();
     return kind == failure::closed;
   }

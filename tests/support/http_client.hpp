@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include <boost/system/error_code.hpp>
 #include <nlohmann/json.hpp>
 
 namespace troupe::test {
@@ -43,6 +44,8 @@ struct response {
 
 enum class failure { refused, timeout, closed, other };
 const char* to_string(failure f);
+// What a failed connect, read or write (plain or TLS) was.
+failure classify_failure(const boost::system::error_code& ec);
 
 class transport_error : public std::runtime_error {
 public:

@@ -1,6 +1,7 @@
 #include "node_process.hpp"
 #include "eventually.hpp"
 #include "pipe_reader.hpp"
+#include "process_status.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -66,29 +67,11 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 namespace {
 
-int decode_status(int status) {
-  if (WIFEXITED(status))
-    return WEXITSTATUS(status);
-  if (WIFSIGNALED(status))
-    return 128 + WTERMSIG(status);
-  return -1;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string join_args(const std::vector<std::string>& args) {
-  std::string s;
-  for (const auto& a : args) {
-    if (!s.empty())
-      s += ' ';
-    s += a;
-  }
-  return s;
 }
 
 // posix_spawn of argv with stdin=/dev/null, stdout=out_fd (or a file), stderr=err_fd
@@ -285,7 +268,7 @@ void node_process::reap_nonblocking() {
   pid_t r = ::waitpid(pid_, &status, WNOHANG);
   if (r == pid_) {
     exited_ = true;
-    exit_code_ = decode_status(status);
+    exit_code_ = exit_code_of(status);
   }
 }
 
@@ -311,7 +294,7 @@ void node_process::kill9() {
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   exited_ = true;
-  exit_code_ = decode_status(status);
+  exit_code_ = exit_code_of(status);
 }
 
 std::optional<int> node_process::wait_exit(std::chrono::milliseconds timeout) {
@@ -414,7 +397,7 @@ run_result run_binary(const std::vector<std::string>& args, std::chrono::millise
   bool reaped = eventually([&] {
     pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) {
-      res.exit_code = decode_status(status);
+      res.exit_code = exit_code_of(status);
       return true;
     }
     return r < 0 && errno != EINTR;  // nothing to reap
@@ -423,7 +406,7 @@ run_result run_binary(const std::vector<std::string>& args, std::chrono::millise
     res.timed_out = true;
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
-    res.exit_code = decode_status(status);
+    res.exit_code = exit_code_of(status);
   }
   return res;
 }

@@ -52,17 +52,6 @@ void configure(ssl::context& ctx, const tls_options& o) {
   }
 }
 
-failure classify(const beast::error_code& ec) {
-  if (ec == beast::error::timeout)
-    return failure::timeout;
-  if (ec == net::error::connection_refused)
-    return failure::refused;
-  if (ec == net::error::eof || ec == net::error::connection_reset || ec == ssl::error::stream_truncated
-      || ec == http::error::end_of_stream || ec == http::error::partial_message)
-    return failure::closed;
-  return failure::other;
-}
-
 template <class Stream>
 void tcp_connect(net::io_context& ioc, Stream& lowest, uint16_t port, milliseconds timeout) {
   beast::error_code ec;
@@ -73,7 +62,7 @@ void tcp_connect(net::io_context& ioc, Stream& lowest, uint16_t port, millisecon
     done = true;
   });
   if (!run_until(ioc, done, timeout) || ec)
-    throw transport_error(done ? classify(ec) : failure::timeout, "connect: " + ec.message());
+    throw transport_error(done ? classify_failure(ec) : failure::timeout, "connect: " + ec.message());
 }
 
 }  // namespace
@@ -119,7 +108,7 @@ void https_client::connect(milliseconds timeout) {
     done = true;
   });
   if (!run_until(p_->ioc, done, timeout) || ec)
-    throw transport_error(done ? classify(ec) : failure::timeout,
+    throw transport_error(done ? classify_failure(ec) : failure::timeout,
                           "TLS handshake: " + (done ? ec.message() : std::string("timeout")));
   beast::get_lowest_layer(*s).expires_never();
   p_->s = std::move(s);
@@ -146,7 +135,7 @@ response https_client::request(std::string_view method, std::string_view target,
   });
   if (!run_until(p_->ioc, done, timeout) || ec) {
     close();
-    throw transport_error(done ? classify(ec) : failure::timeout, "write: " + ec.message());
+    throw transport_error(done ? classify_failure(ec) : failure::timeout, "write: " + ec.message());
   }
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 * 1024 * 1024);
@@ -157,7 +146,7 @@ response https_client::request(std::string_view method, std::string_view target,
   });
   if (!run_until(p_->ioc, done, timeout) || ec) {
     close();
-    throw transport_error(done ? classify(ec) : failure::timeout, "read: " + ec.message());
+    throw transport_error(done ? classify_failure(ec) : failure::timeout, "read: " + ec.message());
   }
   beast::get_lowest_layer(s).expires_never();
   auto res = parser.release();
