@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The test command: set up, build, and run every test (unit and integration),
 # against a throwaway PostgreSQL server (scripts/pg_server.sh), then every fuzz target for FUZZ_SECONDS (default 10) on its seed corpus
-# (scripts/fuzz.sh: a clang build of the targets only, in build-fuzz/). The fuzz
-# targets build while the tests run, at the lowest priority: the tests mostly wait
-# on sockets and processes (a third of two cores), so the clang build takes the
-# CPU they leave (docs/building.md); its log is build-fuzz.log. The gate storm,
+# (scripts/fuzz.sh: a clang build of the targets only, in build-fuzz/). The tests
+# run four at a time: they mostly wait on sockets and processes. The fuzz targets
+# build meanwhile at the lowest priority, on the CPU the tests leave
+# (docs/building.md); its log is build-fuzz.log. The gate storm,
 # which loads both cores on purpose, runs after it, alone.
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -23,7 +23,7 @@ TROUPE_TEST_PG_URL="$(./scripts/pg_server.sh start "$pg_dir")"
 export TROUPE_TEST_PG_URL TROUPE_TEST_PG_REQUIRED=1
 setsid nice -n 19 ./scripts/fuzz.sh --build-only > build-fuzz.log 2>&1 &
 fuzz_build=$!
-ctest --test-dir build --output-on-failure -j 2 --timeout 300 --label-exclude gate_storm
+ctest --test-dir build --output-on-failure -j 4 --timeout 300 --label-exclude gate_storm
 wait "$fuzz_build" || { cat build-fuzz.log; echo "test: the fuzz build failed" >&2; exit 1; }
 fuzz_build=""
 # The storm (issue 23) loads both cores on purpose: it runs alone, after the fuzz build.
