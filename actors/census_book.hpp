@@ -11,7 +11,6 @@
 #include "registry/census_model.hpp"
 #include "registry/short_name.hpp"
 
-#include <caf/actor_addr.hpp>
 #include <caf/expected.hpp>
 #include <caf/actor_control_block.hpp>
 #include <nlohmann/json.hpp>
