@@ -35,7 +35,6 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using quarantine_atom = caf::atom_constant<caf::atom("quarantine")>;
 using retry_atom = caf::atom_constant<caf::atom("dretry")>;
-using probe_write_atom = caf::atom_constant<caf::atom("dprobe")>;
 using claim_atom = caf::atom_constant<caf::atom("claim")>;
 using generation_atom = caf::atom_constant<caf::atom("cmdgen")>;
 using reread_atom = caf::atom_constant<caf::atom("dreread")>;

@@ -19,6 +19,7 @@ struct login_request;  ///< actors/commander.hpp
 struct placement;      ///< actors/user.hpp
 struct member_status;  ///< actors/cluster_view.hpp
 struct channel_push;   ///< actors/channel.hpp
+struct channel_ref;    ///< actors/messages.hpp
 
 /// The member list (actors/cluster_view.hpp).
 using members_atom = caf::atom_constant<caf::atom("members")>;
@@ -30,13 +31,17 @@ using bind_atom = caf::atom_constant<caf::atom("chbind")>;      ///< a page of t
 using unbind_atom = caf::atom_constant<caf::atom("chunbind")>;  ///< a binding ends (page rebound, socket gone)
 using push_atom = caf::atom_constant<caf::atom("push")>;        ///< write a frame on a page's channel
 
+/// Who holds a page's channel binding, as the hub sees him: told when the
+/// socket carrying the page (cid, page) goes (a part of the user's interface).
+using channel_owner_handle = caf::typed_actor<caf::reacts_to<unbind_atom, std::string, std::string, channel_ref>>;
+
 /// The channel hub's typed interface, as users see it (one hub per front;
 /// its sockets are numbered; actors/channel.hpp, docs/channels.md). Declared
 /// here because every channel call carries a hub (channel_ref, actors/messages.hpp).
 using channel_handle = caf::typed_actor<
   /// Page `page` of connection `cid` opened its channel on socket `socket`;
   /// `user` is told (unbind) when the socket goes.
-  caf::reacts_to<bind_atom, std::uint64_t, std::string, std::string, caf::actor>,
+  caf::reacts_to<bind_atom, std::uint64_t, std::string, std::string, channel_owner_handle>,
   /// Page `page` was opened on another socket: socket `socket` no longer carries it.
   caf::reacts_to<unbind_atom, std::uint64_t, std::string>,
   /// Queue the frame if the page is bound to the socket; true: the socket's

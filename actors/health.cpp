@@ -1,6 +1,5 @@
 #include "actors/health.hpp"
 
-#include "actors/deposit.hpp"
 #include "actors/node_context.hpp"
 #include "registry/restart_intensity.hpp"
 #include "store/deposit.hpp"
@@ -83,7 +82,7 @@ struct sample {
 struct health_state {
   static const char* name;
   std::shared_ptr<node_context> ctx;
-  caf::actor deposit;
+  deposit_prober deposit;
   std::deque<sample> window;  // one sample a second, the oldest first (61 at most: a minute of growth)
   steady::time_point last_probe = steady::now();
 
@@ -108,7 +107,7 @@ struct health_state {
     if (steady::now() - last_probe >= period) {
       last_probe = steady::now();
       auto fresh_ms = static_cast<std::int64_t>(ctx->recipe.node.health_probe_seconds * 1000);
-      self->send(caf::actor_cast<deposit_handle>(deposit), probe_write_atom::value, fresh_ms);
+      self->send(deposit, probe_write_atom::value, fresh_ms);
     }
   }
 };
@@ -116,7 +115,7 @@ struct health_state {
 const char* health_state::name = "troupe.health";
 
 caf::behavior health_impl(caf::stateful_actor<health_state>* self, std::shared_ptr<node_context> ctx,
-                          caf::actor deposit) {
+                          deposit_prober deposit) {
   self->state.ctx = std::move(ctx);
   self->state.deposit = std::move(deposit);
   self->state.window.push_back(self->state.now());
@@ -131,7 +130,7 @@ caf::behavior health_impl(caf::stateful_actor<health_state>* self, std::shared_p
 
 }  // namespace
 
-caf::actor spawn_health(caf::actor_system& sys, std::shared_ptr<node_context> ctx, caf::actor deposit) {
+caf::actor spawn_health(caf::actor_system& sys, std::shared_ptr<node_context> ctx, deposit_prober deposit) {
   return sys.spawn(health_impl, std::move(ctx), std::move(deposit));
 }
 

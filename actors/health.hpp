@@ -7,6 +7,9 @@
 /// restarts) and has the deposit probed when nothing was written lately.
 
 #include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -52,11 +55,17 @@ struct health_answer {
 health_answer assess_health(const health_signals& s, double restart_rate_limit,
                             const node_metrics* metrics = nullptr);
 
+/// Probe the backend unless a write succeeded within `fresh_ms` (actors/deposit.hpp).
+using probe_write_atom = caf::atom_constant<caf::atom("dprobe")>;
+
+/// What the health actor needs of the deposit actor (a part of deposit_handle).
+using deposit_prober = caf::typed_actor<caf::reacts_to<probe_write_atom, std::int64_t>>;
+
 /// Spawns the health actor: every second it samples the node's counters into
 /// its windows (ctx->health), and every node.health_probe_seconds it has
 /// `deposit` (the deposit actor) probe the backend unless a write succeeded
 /// within that period. A top-level actor the node stops.
-caf::actor spawn_health(caf::actor_system& sys, std::shared_ptr<node_context> ctx, caf::actor deposit);
+caf::actor spawn_health(caf::actor_system& sys, std::shared_ptr<node_context> ctx, deposit_prober deposit);
 
 /// Milliseconds since the Unix epoch (the wall clock health reports in).
 std::int64_t unix_now_ms();

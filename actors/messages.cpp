@@ -43,6 +43,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<channel_binding>("troupe.channel_binding");
   cfg.add_message_type<std::vector<channel_binding>>("troupe.channel_bindings");
   cfg.add_message_type<channel_handle>("troupe.channel_handle");
+  cfg.add_message_type<channel_owner_handle>("troupe.channel_owner_handle");
   cfg.add_message_type<worker_handle>("troupe.worker_handle");
   cfg.add_message_type<std::vector<worker_handle>>("troupe.worker_actors");
   // A worker's scan answer (its users' owner epochs): not a CAF builtin, and a new

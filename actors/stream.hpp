@@ -77,6 +77,10 @@ typename Inspector::result_type inspect(Inspector& f, stream_event& x) {
   return f(caf::meta::type_name("troupe.stream_event"), x.id, x.what, x.sink, x.bytes);
 }
 
+/// A stream's writer as its sink sees it: a part of user_handle (actors/user.hpp),
+/// which converts to it implicitly.
+using stream_writer_for_sinks = caf::typed_actor<caf::reacts_to<stream_msg_atom, stream_event>>;
+
 /// Registers the stream messages with `cfg` (called by register_types).
 void register_stream_types(caf::actor_system_config& cfg);
 

@@ -31,20 +31,6 @@ class local_actor;
 
 namespace troupe {
 
-/// Where a user lives: the answer to resolve, attach, login and logout.
-struct placement {
-  std::string user;
-  std::string worker;
-  std::string node;
-  caf::actor actor;  ///< the user actor (a user_handle; untyped to keep the handle header-light)
-  std::string cid{};  ///< the connection he took (for login and logout: the new id the commander minted)
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, placement& x) {
-  return f(caf::meta::type_name("troupe.placement"), x.user, x.worker, x.node, x.actor, x.cid);
-}
-
 /// The user actor's typed interface.
 using user_handle = caf::typed_actor<
   /// Serve the request the slot holds; the local fast path (the front's continuation).
@@ -70,6 +56,20 @@ using user_handle = caf::typed_actor<
   caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>,
   /// One of his streams: opened by its sink, credit, the client gone (docs/streaming.md).
   caf::reacts_to<stream_msg_atom, stream_event>>;
+
+/// Where a user lives: the answer to resolve, attach, login and logout.
+struct placement {
+  std::string user;
+  std::string worker;
+  std::string node;
+  user_handle actor;  ///< the user actor
+  std::string cid{};  ///< the connection he took (for login and logout: the new id the commander minted)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, placement& x) {
+  return f(caf::meta::type_name("troupe.placement"), x.user, x.worker, x.node, x.actor, x.cid);
+}
 
 /// What a resting user leaves with his worker (group.rest_idle_seconds): all
 /// his actor needs to start again as he was, without reading the deposit.

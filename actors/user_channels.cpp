@@ -82,7 +82,7 @@ std::optional<http_response> user_state::channel_gate(connection_record& conn, c
     // Sent before the answer: a push this user makes after it reaches the
     // socket after the binding (one sender, one receiver: in order).
     self->send(req.channel.hub, bind_atom::value, req.channel.socket, conn.cid, id,
-               caf::actor_cast<caf::actor>(self));
+               channel_owner_handle{self});
   }
   http_response r;
   r.body = nlohmann::json{{"channel", "open"}, {"page", id}, {"sequential", p->channel->sequential}}.dump();
@@ -101,7 +101,7 @@ void user_state::restore_channels(std::vector<channel_binding>& bound) {
       continue;
     t.page->channel = std::make_unique<page_channel>(page_channel{b.socket, b.sequential});
     self->send(b.socket.hub, bind_atom::value, b.socket.socket, b.cid, b.page,
-               caf::actor_cast<caf::actor>(self));
+               channel_owner_handle{self});
   }
 }
 

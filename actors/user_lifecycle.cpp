@@ -12,7 +12,7 @@
 namespace troupe {
 
 placement user_state::where() const {
-  return placement{user_name, worker_name, ctx->node_name, caf::actor_cast<caf::actor>(self)};
+  return placement{user_name, worker_name, ctx->node_name, self};
 }
 
 store::parcel user_state::make_parcel(store::parcel_cause cause) {

@@ -193,14 +193,14 @@ int main(int argc, char** argv) {
       kill(child, SIGKILL);
       return 1;
     }
-    auto target = *remote;
+    auto target = caf::actor_cast<user_handle>(*remote);  // it answers a user's (http_atom, http_request)
     auto ctx = std::make_shared<node_context>();
     auto forwarder = spawn_forwarder(sys, ctx);
     const auto req = typical_request();
     caf::scoped_actor self{sys};
     auto raw_once = [&]() {
       int status = 0;
-      self->request(caf::actor_cast<user_handle>(target), std::chrono::seconds(10), http_atom::value, req)
+      self->request(target, std::chrono::seconds(10), http_atom::value, req)
         .receive([&](http_response& r) { status = r.status; }, [&](caf::error&) { status = 0; });
       return status;
     };

@@ -15,7 +15,7 @@ namespace {
 struct binding {
   std::string cid;
   std::string page;
-  caf::actor user;
+  channel_owner_handle user;
 };
 
 struct socket_entry {
@@ -49,7 +49,7 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
   auto forget = [self](std::uint64_t socket, socket_entry& e) {
     channel_ref ref{self, socket};
     for (auto& b : e.bound)
-      self->send(caf::actor_cast<user_handle>(b.user), unbind_atom::value, b.cid, b.page, ref);
+      self->send(b.user, unbind_atom::value, b.cid, b.page, ref);
   };
   self->set_exit_handler([self, forget](const caf::exit_msg& msg) {
     for (auto& [socket, e] : self->state.sockets)
@@ -58,10 +58,10 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
     self->quit(msg.reason);
   });
   return {
-    [=](bind_atom, std::uint64_t socket, std::string& cid, std::string& page, caf::actor& user) {
+    [=](bind_atom, std::uint64_t socket, std::string& cid, std::string& page, channel_owner_handle& user) {
       auto* e = self->state.find(socket);
       if (!e)  // closed meanwhile: the user learns it as from any socket that goes
-        return self->send(caf::actor_cast<user_handle>(user), unbind_atom::value, cid, page,
+        return self->send(user, unbind_atom::value, cid, page,
                           channel_ref{self, socket});
       if (auto* b = e->find(page)) {
         b->cid = std::move(cid);

@@ -284,7 +284,7 @@ private:
     metrics.inflight.fetch_add(1, std::memory_order_relaxed);
     call_user(front_, executor(), std::move(req), timeout,
               [weak = weak_as<channel_session>(), then = std::move(then), &metrics](http_response&& r,
-                                                                         const caf::actor&) mutable {
+                                                                         const user_handle&) mutable {
                 metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
                 if (auto self = weak.lock())
                   then(*self, std::move(r));

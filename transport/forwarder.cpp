@@ -234,7 +234,7 @@ forwarder_handle::behavior_type forwarder_impl(forwarder_pointer self, node_cont
     release(self, f);
   });
   return {
-    [self](http_atom, caf::actor& target, local_reply& slot) {
+    [self](http_atom, user_handle& target, local_reply& slot) {
       auto& st = self->state;
       if (!target || !slot)
         return;  // nothing to serve, or nobody waits: a null target drops the slot (re-resolve)
@@ -265,7 +265,7 @@ forwarder_handle::behavior_type forwarder_impl(forwarder_pointer self, node_cont
       if (req.deadline_ms > 0)
         timeout = std::chrono::milliseconds(std::max<std::int64_t>(1, req.deadline_ms - unix_now_ms()));
       auto id = a.id;
-      self->request(caf::actor_cast<user_handle>(target), timeout, http_atom::value, std::move(req))
+      self->request(target, timeout, http_atom::value, std::move(req))
         .then([self, id](http_response& r) { on_answer(self, id, std::move(r)); },
               [self, id](caf::error& err) { on_error(self, id, err); });
     },

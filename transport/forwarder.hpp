@@ -17,6 +17,7 @@
 /// on_dropped path). The request's deadline is only a backstop.
 
 #include "actors/messages.hpp"
+#include "actors/user.hpp"
 #include "actors/node_context.hpp"
 
 #include <caf/actor.hpp>
@@ -38,7 +39,7 @@ namespace troupe {
 /// The forwarder's typed interface.
 using forwarder_handle = caf::typed_actor<
   /// Serve the slot's request by the user actor `target` (on another node).
-  caf::reacts_to<http_atom, caf::actor, local_reply>,
+  caf::reacts_to<http_atom, user_handle, local_reply>,
   /// The cluster membership declared `node` down: fail every request to it now.
   caf::reacts_to<node_down_atom, caf::node_id>>;
 

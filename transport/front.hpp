@@ -100,7 +100,7 @@ public:
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
   /// True when `actor` lives on another node: its requests go through the forwarder.
-  bool is_remote(const caf::actor& actor) const noexcept { return forwarder_ && actor.node() != local_node_; }
+  bool is_remote(const user_handle& actor) const noexcept { return forwarder_ && actor.node() != local_node_; }
   const forwarder_handle& forwarder() const noexcept { return forwarder_; }
   /// The actor of this front's channel sockets (transport/channel_actor.hpp), and their numbers.
   const channel_hub_handle& channel_hub() const noexcept { return channel_hub_; }

@@ -296,7 +296,7 @@ void http_session::dispatch_call() {
   current_call_ = id;
   call_user(front_, stream_.get_executor(), call_req_, limits_.request_timeout,
             // The call holds the session until it is answered (its deadline bounds that).
-            [self = shared_from_this(), id](http_response&& r, const caf::actor& answered_by) {
+            [self = shared_from_this(), id](http_response&& r, const user_handle& answered_by) {
               if (id != self->current_call_)
                 return;  // answered already (the shutdown's 503)
               self->target_ = answered_by;

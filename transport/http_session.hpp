@@ -13,6 +13,7 @@
 /// session (transport/ws_session.hpp).
 
 #include "actors/messages.hpp"
+#include "actors/user.hpp"
 #include "transport/bridge.hpp"
 #include "transport/front_stream.hpp"
 #include "transport/http_framing.hpp"
@@ -141,7 +142,7 @@ private:
   std::uint64_t call_seq_ = 0;
   std::uint64_t current_call_ = 0;  // 0: nothing awaited
   std::chrono::steady_clock::time_point started_;
-  caf::actor target_;                    // the actor that answered the current call (a stream's writer)
+  user_handle target_;                   // the actor that answered the current call (a stream's writer)
   std::weak_ptr<stream_writer> writer_;  // the streaming reply this connection carries now, if any
 };
 

@@ -241,7 +241,7 @@ int node_runtime::impl::spawn_services() {
   deposit_ = spawn_deposit(sys, deposit_store_, &ctx_->health,
                            std::chrono::duration_cast<caf::timespan>(
                              std::chrono::duration<double>(recipe.limits.hold_seconds * 0.8)));
-  health_ = spawn_health(sys, ctx_, caf::actor_cast<caf::actor>(deposit_));
+  health_ = spawn_health(sys, ctx_, deposit_);
   census_ = spawn_census(sys, ctx_, operations_);
   // Users on other nodes are served through the forwarder; a node declared
   // down leaves the routing cache with its in-flight requests.

@@ -4,7 +4,7 @@
 
 namespace troupe {
 
-std::optional<caf::actor> route_cache::find(const std::string& cid) const {
+std::optional<user_handle> route_cache::find(const std::string& cid) const {
   std::lock_guard<std::mutex> guard{mutex_};
   auto i = by_cid_.find(cid);
   if (i == by_cid_.end())
@@ -12,7 +12,7 @@ std::optional<caf::actor> route_cache::find(const std::string& cid) const {
   return i->second;
 }
 
-void route_cache::put(const std::string& cid, caf::actor actor) {
+void route_cache::put(const std::string& cid, user_handle actor) {
   if (!actor)
     return;
   auto addr = actor.address();

@@ -11,6 +11,7 @@
 #include <caf/actor_addr.hpp>
 #include <caf/node_id.hpp>
 
+#include "actors/user.hpp"
 #include "registry/short_name.hpp"
 
 #include <memory>
@@ -24,10 +25,10 @@ namespace troupe {
 class route_cache : public std::enable_shared_from_this<route_cache> {
 public:
   /// The actor connection `cid` was last routed to, if it is still known.
-  std::optional<caf::actor> find(const std::string& cid) const;
+  std::optional<user_handle> find(const std::string& cid) const;
 
   /// Routes `cid` to `actor` (and starts watching the actor).
-  void put(const std::string& cid, caf::actor actor);
+  void put(const std::string& cid, user_handle actor);
 
   /// Forgets `cid`.
   void erase(const std::string& cid);
@@ -43,7 +44,7 @@ private:
   void forget_route(const registry::short_name& cid, const caf::actor_addr& addr);
 
   mutable std::mutex mutex_;
-  std::unordered_map<registry::short_name, caf::actor, registry::short_name_hash> by_cid_;
+  std::unordered_map<registry::short_name, user_handle, registry::short_name_hash> by_cid_;
 };
 
 }  // namespace troupe

@@ -96,7 +96,7 @@ struct sink_state {
     e.bytes = bytes;
     if (k == stream_event::kind::open)
       e.sink = self;
-    caf::anon_send(spec.writer, stream_msg_atom::value, std::move(e));  // the writer is typed elsewhere (a user_handle)
+    caf::anon_send(spec.writer, stream_msg_atom::value, std::move(e));
   }
 
   void flush() {

@@ -103,7 +103,7 @@ using stream_sink_handle = caf::typed_actor<
 
 /// How one sink is set up (from the recipe's limits.stream_*).
 struct stream_sink_spec {
-  caf::actor writer;         ///< the user actor that owns the stream
+  stream_writer_for_sinks writer;  ///< the user actor that owns the stream
   std::uint64_t id = 0;      ///< the stream's id within that actor
   stream_format format = stream_format::sse;
   stream_port_ptr port;      ///< its HTTP session

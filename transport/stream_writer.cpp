@@ -37,7 +37,7 @@ public:
 }  // namespace
 
 std::shared_ptr<stream_writer> stream_writer::start(std::shared_ptr<http_session> session, head_type head,
-                                                    caf::actor writer, std::uint64_t id,
+                                                    stream_writer_for_sinks writer, std::uint64_t id,
                                                     const std::string& content_type) {
   auto& f = session->owner();
   auto& ctx = f.context();

@@ -36,7 +36,8 @@ public:
   /// connection, then the chunks. The session keeps a weak pointer (its
   /// shutdown cuts the stream: gone()); the writer holds the session.
   static std::shared_ptr<stream_writer> start(std::shared_ptr<http_session> session, head_type head,
-                                              caf::actor writer, std::uint64_t id, const std::string& content_type);
+                                              stream_writer_for_sinks writer, std::uint64_t id,
+                                              const std::string& content_type);
 
   stream_writer(std::shared_ptr<http_session> session, head_type head);
   ~stream_writer();

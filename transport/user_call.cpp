@@ -29,7 +29,7 @@ public:
         return;
       self->front_.timeout_log("front: {} {} not answered within {} ms (504)", self->req_->method, self->req_->path,
                                timeout.count());
-      self->target_ = {};
+      self->target_ = nullptr;
       self->finish(error_response(504, "the request was not answered in time"));
     });
     dispatch(false);
@@ -61,7 +61,7 @@ public:
     if (attempt != attempt_ || finished_)
       return;
     front_.routes().erase(req_->cid);
-    target_ = {};
+    target_ = nullptr;
     // A local actor that died with the request in its mailbox never ran it. A
     // remote one may have (its node died after the change, before the answer):
     // sending a change again could apply it twice, so its outcome is unknown
@@ -139,14 +139,14 @@ private:
     caf::anon_send(front_.bridge(), resolve_atom::value, req_->cid, minted_, local_resolve{std::move(slot)});
   }
 
-  void send_to(const caf::actor& actor) {
+  void send_to(const user_handle& actor) {
     // The slot shares the request: one the actor does not take (not_here, died) is sent once more.
     auto slot = std::make_shared<reply>(weak_from_this(), ex_, attempt_, req_);
     target_ = actor;
     forwarded_ = front_.is_remote(actor);
     if (forwarded_)  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
       return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
-    caf::anon_send(caf::actor_cast<user_handle>(actor), http_atom::value, local_reply{std::move(slot)});
+    caf::anon_send(actor, http_atom::value, local_reply{std::move(slot)});
   }
 
   void finish(http_response&& r) {
@@ -163,7 +163,7 @@ private:
   std::shared_ptr<http_request> req_;
   net::steady_timer deadline_;
   user_call_done done_;
-  caf::actor target_;  // the actor that has the request now
+  user_handle target_;  // the actor that has the request now
   bool minted_;
   std::uint64_t attempt_ = 0;
   bool retried_ = false;

@@ -8,6 +8,7 @@
 /// call: HTTP requests (transport/front.cpp) and channel calls alike.
 
 #include "actors/messages.hpp"
+#include "actors/user.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <caf/actor.hpp>
@@ -22,7 +23,7 @@ class front;
 
 /// Runs once with the answer and the actor that gave it (invalid when none
 /// did: a refusal, a timeout); that actor writes a streaming answer (docs/streaming.md).
-using user_call_done = std::function<void(http_response&&, const caf::actor& answered_by)>;
+using user_call_done = std::function<void(http_response&&, const user_handle& answered_by)>;
 
 /// Sends `req` (cid, method, path, body set) to the user of `req->cid`;
 /// `done` runs exactly once, on `ex` (the caller's strand), with the answer.

@@ -103,7 +103,7 @@ protected:
     user_handle h;
     (*driver)
       ->request(worker, 5s, attach_atom::value, attach_order{user, "c-" + user, {}, false, 0, {}})
-      .receive([&](placement& p) { h = caf::actor_cast<user_handle>(p.actor); },
+      .receive([&](placement& p) { h = p.actor; },
                [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
     return h;
   }

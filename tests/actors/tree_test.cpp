@@ -106,13 +106,13 @@ protected:
     return out;
   }
 
-  http_response call(const caf::actor& target, const std::string& cid, const std::string& method,
+  http_response call(const user_handle& target, const std::string& cid, const std::string& method,
                      const std::string& path, const std::string& body = "") {
     http_response out;
     out.status = 0;
     http_request req{method, path, "", body, cid, "", {}, 0, {}};
     (*self)
-      ->request(caf::actor_cast<user_handle>(target), 5s, http_atom::value, std::move(req))
+      ->request(target, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); },
                [&](caf::error& e) { out.body = sys->render(e); });
     return out;
@@ -322,9 +322,9 @@ private:
   bool delivered_ = false;
 };
 
-void send_local(const caf::actor& target, recorder& rec, const std::string& cid, const std::string& path) {
+void send_local(const user_handle& target, recorder& rec, const std::string& cid, const std::string& path) {
   http_request req{"POST", path, "", "", cid, "", {}, 0, {}};
-  caf::anon_send(caf::actor_cast<user_handle>(target), http_atom::value,
+  caf::anon_send(target, http_atom::value,
                  local_reply{std::make_shared<recording_slot>(rec, std::move(req))});
 }
 
@@ -713,13 +713,13 @@ protected:
     return out;
   }
 
-  http_response call(const caf::actor& target, const std::string& cid, const std::string& method,
+  http_response call(const user_handle& target, const std::string& cid, const std::string& method,
                      const std::string& path) {
     http_response out;
     out.status = 0;
     http_request req{method, path, "", "", cid, "", {}, 0, {}};
     (*self)
-      ->request(caf::actor_cast<user_handle>(target), 5s, http_atom::value, std::move(req))
+      ->request(target, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); }, [&](caf::error& e) { out.body = sys->render(e); });
     return out;
   }
@@ -780,7 +780,7 @@ TEST_F(supervised_group, workers_killed_past_max_restarts_degrade_the_group_unti
   EXPECT_EQ(workers_in(worker_state::open), 2);
   // A user on the second worker: he outlives the first worker's deaths.
   std::string cid;
-  caf::actor his_actor;
+  user_handle his_actor;
   for (int i = 0; i < 16 && cid.empty(); ++i) {
     auto c = ctx->cids->mint();
     auto p = resolve(c);

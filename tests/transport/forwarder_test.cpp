@@ -283,14 +283,15 @@ protected:
   }
 
   // Publishes a serving actor on 127.0.0.1 and returns its remote handle as the front's node sees it.
-  caf::actor publish_target() {
+  // A user on another node, as the forwarder sees him (an untyped stand-in answering http_atom).
+  user_handle publish_target() {
     auto actor = serving->spawn(serving_actor, held);
     served.push_back(actor);
     auto port = serving->middleman().publish(actor, 0, "127.0.0.1", true);
     EXPECT_TRUE(port) << serving->render(port.error());
     auto remote = front_sys->middleman().remote_actor("127.0.0.1", *port);
     EXPECT_TRUE(remote) << front_sys->render(remote.error());
-    return remote ? *remote : caf::actor{};
+    return remote ? caf::actor_cast<user_handle>(*remote) : user_handle{};
   }
 
   void start_forwarder() {
@@ -300,7 +301,7 @@ protected:
     });
   }
 
-  void forward(const caf::actor& target, const std::string& path, std::int64_t deadline_ms = 0) {
+  void forward(const user_handle& target, const std::string& path, std::int64_t deadline_ms = 0) {
     caf::anon_send(forwarder, http_atom::value, target, make_slot(rec, path, deadline_ms));
   }
 
@@ -506,11 +507,12 @@ TEST_F(forwarder_cluster_test, requests_in_flight_fail_at_once_when_the_serving_
   ASSERT_NE(other.port(), 0) << REMOTE_USER_BIN << " did not start";
   auto remote = front_sys->middleman().remote_actor("127.0.0.1", other.port());
   ASSERT_TRUE(remote) << front_sys->render(remote.error());
-  forward(*remote, "/echo");
+  auto user = caf::actor_cast<user_handle>(*remote);  // an untyped stand-in answering http_atom
+  forward(user, "/echo");
   ASSERT_TRUE(rec->wait_settled(1));
   ASSERT_EQ(rec->answered(), 1u);  // it serves
   for (int i = 0; i < 3; ++i)
-    forward(*remote, "/hold");
+    forward(user, "/hold");
   eventually([&] { return ctx->metrics.forwarded.pending.load() >= 3; }, 10s);
   ASSERT_EQ(ctx->metrics.forwarded.pending.load(), 3);
   other.kill9();

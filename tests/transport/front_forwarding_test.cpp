@@ -30,7 +30,7 @@ namespace {
 // Where the fake commander places the user now, and how often it was asked.
 struct placement_board {
   std::mutex mutex;
-  caf::actor actor;
+  user_handle actor;  // a stand-in: an untyped actor answering the user's http messages
   int resolves = 0;
 };
 
@@ -98,7 +98,7 @@ TEST(front_forwarding, a_remote_user_is_served_and_his_node_dying_costs_one_re_r
   auto ctx = std::make_shared<node_context>();
   ctx->recipe.limits.request_timeout_seconds = 120;
   auto board = std::make_shared<placement_board>();
-  board->actor = *remote;
+  board->actor = caf::actor_cast<user_handle>(*remote);
   auto bridge = sys.spawn(fake_bridge, board);
   auto routes = std::make_shared<route_cache>();
   auto forwarder = spawn_forwarder(sys, ctx, [routes](const caf::node_id& n) { routes->forget_node(n); });
@@ -123,7 +123,7 @@ TEST(front_forwarding, a_remote_user_is_served_and_his_node_dying_costs_one_re_r
     {
       std::lock_guard<std::mutex> guard{board->mutex};
       EXPECT_EQ(board->resolves, 1);
-      board->actor = user_here;  // the commander has woken him here
+      board->actor = caf::actor_cast<user_handle>(user_here);  // the commander has woken him here
     }
     caf::anon_send_exit(serving.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP")),
                         caf::exit_reason::kill);

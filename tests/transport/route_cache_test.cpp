@@ -26,9 +26,11 @@ protected:
   }
   ~route_cache_test() override { sys.reset(); }
 
-  caf::actor spawn_dummy() {
-    return sys->spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  // A stand-in for a user actor, on `on`: the cache only watches and compares handles.
+  static user_handle dummy_on(caf::actor_system& on) {
+    return caf::actor_cast<user_handle>(on.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; }));
   }
+  user_handle spawn_dummy() { return dummy_on(*sys); }
 
   // The cache forgets asynchronously (on the dying actor's cleanup): poll briefly.
   static bool eventually_forgotten(route_cache& cache, const std::string& cid) {
@@ -95,11 +97,11 @@ TEST_F(route_cache_test, actors_of_two_nodes_with_the_same_id_are_told_apart) {
   other_cfg.load<caf::io::middleman>();
   caf::actor_system other{other_cfg};
   ASSERT_NE(other.node(), sys->node());
-  auto spawn_other = [&] { return other.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; }); };
+  auto spawn_other = [&] { return dummy_on(other); };
   // Ids grow by one per spawn on each node: spawn on the one behind until they meet.
   auto a = spawn_dummy();
   auto twin = spawn_other();
-  std::vector<caf::actor> spawned;
+  std::vector<user_handle> spawned;
   for (int i = 0; i < 1000 && a.id() != twin.id(); ++i) {
     spawned.push_back(a.id() < twin.id() ? a : twin);
     if (a.id() < twin.id())
@@ -127,7 +129,7 @@ TEST_F(route_cache_test, a_node_declared_down_takes_its_routes_and_only_them) {
   other_cfg.load<caf::io::middleman>();
   caf::actor_system other{other_cfg};
   auto local = spawn_dummy();
-  auto remote = other.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  auto remote = dummy_on(other);
   auto cache = std::make_shared<route_cache>();
   cache->put("here", local);
   cache->put("there", remote);
