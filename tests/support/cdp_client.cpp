@@ -1,7 +1,6 @@
 #include "cdp_client.hpp"
+#include "chromium_process.hpp"
 #include "eventually.hpp"
-#include "pipe_reader.hpp"
-#include "process_status.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -10,41 +9,18 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cctype>
-#include <cerrno>
-#include <condition_variable>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
-#include <sstream>
-#include <thread>
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
-
-extern char** environ;
 
 namespace troupe::test {
 
@@ -59,19 +35,8 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr size_t tail_limit = 256u << 10;       // stderr kept: the last 128..256 KiB
 constexpr size_t max_events = 1000;
 constexpr size_t max_message = 64u << 20;      // screenshots are several MB of base64
-
-std::string temp_dir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data()))
-    throw std::runtime_error("mkdtemp(" + tmpl + "): " + std::strerror(errno));
-  return std::string(buf.data());
-}
 
 std::string shorten(const std::string& s, size_t n) {
   return s.size() > n ? s.substr(0, n) + "[...]" : s;
@@ -87,39 +52,6 @@ std::string ms_text(milliseconds d) { return std::to_string(d.count()) + " ms"; 
 milliseconds left_until(clock_type::time_point deadline) {
   auto d = std::chrono::duration_cast<milliseconds>(deadline - clock_type::now());
   return d.count() > 0 ? d : milliseconds(0);
-}
-
-// Whether a process of group `pgid` is still alive (zombies excluded: a reparented
-// child may never be reaped when PID 1 does not reap).
-bool group_alive(pid_t pgid) {
-  if (pgid <= 0)
-    return false;
-  if (::kill(-pgid, 0) != 0 && errno == ESRCH)
-    return false;
-  DIR* d = ::opendir("/proc");
-  if (!d)
-    return true;
-  bool alive = false;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto rp = stat.rfind(')');
-    if (rp == std::string::npos)
-      continue;
-    std::istringstream rest(stat.substr(rp + 1));
-    char state = 0;
-    long ppid = 0, pgrp = 0;
-    if (!(rest >> state >> ppid >> pgrp))
-      continue;
-    if (pgrp == pgid && state != 'Z' && state != 'X') {
-      alive = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return alive;
 }
 
 std::vector<unsigned char> base64_decode(const std::string& in) {
@@ -202,21 +134,10 @@ bool truthy(const json& v) {
 
 struct chromium::impl {
   chromium_options opts;
-  std::vector<std::string> argv;
-  std::string dir;
 
-  // The process.
-  pid_t pid = -1;
-  bool reaped = false;
-  int exit_code = -1;
-  int out_fd = -1;
-  std::thread drain;
-  std::atomic<bool> stop_drain{false};
-  mutable std::mutex mu;        // guards tail, ws_url_found, out_eof
-  std::condition_variable cv;
-  std::string tail;
-  std::string ws_url_found;
-  bool out_eof = false;
+  // The browser's process (declared first: destroyed after the connection;
+  // shutdown() ends both in order).
+  std::optional<chromium_process> process;
 
   // The connection (ioc declared first: destroyed last).
   asio::io_context ioc;
@@ -239,246 +160,27 @@ struct chromium::impl {
 
   ~impl() { shutdown(); }
 
-  // ---- process ----------------------------------------------------------------
-
-  void spawn() {
-    dir = temp_dir("troupe-chromium-");
-    argv = {opts.binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--no-default-browser-check",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-extensions",
-            "--disable-dev-shm-usage",
-            "--remote-debugging-port=0",
-            "--window-size=" + std::to_string(opts.width) + "," + std::to_string(opts.height),
-            "--user-data-dir=" + dir};
-    for (const auto& a : opts.extra_args)
-      argv.push_back(a);
-    argv.push_back("about:blank");
-
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0)
-      throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
-    if (pipe2(err, O_CLOEXEC) != 0) {
-      int e = errno;
-      ::close(out[0]);
-      ::close(out[1]);
-      throw std::runtime_error(std::string("pipe2: ") + std::strerror(e));
-    }
-    // Everything the child needs is prepared before fork (no allocation after it).
-    std::vector<char*> cargv;
-    for (auto& a : argv)
-      cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    pid_t parent = ::getpid();
-
-    pid_t child = ::fork();
-    if (child == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent)
-        ::_exit(127);
-      if (devnull >= 0)
-        ::dup2(devnull, 0);
-      ::dup2(out[1], 1);
-      ::dup2(out[1], 2);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      for (int s = 1; s < NSIG; ++s)
-        ::signal(s, SIG_DFL);
-      ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);  // no leaked fds
-      ::execve(cargv[0], cargv.data(), environ);
-      int e = errno;
-      ssize_t ignored = ::write(err[1], &e, sizeof e);
-      (void)ignored;
-      ::_exit(127);
-    }
-    int fork_errno = errno;
-    if (devnull >= 0)
-      ::close(devnull);
-    ::close(out[1]);
-    ::close(err[1]);
-    if (child < 0) {
-      ::close(out[0]);
-      ::close(err[0]);
-      throw std::runtime_error(std::string("fork: ") + std::strerror(fork_errno));
-    }
-    pid = child;
-    ::setpgid(child, child);  // also from this side: no race with a kill(-pid)
-    out_fd = out[0];
-    int exec_errno = 0;
-    ssize_t n;
-    while ((n = ::read(err[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
-    }
-    ::close(err[0]);
-    start_drain();
-    if (n == static_cast<ssize_t>(sizeof exec_errno))
-      throw std::runtime_error("chromium: cannot execute " + opts.binary + ": " +
-                               std::strerror(exec_errno));
-  }
-
-  // Reads chromium's output for the whole life of the process: the DevTools line
-  // first, then a bounded tail, so chromium never blocks on a full pipe.
-  void start_drain() {
-    drain = std::thread([this] {
-      std::string pending;
-      bool found = false;
-      read_pipe(out_fd, stop_drain, [&](const char* buf, size_t r) {
-        std::lock_guard<std::mutex> lk(mu);
-        tail.append(buf, r);
-        if (tail.size() > tail_limit)
-          tail.erase(0, tail.size() - tail_limit / 2);
-        if (found)
-          return;
-        pending.append(buf, r);
-        size_t nl;
-        while (!found && (nl = pending.find('\n')) != std::string::npos) {
-          std::string line = pending.substr(0, nl);
-          pending.erase(0, nl + 1);
-          static const std::string key = "DevTools listening on ";
-          auto at = line.find(key);
-          if (at != std::string::npos) {
-            std::string url = line.substr(at + key.size());
-            while (!url.empty() && std::isspace(static_cast<unsigned char>(url.back())))
-              url.pop_back();
-            ws_url_found = url;
-            found = true;
-            cv.notify_all();
-          }
-        }
-        if (pending.size() > 65536)
-          pending.erase(0, pending.size() - 4096);
-      });
-      std::lock_guard<std::mutex> lk(mu);
-      out_eof = true;
-      cv.notify_all();
-    });
-  }
-
-  void reap_nonblocking() {
-    if (reaped || pid <= 0)
-      return;
-    int status = 0;
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) {
-      reaped = true;
-      exit_code = r == pid ? exit_code_of(status) : -1;
-    }
-  }
-
-  bool wait_exit(milliseconds timeout) {
-    return eventually([&] {
-      reap_nonblocking();
-      return reaped;
-    }, timeout, milliseconds(5));
-  }
-
-  void kill_group() {
-    if (pid <= 0)
-      return;
-    ::kill(-pid, SIGKILL);
-    if (!reaped) {
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      pid_t r;
-      while ((r = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
-      }
-      reaped = true;
-      exit_code = r == pid ? exit_code_of(status) : -1;
-    }
-  }
-
-  std::string tail_text(size_t max_bytes) const {
-    std::lock_guard<std::mutex> lk(mu);
-    if (tail.size() > max_bytes)
-      return "[...]" + tail.substr(tail.size() - max_bytes);
-    return tail;
-  }
-
+  // What went wrong, for an error message: the command line, the process, the connection.
   std::string diagnostics() {
-    reap_nonblocking();
-    std::ostringstream os;
-    os << "---- chromium: " << join_args(argv) << "\n";
-    os << "---- pid " << pid
-       << (reaped ? ", exited with code " + std::to_string(exit_code) : std::string(", running"))
-       << (broken_why.empty() ? std::string() : "; connection: " + broken_why) << "\n";
-    os << "---- output tail:\n" << tail_text(8192) << "\n---- end\n";
-    return os.str();
+    return process ? process->describe(broken_why) : "---- chromium: not started\n";
   }
 
   void shutdown() {
-    if (ws && !broken && pid > 0 && !reaped) {
+    if (ws && !broken && process && !process->exited()) {
       try {
         json msg = {{"id", next_id++}, {"method", "Browser.close"}, {"params", json::object()}};
         write(msg.dump(), clock_type::now() + milliseconds(1000));
       } catch (...) {
       }
     }
-    if (pid > 0) {
-      if (!wait_exit(milliseconds(3000)))
-        kill_group();
-      // Renderers, zygotes and utilities live in the group: none may outlive us.
-      if (group_alive(pid)) {
-        ::kill(-pid, SIGKILL);
-        eventually([&] { return !group_alive(pid); }, milliseconds(3000));
-      }
-    }
+    if (process)
+      process->stop();
     if (ws) {
       beast::error_code ignored;
       ws->next_layer().close(ignored);
       ws.reset();
     }
-    stop_drain = true;
-    if (drain.joinable())
-      drain.join();
-    if (out_fd >= 0) {
-      ::close(out_fd);
-      out_fd = -1;
-    }
-    if (!dir.empty() && !std::getenv("TROUPE_TEST_KEEP_DIRS")) {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-      if (ec)  // a file still being written by a dying process: again, until it is gone
-        eventually([&] {
-          fs::remove_all(dir, ec);
-          return !ec;
-        }, milliseconds(1000), milliseconds(50));
-    }
-    pid = -1;
-  }
-
-  // Waits for the DevTools line; throws (with diagnostics) when it does not come.
-  std::string wait_ws_url(clock_type::time_point deadline) {
-    std::unique_lock<std::mutex> lk(mu);
-    for (;;) {
-      if (!ws_url_found.empty())
-        return ws_url_found;
-      if (clock_type::now() >= deadline) {
-        lk.unlock();
-        throw std::runtime_error("chromium: no 'DevTools listening on' line within " +
-                                 ms_text(opts.start_timeout) + "\n" + diagnostics());
-      }
-      cv.wait_for(lk, milliseconds(100));
-      lk.unlock();
-      reap_nonblocking();
-      bool gone = reaped;
-      lk.lock();
-      if (gone && ws_url_found.empty()) {
-        // Let the drain thread collect the last output (EOF once the children are gone).
-        cv.wait_for(lk, milliseconds(1000), [&] { return out_eof; });
-        lk.unlock();
-        throw std::runtime_error("chromium exited (code " + std::to_string(exit_code) +
-                                 ") before the DevTools line\n" + diagnostics());
-      }
-    }
+    process.reset();  // its drain ended, its directory removed
   }
 
   // ---- connection -------------------------------------------------------------
@@ -745,8 +447,8 @@ chromium::chromium(chromium_options opts) : p_(std::make_unique<impl>()) {
   // On a throw, ~impl() kills chromium and removes its directory.
   p_->opts = std::move(opts);
   auto deadline = clock_type::now() + p_->opts.start_timeout;
-  p_->spawn();
-  p_->ws_url = p_->wait_ws_url(deadline);
+  p_->process.emplace(p_->opts);
+  p_->ws_url = p_->process->wait_devtools_url(deadline);
   p_->connect(deadline);
   try {
     p_->setup(deadline);
@@ -908,9 +610,9 @@ std::vector<json> chromium::events() const {
   return std::vector<json>(p_->events.begin(), p_->events.end());
 }
 
-pid_t chromium::pid() const { return p_->pid; }
-const std::string& chromium::user_data_dir() const { return p_->dir; }
+pid_t chromium::pid() const { return p_->process->pid(); }
+const std::string& chromium::user_data_dir() const { return p_->process->user_data_dir(); }
 const std::string& chromium::websocket_url() const { return p_->ws_url; }
-std::string chromium::stderr_tail(size_t max_bytes) const { return p_->tail_text(max_bytes); }
+std::string chromium::stderr_tail(size_t max_bytes) const { return p_->process->output_tail(max_bytes); }
 
 }  // namespace troupe::test
