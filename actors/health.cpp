@@ -72,8 +72,6 @@ health_answer assess_health(const health_signals& s, double restart_rate_limit, 
 
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 struct sample {
   std::uint64_t restarts;
   std::uint64_t quarantined;
@@ -84,7 +82,8 @@ struct health_state {
   std::shared_ptr<node_context> ctx;
   deposit_prober deposit;
   std::deque<sample> window;  // one sample a second, the oldest first (61 at most: a minute of growth)
-  steady::time_point last_probe = steady::now();
+  // On the actor's clock (CAF's, which a deterministic test moves), like its tick.
+  caf::actor_clock::time_point last_probe{};
 
   sample now() const {
     auto& m = ctx->metrics;
@@ -104,8 +103,9 @@ struct health_state {
     // Writes are what health is about: with none lately (an idle node), a probe
     // write finds out whether the deposit still takes them.
     auto period = std::chrono::duration<double>(ctx->recipe.node.health_probe_seconds);
-    if (steady::now() - last_probe >= period) {
-      last_probe = steady::now();
+    auto at = self->clock().now();
+    if (at - last_probe >= period) {
+      last_probe = at;
       auto fresh_ms = static_cast<std::int64_t>(ctx->recipe.node.health_probe_seconds * 1000);
       self->send(deposit, probe_write_atom::value, fresh_ms);
     }
@@ -119,6 +119,7 @@ caf::behavior health_impl(caf::stateful_actor<health_state>* self, std::shared_p
   self->state.ctx = std::move(ctx);
   self->state.deposit = std::move(deposit);
   self->state.window.push_back(self->state.now());
+  self->state.last_probe = self->clock().now();
   self->send(self, tick_atom::value);
   return {
     [=](tick_atom) {

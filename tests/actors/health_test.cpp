@@ -1,0 +1,95 @@
+// The health actor (actors/health.cpp) on CAF's deterministic test coordinator:
+// the test moves the clock one second at a time and sees what the actor made of
+// each second (its windows, its probes of the deposit), never the machine's pace.
+// What /_troupe/health answers from those figures: assess_health's tests.
+#include "actors/health.hpp"
+#include "actors/node_context.hpp"
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace health_test_file {
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The deposit as the health actor sees it: it records each probe's freshness.
+deposit_prober::behavior_type recording_deposit(deposit_prober::pointer,
+                                                std::shared_ptr<std::vector<std::int64_t>> probes) {
+  return {[probes](probe_write_atom, std::int64_t fresh_ms) { probes->push_back(fresh_ms); }};
+}
+
+class health_actor : public ::testing::Test {
+protected:
+  health_actor() {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    sys.emplace(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    ctx = std::make_shared<node_context>();
+    ctx->recipe.node.health_probe_seconds = 5;
+    deposit = sys->spawn(recording_deposit, probes);
+    health = spawn_health(*sys, ctx, deposit);
+    sched->run();  // its first tick, at once
+  }
+
+  ~health_actor() override {
+    caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
+    sched->run();
+    health = nullptr;
+    deposit = nullptr;
+    sys.reset();
+  }
+
+  // `n` seconds pass, one at a time: each second's tick runs, and what it sends is delivered.
+  void seconds(int n) {
+    for (int i = 0; i < n; ++i) {
+      sched->advance_time(1s);
+      sched->run();
+    }
+  }
+
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<node_context> ctx;
+  std::shared_ptr<std::vector<std::int64_t>> probes = std::make_shared<std::vector<std::int64_t>>();
+  deposit_prober deposit;
+  caf::actor health;
+};
+
+}  // namespace
+
+TEST_F(health_actor, probes_the_deposit_once_a_probe_period_asking_for_that_freshness) {
+  seconds(4);
+  EXPECT_TRUE(probes->empty());
+  seconds(1);
+  ASSERT_EQ(probes->size(), 1u);
+  EXPECT_EQ(probes->front(), 5000);  // a write within the last 5 s makes the probe needless
+  seconds(4);
+  EXPECT_EQ(probes->size(), 1u);
+  seconds(1);
+  EXPECT_EQ(probes->size(), 2u);
+}
+
+TEST_F(health_actor, counts_the_restarts_of_the_last_minute_only) {
+  ctx->metrics.user_restarts += 7;
+  seconds(1);
+  EXPECT_EQ(ctx->health.restarts_last_minute.load(), 7u);
+  EXPECT_EQ(ctx->health.window_seconds.load(), 2u);  // the start's sample, its first tick's, this one's
+  seconds(59);
+  EXPECT_EQ(ctx->health.restarts_last_minute.load(), 7u);  // the window still reaches a sample without them
+  EXPECT_EQ(ctx->health.window_seconds.load(), 60u);
+  seconds(1);
+  EXPECT_EQ(ctx->health.restarts_last_minute.load(), 0u);  // a minute later they have left the window
+  EXPECT_EQ(ctx->health.window_seconds.load(), 60u);
+}
+
+}  // namespace health_test_file
