@@ -1,5 +1,6 @@
 #include "chromium_process.hpp"
 #include "eventually.hpp"
+#include "node_process.hpp"
 #include "pipe_reader.hpp"
 #include "process_status.hpp"
 
@@ -36,16 +37,6 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr size_t tail_limit = 256u << 10;  // output kept: the last 128..256 KiB
-
-std::string temp_dir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data()))
-    throw std::runtime_error("mkdtemp(" + tmpl + "): " + std::strerror(errno));
-  return std::string(buf.data());
-}
 
 // Whether a process of group `pgid` is still alive (zombies excluded: a reparented
 // child may never be reaped when PID 1 does not reap).
@@ -125,7 +116,7 @@ void chromium_process::stop() {
 }
 
 void chromium_process::spawn() {
-  dir_ = temp_dir("troupe-chromium-");
+  dir_ = make_temp_dir("troupe-chromium-");
   argv_ = {opts_.binary,
            "--headless",
            "--no-sandbox",
