@@ -61,8 +61,7 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
     [=](bind_atom, std::uint64_t socket, std::string& cid, std::string& page, channel_owner_handle& user) {
       auto* e = self->state.find(socket);
       if (!e)  // closed meanwhile: the user learns it as from any socket that goes
-        return self->send(user, unbind_atom::value, cid, page,
-                          channel_ref{self, socket});
+        return self->send(user, unbind_atom::value, cid, page, channel_ref{self, socket});
       if (auto* b = e->find(page)) {
         b->cid = std::move(cid);
         b->user = std::move(user);

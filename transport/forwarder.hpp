@@ -17,8 +17,8 @@
 /// on_dropped path). The request's deadline is only a backstop.
 
 #include "actors/messages.hpp"
-#include "actors/user.hpp"
 #include "actors/node_context.hpp"
+#include "actors/user.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_addr.hpp>
