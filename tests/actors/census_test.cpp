@@ -5,15 +5,14 @@
 // The register and the documents themselves: census_book_test.cpp.
 #include "actors/census.hpp"
 #include "actors/orchestration_log.hpp"
+#include "deterministic_system.hpp"
 
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 
 namespace census_test_file {
 
@@ -51,12 +50,9 @@ struct answer {
   std::string error;
 };
 
-class census_actor : public ::testing::Test {
+class census_actor : public ::testing::Test, protected test::deterministic_system {
 protected:
   census_actor() {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys.emplace(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     std::string tmpl = (std::filesystem::temp_directory_path() / "troupe-census.XXXXXX").string();
     if (!::mkdtemp(tmpl.data()))
       throw std::runtime_error("mkdtemp failed");
@@ -109,9 +105,6 @@ protected:
     return a;
   }
 
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
   std::filesystem::path dir;
   node_context_ptr ctx;
   census_handle census;

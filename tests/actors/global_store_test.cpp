@@ -11,9 +11,9 @@
 #include "actors/deposit.hpp"
 #include "registry/epoch_source.hpp"
 #include "store/codec.hpp"
+#include "deterministic_system.hpp"
 
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -90,13 +90,9 @@ struct answer {
   std::string error;
 };
 
-class global_store_actor : public ::testing::Test {
+class global_store_actor : public ::testing::Test, protected test::deterministic_system {
 protected:
-  global_store_actor() {
-    register_types(cfg);
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys.emplace(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+  global_store_actor() : deterministic_system(register_types) {
     ctx = std::make_shared<node_context>();
     ctx->node_name = "test-node";
     seen = std::make_shared<held_deposit_seen>();
@@ -153,9 +149,6 @@ protected:
     return a->reply;
   }
 
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
   node_context_ptr ctx;
   std::shared_ptr<held_deposit_seen> seen;
   caf::actor deposit;

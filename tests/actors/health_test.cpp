@@ -4,13 +4,12 @@
 // What /_troupe/health answers from those figures: assess_health's tests.
 #include "actors/health.hpp"
 #include "actors/node_context.hpp"
+#include "deterministic_system.hpp"
 
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <optional>
 #include <vector>
 
 namespace health_test_file {
@@ -26,12 +25,9 @@ deposit_prober::behavior_type recording_deposit(deposit_prober::pointer,
   return {[probes](probe_write_atom, std::int64_t fresh_ms) { probes->push_back(fresh_ms); }};
 }
 
-class health_actor : public ::testing::Test {
+class health_actor : public ::testing::Test, protected test::deterministic_system {
 protected:
   health_actor() {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys.emplace(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx = std::make_shared<node_context>();
     ctx->recipe.node.health_probe_seconds = 5;
     deposit = sys->spawn(recording_deposit, probes);
@@ -56,9 +52,6 @@ protected:
     }
   }
 
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
   std::shared_ptr<node_context> ctx;
   std::shared_ptr<std::vector<std::int64_t>> probes = std::make_shared<std::vector<std::int64_t>>();
   deposit_prober deposit;
