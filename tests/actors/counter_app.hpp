@@ -1,0 +1,54 @@
+// counter_app: the actor type of the actor-tree tests (tree_test.cpp, groups_test.cpp):
+// a counter per user, login and logout, a login routing hook (staff_* to group
+// "staff", x_* to "other"), handlers that crash, half-change then crash, answer an
+// HTTP error, or answer later.
+#pragma once
+
+#include "actors/app.hpp"
+
+#include <troupe/troupe.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace troupe::test {
+
+using namespace std::chrono_literals;
+
+struct tally {
+  std::int64_t n = 0;
+  MSGPACK_DEFINE(n);
+};
+
+class counter_app : public user_actor<tally> {
+public:
+  // The login routing hook: staff_* users log in to group "staff", x_* to group "other".
+  static std::optional<std::string> login_group(std::string_view user) {
+    if (user.substr(0, 6) == "staff_")
+      return std::string("staff");
+    if (user.substr(0, 2) == "x_")
+      return std::string("other");
+    return std::nullopt;
+  }
+
+  static void routes(route_table<counter_app>& r) {
+    r.get("/n", [](counter_app& u, request&) { return json({{"n", u.state().n}, {"user", u.user()}}); });
+    r.post("/n", [](counter_app& u, request&) { return json({{"n", ++u.mutate().n}}); });
+    r.post("/login", [](counter_app& u, request& q) { return u.login(q.json_string("user")); });
+    r.post("/logout", [](counter_app& u, request&) { return u.logout(); });
+    r.post("/boom", [](request&) -> response { throw std::logic_error("boom"); });
+    // Changes the state, then fails: the change must not survive the restart.
+    r.post("/half", [](counter_app& u, request&) -> response {
+      u.mutate().n += 100;
+      throw std::runtime_error("half done");
+    });
+    r.post("/teapot", [](request&) -> response { throw http_error(418, "short and stout"); });
+    r.post("/wait", [](request&) { return after(300ms, [] { return response::json({{"waited", true}}); }); });
+  }
+};
+
+}  // namespace troupe::test
