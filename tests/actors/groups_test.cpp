@@ -10,6 +10,7 @@
 #include "registry/ids.hpp"
 #include "../support/eventually.hpp"
 #include "counter_app.hpp"
+#include "node_system.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -56,15 +57,9 @@ caf::behavior recording_commander(caf::event_based_actor* self, caf::actor real,
   };
 }
 
-class supervised_group : public ::testing::Test {
+class supervised_group : public ::testing::Test, protected test::node_system {
 protected:
   supervised_group() {
-    register_types(cfg);
-    cfg.set("scheduler.max-threads", 2);
-    sys.emplace(cfg);
-    self.emplace(*sys);
-    ctx = std::make_shared<node_context>();
-    ctx->node_name = "test-node";
     auto& g = ctx->recipe.groups.front();
     g.user_type = "counter";
     g.workers = 2;
@@ -159,10 +154,6 @@ protected:
     return n;
   }
 
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
-  std::optional<caf::scoped_actor> self;
-  node_context_ptr ctx;
   group_counters* counters = nullptr;
   std::filesystem::path dir;
   std::shared_ptr<store::deposit> backend;
@@ -256,15 +247,9 @@ namespace {
 
 // Three groups of one node: "main" (the default; grows from 1 to 2 workers,
 // retires fast), "staff" (the hook's), "other" (another user_type).
-class groups_tree : public ::testing::Test {
+class groups_tree : public ::testing::Test, protected test::node_system {
 protected:
   groups_tree() {
-    register_types(cfg);
-    cfg.set("scheduler.max-threads", 2);
-    sys.emplace(cfg);
-    self.emplace(*sys);
-    ctx = std::make_shared<node_context>();
-    ctx->node_name = "test-node";
     auto& main = ctx->recipe.groups.front();
     main.name = "main";
     main.user_type = "counter";
@@ -372,10 +357,6 @@ protected:
                   admission_report{w.address(), admits, static_cast<std::uint8_t>(why), retry_after});
   }
 
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
-  std::optional<caf::scoped_actor> self;
-  node_context_ptr ctx;
   std::filesystem::path dir;
   deposit_handle deposit;
   global_store_handle global_store;

@@ -9,6 +9,7 @@
 #include "registry/ids.hpp"
 #include "../support/eventually.hpp"
 #include "counter_app.hpp"
+#include "node_system.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -31,15 +32,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-class tree : public ::testing::Test {
+class tree : public ::testing::Test, protected test::node_system {
 protected:
   tree() {
-    register_types(cfg);
-    cfg.set("scheduler.max-threads", 2);
-    sys.emplace(cfg);
-    self.emplace(*sys);
-    ctx = std::make_shared<node_context>();
-    ctx->node_name = "test-node";
     ctx->recipe.groups.front().user_type = "counter";
     ctx->recipe.groups.front().workers = 2;
     ctx->recipe.limits.user_queue_length = 2;
@@ -106,10 +101,6 @@ protected:
 
   static std::int64_t n_of(const http_response& r) { return nlohmann::json::parse(r.body).at("n"); }
 
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
-  std::optional<caf::scoped_actor> self;
-  node_context_ptr ctx;
   std::filesystem::path dir;
   std::shared_ptr<store::deposit> backend;
   deposit_handle deposit;
