@@ -53,6 +53,14 @@ if(NOT TROUPE_SANITIZE STREQUAL "")
   set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O1 -g1 -DNDEBUG")
 endif()
 
+# TROUPE_INSTRUMENTED: a sanitizer or fuzz build, where the tests and their
+# support keep the build type's -O1 -g1 and the installed-package tests do not run.
+if(NOT TROUPE_SANITIZE STREQUAL "" OR TROUPE_FUZZ)
+  set(TROUPE_INSTRUMENTED ON)
+else()
+  set(TROUPE_INSTRUMENTED OFF)
+endif()
+
 if(troupe_compile_flags)
   add_compile_options(${troupe_compile_flags})
   add_link_options(${troupe_link_flags})

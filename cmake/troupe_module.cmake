@@ -49,7 +49,7 @@ endfunction()
 # once a batch). So that the file-local helpers of one name (token, bearer, rig,
 # t0 …) do not collide in a batch, each tests/<module>/X_test.cpp keeps all it
 # defines in `namespace X_test_file`. The product the tests drive keeps the build type's flags.
-if(TROUPE_SANITIZE STREQUAL "" AND NOT TROUPE_FUZZ)
+if(NOT TROUPE_INSTRUMENTED)
   set(troupe_test_flags "-O0;-g0")
 else()
   set(troupe_test_flags "")
