@@ -88,6 +88,9 @@ struct slot_state {
   steady::duration last_start = std::chrono::seconds(1);  // how long its last process took to hand its worker over
   bool child_lost = false;    // its worker is down; the process is being reaped
   bool child_stopped = false; // its worker stopped normally (drained): the slot stops too
+  // A drain was relayed to its child: an exit with code 0 is that drain's end even when the
+  // worker's down message arrives as a lost link (the process closed its socket first).
+  bool draining = false;
   bool killed = false;        // we sent SIGKILL (stuck, lingering, or a failed start)
 
   std::deque<relayed_ptr> held;
@@ -135,7 +138,7 @@ struct slot_state {
   void start_child() {
     phase = slot_phase::starting;
     show(worker_state::starting);
-    child_lost = child_stopped = killed = false;
+    child_lost = child_stopped = killed = draining = false;
     forget_token();
     *token = gate::token_table::make_token();
     spec.ctx->worker_tokens->expect(*token, gate::publish_of(self->system(), caf::actor_cast<worker_process_handle>(self)));
@@ -253,7 +256,7 @@ struct slot_state {
     if (!child || dm.source != child.address())
       return;
     lose_child(!dm.reason);
-    if (dm.reason && !stopping)
+    if (dm.reason && !stopping && !draining)
       spdlog::error("worker {}: process {} lost ({})", spec.name, pid, self->system().render(dm.reason));
     on_tick();  // a killed process is usually reapable already: no need to wait for the next tick
   }
@@ -375,7 +378,7 @@ struct slot_state {
       unshow();
       return self->quit(*stopping);
     }
-    if (child_stopped) {  // drained: it stopped normally; the group does not replace it
+    if (child_stopped || (draining && code == 0)) {  // drained: it stopped normally; the group does not replace it
       spdlog::info("worker {}: its process stopped (code {})", spec.name, code);
       fail_held("worker " + spec.name + " stopped");
       unshow();
@@ -511,6 +514,7 @@ slot_actor::behavior_type slot_impl(slot_actor::stateful_pointer<slot_state> sel
       return self->state.template relay<std::uint64_t, std::vector<std::string>>(false, freeze_budget, a);
     },
     [=](drain_atom a) {
+      self->state.draining = true;
       return self->state.template relay<std::uint64_t, std::uint64_t>(false, drain_budget, a);
     },
     [=](drop_atom a, std::string& user) {
