@@ -5,7 +5,7 @@
 /// handler): each is a constant or derived from the recipe, and each request that
 /// uses one has an error branch that logs and re-arms what must go on.
 
-#include "config/recipe.hpp"
+#include "config/node_settings.hpp"
 
 #include <caf/duration.hpp>
 
@@ -28,15 +28,15 @@ constexpr std::chrono::minutes expiry_sweep_budget{10};
 /// A worker freezing all of its users for a drain or a replacement: what the soft
 /// quit allows for freezing everybody (node.shutdown_freeze_seconds). A user not
 /// frozen within it counts as failed: the worker stays in service.
-inline caf::duration worker_freeze_all_budget(const config::recipe& r) {
-  return detail::budget_of(r.node.shutdown_freeze_seconds);
+inline caf::duration worker_freeze_all_budget(const config::node_settings& node) {
+  return detail::budget_of(node.shutdown_freeze_seconds);
 }
 
 /// The commander waiting for a worker's drain: the worker's own budget and a
 /// margin for its answer (it answers with its failures itself once its budget is
 /// spent; this one only covers a worker that never answers).
-inline caf::duration drain_answer_budget(const config::recipe& r) {
-  return detail::budget_of(r.node.shutdown_freeze_seconds + 10);
+inline caf::duration drain_answer_budget(const config::node_settings& node) {
+  return detail::budget_of(node.shutdown_freeze_seconds + 10);
 }
 
 }  // namespace troupe

@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/orchestration_log.hpp"
+#include "config/node_settings.hpp"
 #include "registry/clocks.hpp"
 #include "registry/ids.hpp"
 #include "registry/proc_stats.hpp"
@@ -125,14 +126,14 @@ void census_book::drop(const std::string& name) {
 // -- documents -------------------------------------------------------------------------
 
 json census_book::node_json() const {
-  auto& r = ctx_->recipe;
+  auto& node = ctx_->node();
   return {{"id", "node"},
           {"kind", "node"},
           {"name", ctx_->node_name},
           {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
           {"rss_bytes", registry::rss_bytes().value_or(0)},
           {"cpu_seconds", cpu_seconds()},
-          {"threads", {{"io", r.node.io_threads}, {"actor", r.node.actor_threads}}}};
+          {"threads", {{"io", node.io_threads}, {"actor", node.actor_threads}}}};
 }
 
 json census_book::totals_json() const {
@@ -216,7 +217,7 @@ json census_book::health_json() const {
   }
   // The same verdict as /_troupe/health (actors/health.hpp).
   auto verdict =
-    json::parse(assess_health(ctx_->health, ctx_->recipe.node.health_max_restart_rate, &ctx_->metrics).body);
+    json::parse(assess_health(ctx_->health, ctx_->node().health_max_restart_rate, &ctx_->metrics).body);
   json out{{"status", verdict.value("status", "ok")},
            {"inflight", m.inflight.load(std::memory_order_relaxed)},
            {"deposit_failures", failures},

@@ -3,6 +3,9 @@
 #include "actors/budgets.hpp"
 #include "actors/commander_state.hpp"
 #include "actors/errors.hpp"
+#include "config/channel_settings.hpp"
+#include "config/group_settings.hpp"
+#include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 
 #include <caf/all.hpp>
@@ -18,7 +21,7 @@ const char* commander_state::name = "troupe.commander";
 // -- commander_effects ---------------------------------------------------------------------
 
 void commander_state::arm_hold_budget() {
-  self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(ctx->recipe.limits.hold_seconds * 1000)),
+  self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(ctx->limits().hold_seconds * 1000)),
                      tick_atom::value, std::uint64_t{0});
 }
 
@@ -189,7 +192,7 @@ void commander_state::register_workers(const std::string& group, const std::stri
   // A worker that just admitted a newcomer rests, so that its load shows in its CPU temperature first
   // (with CPU admission on; without it, the least loaded worker is simply the best).
   std::optional<steady::duration> rest;
-  if (auto* g = ctx->recipe.group(group); g && g->cpu_admission_close_percent > 0)
+  if (auto* g = ctx->group(group); g && g->cpu_admission_close_percent > 0)
     rest = std::chrono::duration_cast<steady::duration>(
       std::chrono::duration<double>(g->worker_admission_interval_seconds));
   auto changes = core->place_workers(group, node, present, steady::now(), rest);
@@ -236,11 +239,11 @@ void commander_state::place(placement_promise promise, const std::string& user, 
   }
   if (auto relocated = core->take_relocation(user))
     group = std::move(*relocated);
-  if (group.empty() || !ctx->recipe.group(group))
+  if (group.empty() || !ctx->group(group))
     group = default_group;
   // A newcomer (created or woken) past limits.max_live_users is refused;
   // users already live keep being served.
-  if (!index().worker_of(user) && index().users() >= ctx->recipe.limits.max_live_users) {
+  if (!index().worker_of(user) && index().users() >= ctx->limits().max_live_users) {
     ctx->metrics.live_user_refusals.fetch_add(1, std::memory_order_relaxed);
     promise.deliver(make_error(errc::too_many_users, "the node is at its limit of live users"));
     return;
@@ -296,7 +299,7 @@ void commander_state::no_worker_admits(placement_promise promise, const std::str
                                        store::bytes parcel, bool wake, const std::string& group, bool may_grow) {
   const auto degraded = static_cast<std::uint8_t>(refusal_reason::degraded);
   auto closure = index().closure(group, degraded);
-  auto* settings = ctx->recipe.group(group);
+  auto* settings = ctx->group(group);
   if (closure.in_service > 0 && closure.degraded == closure.in_service) {
     // Degraded: a new worker would fail like the others (helper B's recovery reopens them).
     ctx->metrics.admission_rejections[degraded].fetch_add(1, std::memory_order_relaxed);
@@ -336,11 +339,11 @@ void commander_state::on_admission(const admission_report& report) {
 // The group a login into `to_user` goes to, asked of the hook of the type
 // the guest runs (`from_group`'s); "" for the default group.
 std::string commander_state::login_group(const std::string& from_group, const std::string& to_user) const {
-  auto* from = ctx->recipe.group(from_group);
+  auto* from = ctx->group(from_group);
   if (!from)
     return {};
   auto routed = ctx->apps.login_group(from->user_type, to_user);
-  if (!routed || !ctx->recipe.group(*routed))
+  if (!routed || !ctx->group(*routed))
     return {};
   return *routed;
 }
@@ -388,8 +391,8 @@ caf::result<placement> commander_state::login(login_request& req) {
                  registry::redact(cid), req.to_user, req.parcel.size());
     req.parcel.clear();
   }
-  auto* from = ctx->recipe.group(from_group);
-  auto* to = ctx->recipe.group(to_group.empty() ? default_group : to_group);
+  auto* from = ctx->group(from_group);
+  auto* to = ctx->group(to_group.empty() ? default_group : to_group);
   if (!live && !req.parcel.empty() && from && to && from->user_type != to->user_type) {
     // Another actor type cannot load the guest's store.
     ctx->metrics.login_carries_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -425,14 +428,14 @@ commander_actor::behavior_type commander_impl(commander_actor::stateful_pointer<
   st.gauge.emplace(ctx->metrics, actor_kind::commander);
   st.ctx = std::move(ctx);
   st.deposit = std::move(deposit);
-  st.default_group = st.ctx->recipe.default_group().name;
-  st.frozen_channels.emplace(4 * std::max<std::uint64_t>(1, st.ctx->recipe.channel.max_sockets));
+  st.default_group = st.ctx->default_group().name;
+  st.frozen_channels.emplace(4 * std::max<std::uint64_t>(1, st.ctx->channel().max_sockets));
   st.global_store = std::move(global_store);
   self->link_to(st.global_store);
   commander_policy policy;
-  policy.user_queue_length = st.ctx->recipe.limits.user_queue_length;
+  policy.user_queue_length = st.ctx->limits().user_queue_length;
   policy.relocation_horizon = std::chrono::duration_cast<commander_core::steady::duration>(
-    std::chrono::duration<double>(std::max(1.0, st.ctx->recipe.limits.hold_seconds)));
+    std::chrono::duration<double>(std::max(1.0, st.ctx->limits().hold_seconds)));
   st.core.emplace(policy, st);
   st.core->start(start.expected_nodes);
   if (!start.expected_nodes.empty())
@@ -494,7 +497,7 @@ commander_actor::behavior_type commander_impl(commander_actor::stateful_pointer<
     },
     [=](workers_atom, const std::string& group, const std::string& node, std::vector<worker_handle>& workers) {
       auto& st = self->state;
-      if (!st.ctx->recipe.group(group) || (workers.empty() && !st.core->knows_group(node, group)))
+      if (!st.ctx->group(group) || (workers.empty() && !st.core->knows_group(node, group)))
         return;
       // A group of this node registering itself: the one that grows and retires its workers.
       // (Not the commander link replaying it after a takeover: only a group answers grow_atom.)

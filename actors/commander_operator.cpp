@@ -3,6 +3,10 @@
 #include "actors/budgets.hpp"
 #include "actors/commander_state.hpp"
 #include "actors/errors.hpp"
+#include "config/channel_settings.hpp"
+#include "config/commander_settings.hpp"
+#include "config/group_settings.hpp"
+#include "config/node_settings.hpp"
 #include "registry/ids.hpp"
 
 #include <caf/all.hpp>
@@ -48,7 +52,7 @@ caf::result<std::uint32_t, std::uint32_t> commander_state::push(const std::strin
   auto watch = watch_remote(*slot, [promise]() mutable { promise.deliver(std::uint32_t{0}, std::uint32_t{1}); });
   if (watch == 0)
     return promise.delegate(handles[*slot], push_atom::value, user, std::move(path), std::move(data));
-  self->request(handles[*slot], node_context::timer_millis(ctx->recipe.channel.push_timeout_seconds),
+  self->request(handles[*slot], node_context::timer_millis(ctx->channel().push_timeout_seconds),
                 push_atom::value, user, std::move(path), std::move(data))
     .then(
       [this, watch, promise](std::uint32_t delivered, std::uint32_t missed) mutable {
@@ -87,7 +91,7 @@ caf::result<std::uint64_t, std::vector<std::string>> commander_state::quit(const
       not_saved->push_back("the global store");
       promise.deliver(*total, std::move(*not_saved));
     };
-    self->request(global_store, node_context::to_duration(ctx->recipe.node.shutdown_freeze_seconds), flush_atom::value)
+    self->request(global_store, node_context::to_duration(ctx->node().shutdown_freeze_seconds), flush_atom::value)
       .then([promise, total, not_saved](bool) mutable { promise.deliver(*total, std::move(*not_saved)); }, failed);
   };
   if (mine.empty()) {
@@ -95,7 +99,7 @@ caf::result<std::uint64_t, std::vector<std::string>> commander_state::quit(const
     return promise;
   }
   auto pending = std::make_shared<std::size_t>(mine.size());
-  auto budget = node_context::to_duration(ctx->recipe.node.shutdown_freeze_seconds);
+  auto budget = node_context::to_duration(ctx->node().shutdown_freeze_seconds);
   for (auto slot : mine)
     self->request(handles[slot], budget, quit_atom::value)
       .then(
@@ -209,7 +213,7 @@ caf::result<std::uint64_t, std::uint64_t> commander_state::drain(const std::stri
   auto watch = watch_remote(s, [promise]() mutable {
     promise.deliver(make_error(errc::unavailable, "the worker's member went down while it was being drained"));
   });
-  self->request(handles[s], drain_answer_budget(ctx->recipe), drain_atom::value)
+  self->request(handles[s], drain_answer_budget(ctx->node()), drain_atom::value)
     .then(
       [this, watch, promise, s](std::uint64_t frozen, std::uint64_t failed) mutable {
         if (!unwatch(watch))
@@ -234,7 +238,7 @@ caf::result<std::uint64_t, std::uint64_t> commander_state::drain(const std::stri
 
 // Expired parcels leave the deposit now and then (run on the deposit's thread).
 void commander_state::schedule_sweep() {
-  auto& c = ctx->recipe.commander;
+  auto& c = ctx->commander();
   double hours = std::min(c.user_expiry_hours, c.guest_expiry_hours) / 10;
   auto period = std::chrono::seconds(std::clamp<std::int64_t>(static_cast<std::int64_t>(hours * 3600), 1, 3600));
   self->delayed_send(self, period, tick_atom::value);
@@ -246,7 +250,7 @@ void commander_state::sweep() {
       spdlog::debug("commander: forgot {} connection binding(s) of users no longer live", n);
     ctx->metrics.connections_bound.store(static_cast<std::int64_t>(index().connections()), std::memory_order_relaxed);
   }
-  auto& c = ctx->recipe.commander;
+  auto& c = ctx->commander();
   self->request(deposit, expiry_sweep_budget, sweep_atom::value, c.user_expiry_hours, c.guest_expiry_hours)
     .then(
       [this](std::uint64_t n) {
@@ -268,7 +272,7 @@ void commander_state::sweep() {
 // (only when a group may grow at all).
 std::optional<std::chrono::milliseconds> commander_state::retirement_period() const {
   std::optional<double> shortest;
-  for (auto& g : ctx->recipe.groups)
+  for (auto& g : ctx->groups())
     if (g.max_workers() > g.workers) {
       double s = std::min(g.worker_min_life_seconds, g.cpu_retirement_quiet_seconds) / 2;
       shortest = shortest ? std::min(*shortest, s) : s;
@@ -289,7 +293,7 @@ void commander_state::schedule_retirement() {
 // (no user is placed there again), then the group stops it (not a restart).
 void commander_state::check_retirement() {
   auto now = steady::now();
-  for (auto& g : ctx->recipe.groups) {
+  for (auto& g : ctx->groups()) {
     auto local = local_groups.find(g.name);
     auto* mine = core->positions(ctx->node_name, g.name);
     if (!core->staffed() || local == local_groups.end() || !mine)

@@ -1,6 +1,8 @@
 // The commander routes messages between users (README "Messages between users").
 #include "actors/commander_state.hpp"
 #include "actors/errors.hpp"
+#include "config/group_settings.hpp"
+#include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 
 #include <caf/all.hpp>
@@ -9,7 +11,7 @@ namespace troupe {
 
 // His worker may wake him (the claim, within hold_seconds) before his handler runs.
 caf::duration commander_state::tell_budget() const {
-  return node_context::to_duration(ctx->recipe.limits.request_timeout_seconds + ctx->recipe.limits.hold_seconds);
+  return node_context::to_duration(ctx->limits().request_timeout_seconds + ctx->limits().hold_seconds);
 }
 
 // A message for user `msg.to`: to his worker if he is live; if not, he is
@@ -68,9 +70,9 @@ void commander_state::place_for_tell(user_message msg, tell_promise promise, boo
   if (!index().worker_of(msg.to))
     if (auto relocated = core->take_relocation(msg.to))
       group = std::move(*relocated);
-  if (group.empty() || !ctx->recipe.group(group))
+  if (group.empty() || !ctx->group(group))
     group = default_group;
-  if (!index().worker_of(msg.to) && index().users() >= ctx->recipe.limits.max_live_users) {
+  if (!index().worker_of(msg.to) && index().users() >= ctx->limits().max_live_users) {
     ctx->metrics.live_user_refusals.fetch_add(1, std::memory_order_relaxed);
     promise.deliver(tell_reply::of(R::unavailable, "the node is at its limit of live users"));
     return;

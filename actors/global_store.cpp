@@ -2,6 +2,8 @@
 
 #include "actors/errors.hpp"
 #include "actors/rate_limited_log.hpp"
+#include "config/commander_settings.hpp"
+#include "config/limits_settings.hpp"
 #include "registry/epoch_source.hpp"
 #include "registry/lease_table.hpp"
 
@@ -121,13 +123,13 @@ struct global_store_state {
   }
 
   void defer(detail::global_op& op, caf::strong_actor_ptr sender, global_promise promise) {
-    if (deferred.size() >= ctx->recipe.limits.max_inflight) {
+    if (deferred.size() >= ctx->limits().max_inflight) {
       detail::global_reply out;
       out.refusal = to_string(registry::lease_refusal::queue_full);
       promise.deliver(std::move(out));
       return;
     }
-    auto hold = std::chrono::milliseconds(static_cast<std::int64_t>(ctx->recipe.limits.hold_seconds * 1000));
+    auto hold = std::chrono::milliseconds(static_cast<std::int64_t>(ctx->limits().hold_seconds * 1000));
     deferred.push_back({std::move(op), std::move(sender), std::move(promise), self->clock().now() + hold});
     if (!deferral_ticking) {
       deferral_ticking = true;
@@ -245,7 +247,7 @@ struct global_store_state {
 
   // -- writes ---------------------------------------------------------------------------
 
-  bool reply_durability() const { return ctx->recipe.commander.durability == "reply"; }
+  bool reply_durability() const { return ctx->commander().durability == "reply"; }
 
   // Writes the store once no earlier write is in flight: what was staged, for
   // the requesters and flushes waiting for it.
@@ -466,7 +468,7 @@ global_store_actor::behavior_type global_store_impl(global_store_actor::stateful
   st.self = self;
   st.ctx = std::move(ctx);
   st.deposit = std::move(deposit);
-  auto& cc = st.ctx->recipe.commander;
+  auto& cc = st.ctx->commander();
   st.global.emplace(global_table::limits{256, cc.global_max_value_bytes, cc.global_max_waiters,
                                          std::chrono::milliseconds(
                                            static_cast<std::int64_t>(cc.global_max_lease_seconds * 1000))});

@@ -4,6 +4,7 @@
 #include "actors/commander.hpp"
 #include "actors/errors.hpp"
 #include "actors/worker_process.hpp"
+#include "config/group_settings.hpp"
 #include "registry/restart_intensity.hpp"
 
 #include <caf/all.hpp>

@@ -6,6 +6,7 @@
 /// group is degraded until its recovery) and takes them down with it.
 
 #include "actors/worker.hpp"
+#include "config/fwd.hpp"
 
 #include <vector>
 

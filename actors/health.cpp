@@ -1,6 +1,7 @@
 #include "actors/health.hpp"
 
 #include "actors/node_context.hpp"
+#include "config/node_settings.hpp"
 #include "registry/restart_intensity.hpp"
 #include "store/deposit.hpp"
 
@@ -102,11 +103,11 @@ struct health_state {
     h.window_seconds.store(static_cast<std::uint32_t>(window.size() - 1), std::memory_order_relaxed);
     // Writes are what health is about: with none lately (an idle node), a probe
     // write finds out whether the deposit still takes them.
-    auto period = std::chrono::duration<double>(ctx->recipe.node.health_probe_seconds);
+    auto period = std::chrono::duration<double>(ctx->node().health_probe_seconds);
     auto at = self->clock().now();
     if (at - last_probe >= period) {
       last_probe = at;
-      auto fresh_ms = static_cast<std::int64_t>(ctx->recipe.node.health_probe_seconds * 1000);
+      auto fresh_ms = static_cast<std::int64_t>(ctx->node().health_probe_seconds * 1000);
       self->send(deposit, probe_write_atom::value, fresh_ms);
     }
   }

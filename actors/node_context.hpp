@@ -9,7 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"
 #include "actors/rate_limited_log.hpp"
-#include "config/recipe.hpp"
+#include "config/fwd.hpp"
 #include "registry/ids.hpp"
 
 #include "gate/token_table.hpp"
@@ -52,8 +52,34 @@ struct worker_bootstrap {
 };
 
 struct node_context {
+  /// A node with the default recipe (tests change it through recipe() before they start anything).
+  node_context();
+  explicit node_context(config::recipe r);
+  node_context(const node_context&) = delete;
+  node_context& operator=(const node_context&) = delete;
+  ~node_context();
+
   std::string node_name;
-  config::recipe recipe;
+
+  /// The node's effective recipe, whole (config/recipe.hpp): for the start-up, a
+  /// worker's bootstrap and tests. Readers of one section use its accessor below
+  /// and include only that section's header, so a changed field recompiles only
+  /// its readers (docs/building.md).
+  config::recipe& recipe() noexcept { return *recipe_; }
+  const config::recipe& recipe() const noexcept { return *recipe_; }
+  const config::node_settings& node() const noexcept { return *sections_.node; }
+  const config::limits_settings& limits() const noexcept { return *sections_.limits; }
+  const config::channel_settings& channel() const noexcept { return *sections_.channel; }
+  const config::deposit_settings& deposit() const noexcept { return *sections_.deposit; }
+  const config::commander_settings& commander() const noexcept { return *sections_.commander; }
+  const config::cluster_settings& cluster() const noexcept { return *sections_.cluster; }
+  /// The group called `name` (config/group_settings.hpp), or nullptr.
+  const config::group_settings* group(const std::string& name) const;
+  /// The group a newcomer is born in: commander.default_group, else the first.
+  const config::group_settings& default_group() const;
+  /// Every group, "default" first if present (never empty).
+  const std::vector<config::group_settings>& groups() const;
+
   app_types apps;
   node_metrics metrics;
   /// Failing handlers, logged at most once a second (a crash storm must not flood the log).
@@ -79,9 +105,9 @@ struct node_context {
   worker_bootstrap worker_boot;
 
   /// limits.hold_seconds as a CAF timeout.
-  caf::duration hold_timeout() const { return to_duration(recipe.limits.hold_seconds); }
+  caf::duration hold_timeout() const;
   /// limits.request_timeout_seconds as a CAF timeout.
-  caf::duration request_timeout() const { return to_duration(recipe.limits.request_timeout_seconds); }
+  caf::duration request_timeout() const;
 
   /// A recipe's seconds as a timer's delay: at least 1 ms (0 would fire at once).
   static std::chrono::milliseconds timer_millis(double seconds) {
@@ -91,6 +117,17 @@ struct node_context {
   static caf::duration to_duration(double seconds) {
     return caf::duration{std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000))};
   }
+
+private:
+  std::unique_ptr<config::recipe> recipe_;
+  struct sections {  // into *recipe_, which never moves
+    const config::node_settings* node;
+    const config::limits_settings* limits;
+    const config::channel_settings* channel;
+    const config::deposit_settings* deposit;
+    const config::commander_settings* commander;
+    const config::cluster_settings* cluster;
+  } sections_;
 };
 
 using node_context_ptr = std::shared_ptr<node_context>;

@@ -6,6 +6,7 @@
 #include "actors/errors.hpp"
 #include "actors/user_access.hpp"
 #include "actors/user_state.hpp"
+#include "config/group_settings.hpp"
 #include "registry/ids.hpp"
 
 #include <caf/all.hpp>
@@ -194,7 +195,7 @@ namespace {
 user_policy policy_of(const node_context& ctx, const std::string& group_name, const std::string& user) {
   user_policy p;
   p.guest = registry::is_guest(user);
-  if (auto* group = ctx.recipe.group(group_name)) {
+  if (auto* group = ctx.group(group_name)) {
     p.mode = durability_of(group->durability);
     p.idle_after = node_context::timer_millis(group->user_idle_freeze_minutes * 60);
     p.checkpoint_every = node_context::timer_millis(group->checkpoint_seconds);

@@ -1,6 +1,8 @@
 // The user actor's pages and their channels (docs/channels.md): a page's
 // stamp, a channel call's gate, the bindings a freeze hands over, pushes.
 #include "actors/user_state.hpp"
+#include "config/channel_settings.hpp"
+#include "config/limits_settings.hpp"
 
 #include <caf/all.hpp>
 
@@ -12,8 +14,8 @@ namespace troupe {
 std::optional<http_response> user_state::touch_page(connection_record& conn, const std::string& page_id,
                                                     registry::wall_clock::time_point now) {
   using outcome = connection_table::touch_outcome;
-  auto t = connections.touch_page(conn, page_id, ctx->recipe.limits.max_pages_per_connection,
-                                  ctx->recipe.limits.max_pages_per_user);
+  auto t = connections.touch_page(conn, page_id, ctx->limits().max_pages_per_connection,
+                                  ctx->limits().max_pages_per_user);
   switch (t.outcome) {
     case outcome::invalid_id: return error_response(400, "invalid X-Troupe-Page: 1-64 characters of [A-Za-z0-9_.-]");
     case outcome::too_many_on_connection: return error_response(429, "too many pages on this connection");
@@ -95,8 +97,8 @@ std::optional<http_response> user_state::channel_gate(connection_record& conn, c
 void user_state::restore_channels(std::vector<channel_binding>& bound) {
   for (auto& b : bound) {
     connections.add(b.cid);
-    auto t = connections.touch_page(*connections.find(b.cid), b.page, ctx->recipe.limits.max_pages_per_connection,
-                                    ctx->recipe.limits.max_pages_per_user);
+    auto t = connections.touch_page(*connections.find(b.cid), b.page, ctx->limits().max_pages_per_connection,
+                                    ctx->limits().max_pages_per_user);
     if (!t.page || t.page->channel)
       continue;
     t.page->channel = std::make_unique<page_channel>(page_channel{b.socket, b.sequential});
@@ -147,7 +149,7 @@ struct push_tally {
 };
 
 std::chrono::milliseconds push_timeout(const node_context& ctx) {
-  return node_context::timer_millis(ctx.recipe.channel.push_timeout_seconds);
+  return node_context::timer_millis(ctx.channel().push_timeout_seconds);
 }
 
 void not_delivered(node_context& ctx, push_tally& t, std::uint32_t n = 1) {
@@ -230,7 +232,7 @@ void user_state::push_now(detail::push_order order, const std::string* encoded) 
     case scope::users: {
       std::sort(order.users.begin(), order.users.end());
       order.users.erase(std::unique(order.users.begin(), order.users.end()), order.users.end());
-      if (order.users.size() > ctx->recipe.channel.max_push_users) {  // refused whole: nothing half-sent
+      if (order.users.size() > ctx->channel().max_push_users) {  // refused whole: nothing half-sent
         not_delivered(*ctx, *t, static_cast<std::uint32_t>(order.users.size()));
         break;
       }

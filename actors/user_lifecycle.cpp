@@ -3,6 +3,7 @@
 // happens is user_core's decision; this file carries it out.
 #include "actors/errors.hpp"
 #include "actors/user_state.hpp"
+#include "config/group_settings.hpp"
 #include "registry/ids.hpp"
 #include "store/parcel.hpp"
 
@@ -47,7 +48,7 @@ void user_state::wake(store::bytes carried) {
           // A user with a past stays in his group: placed here by default
           // (the commander does not read parcels), he goes where his parcel
           // says while that group exists, before loading anything.
-          if (auto& home = found.front().group; !home.empty() && home != keeper->group() && ctx->recipe.group(home)) {
+          if (auto& home = found.front().group; !home.empty() && home != keeper->group() && ctx->group(home)) {
             spdlog::debug("user {} on {}: his parcel says group {}; he moves there", registry::redact(user_name),
                           worker_name, home);
             // Told first: what waits here is sent back to the front, which asks it again.

@@ -3,6 +3,7 @@
 // requests and made durable like them.
 #include "actors/errors.hpp"
 #include "actors/user_state.hpp"
+#include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 
 #include <caf/all.hpp>
@@ -38,7 +39,7 @@ void user_state::count_outcome(const tell_outcome& o) {
 // The sender waits for the commander (a wake: the deposit's read and the
 // recipient's claim, each within hold_seconds) and the recipient's handler.
 caf::duration user_state::message_timeout() const {
-  return node_context::to_duration(ctx->recipe.limits.request_timeout_seconds + 3 * ctx->recipe.limits.hold_seconds);
+  return node_context::to_duration(ctx->limits().request_timeout_seconds + 3 * ctx->limits().hold_seconds);
 }
 
 // Sends `m` through the commander, which knows where everybody lives; `then`
@@ -49,7 +50,7 @@ void user_state::send_message(detail::encoded_message m, std::function<void(cons
   using R = tell_outcome::result;
   ctx->metrics.messages.sent.fetch_add(1, std::memory_order_relaxed);
   std::optional<tell_outcome> now;
-  const auto max = ctx->recipe.limits.max_message_bytes;
+  const auto max = ctx->limits().max_message_bytes;
   if (m.data.size() > max)
     now = refused_as(R::too_big, "the message is " + std::to_string(m.data.size()) +
                                 " bytes encoded, more than limits.max_message_bytes (" + std::to_string(max) + ")");
@@ -134,7 +135,7 @@ void user_state::accept_message(pending_message&& pm) {
       pm.to.deliver(tell_reply::of(R::unavailable, gate->text(*retry)));
       return;
     }
-  switch (core->admit_message(message_backlog.size(), ctx->recipe.limits.user_queue_length)) {
+  switch (core->admit_message(message_backlog.size(), ctx->limits().user_queue_length)) {
     case arrival::serve: return serve_message(std::move(pm));
     case arrival::queue: message_backlog.push_back(std::move(pm)); return;
     case arrival::refuse_quarantined:
@@ -155,7 +156,7 @@ void user_state::accept_message(pending_message&& pm) {
 void user_state::serve_message(pending_message&& pm) {
   using R = tell_outcome::result;
   auto& m = pm.msg;
-  if (m.data.size() > ctx->recipe.limits.max_message_bytes) {
+  if (m.data.size() > ctx->limits().max_message_bytes) {
     pm.to.deliver(tell_reply::of(R::too_big, "the message is larger than the recipient's limits.max_message_bytes"));
     return;
   }

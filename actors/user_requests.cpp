@@ -2,6 +2,7 @@
 // handler defers (after, the global store, a push), durable replies.
 #include "actors/errors.hpp"
 #include "actors/user_state.hpp"
+#include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 
 #include <caf/all.hpp>
@@ -40,7 +41,7 @@ void user_state::accept(pending_call&& call) {
       respond(call.to, error_response(503, gate->text(*retry), *retry));
       return;
     }
-  switch (core->admit_request(backlog.size(), ctx->recipe.limits.user_queue_length)) {
+  switch (core->admit_request(backlog.size(), ctx->limits().user_queue_length)) {
     case arrival::serve: return serve(std::move(call));
     case arrival::queue: backlog.push_back(std::move(call)); return;
     case arrival::refuse_quarantined:

@@ -1,6 +1,7 @@
 // The user actor's streams (docs/streaming.md) and later() timers: his side
 // of the data path, kept in his stream_book.
 #include "actors/user_state.hpp"
+#include "config/limits_settings.hpp"
 
 #include <caf/all.hpp>
 
@@ -17,9 +18,9 @@ stream_book& user_state::the_books() {
 void user_state::open_stream(pending_call&& call, detail::continuation&& next) {
   auto& b = the_books();
   const auto now = std::chrono::steady_clock::now();
-  const auto stale = now - node_context::timer_millis(ctx->recipe.limits.request_timeout_seconds);
+  const auto stale = now - node_context::timer_millis(ctx->limits().request_timeout_seconds);
   auto id = b.open(next.ndjson ? stream_format::ndjson : stream_format::sse, std::move(next.handlers), now, stale,
-                   ctx->recipe.limits.max_streams_per_user);
+                   ctx->limits().max_streams_per_user);
   if (!id) {
     ctx->metrics.stream.refusals.fetch_add(1, std::memory_order_relaxed);
     respond(call.to,
@@ -107,7 +108,7 @@ stream_write user_state::stream_send(std::uint64_t id, std::string_view data, st
   } else {
     frame = streaming::sse_event(data, name, event_id);
   }
-  if (frame.size() > ctx->recipe.limits.stream_max_event_bytes)
+  if (frame.size() > ctx->limits().stream_max_event_bytes)
     return stream_write::too_big;
   if (!e->credit.take(frame.size())) {
     if (e->credit.became_slow()) {  // told once per spell, as a message: never inside the write that ran out
@@ -155,7 +156,7 @@ bool user_state::later(std::chrono::milliseconds delay, std::function<void()> fn
   auto& b = the_books();
   if (stopped())
     return false;
-  auto id = b.add_timer(std::move(fn), ctx->recipe.limits.user_queue_length);
+  auto id = b.add_timer(std::move(fn), ctx->limits().user_queue_length);
   if (!id)
     return false;
   arm_timer(user_timer::later, std::max(delay, std::chrono::milliseconds(0)), *id);

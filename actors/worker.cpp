@@ -7,6 +7,7 @@
 
 #include "actors/group.hpp"
 #include "actors/worker_actor_state.hpp"
+#include "config/group_settings.hpp"
 #include "registry/ids.hpp"
 #include "store/parcel.hpp"
 
@@ -411,7 +412,7 @@ worker_actor::behavior_type worker_impl(worker_actor::stateful_pointer<worker_ac
   auto& st = self->state;
   st.self = self;
   st.gauge.emplace(spec.ctx->metrics, actor_kind::worker);
-  st.settings = spec.ctx->recipe.group(spec.group);
+  st.settings = spec.ctx->group(spec.group);
   st.factory = st.settings ? spec.ctx->apps.find(st.settings->user_type) : nullptr;
   st.routes = st.settings ? spec.ctx->apps.routes(st.settings->user_type) : nullptr;
   st.messages = st.settings ? spec.ctx->apps.messages(st.settings->user_type) : nullptr;

@@ -5,6 +5,7 @@
 // a replacement is worker_core's.
 #include "actors/group.hpp"
 #include "actors/worker_actor_state.hpp"
+#include "config/group_settings.hpp"
 #include "registry/ids.hpp"
 #include "registry/proc_stats.hpp"
 #include "store/parcel.hpp"

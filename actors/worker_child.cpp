@@ -5,6 +5,7 @@
 
 #include "actors/census.hpp"
 #include "actors/log_format.hpp"
+#include "config/recipe.hpp"
 #include "gate/dial.hpp"
 
 #include <caf/all.hpp>
@@ -162,7 +163,7 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
     src.file = boot.config_file;
     src.env = boot.env;
     src.sets = boot.sets;
-    ctx->recipe = config::load_recipe(src);
+    ctx->recipe() = config::load_recipe(src);
     if (boot.cookie_secret.empty())
       throw std::invalid_argument("its bootstrap holds no cookie secret");
     ctx->cids = std::make_shared<const registry::cid_signer>(boot.cookie_secret);  // the connection ids' key, as the node has it
@@ -172,16 +173,16 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
     std::fprintf(stderr, "troupe worker: %s\n", e.what());
     return 2;
   }
-  setup_child_logging(ctx->recipe.node.log_level, "worker", ctx->recipe.log.format);
+  setup_child_logging(ctx->node().log_level, "worker", ctx->recipe().log.format);
   ctx->apps = types;
-  for (auto& g : ctx->recipe.groups)
+  for (auto& g : ctx->recipe().groups)
     ctx->metrics.add_group(g.name);
   caf::actor_system_config cfg;
   register_types(cfg);
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.enable-automatic-connections", false);
-  cfg.set("scheduler.max-threads", ctx->recipe.node.actor_threads);
-  cfg.set("scheduler.policy", caf::atom_from_string(ctx->recipe.node.actor_scheduler));
+  cfg.set("scheduler.max-threads", ctx->node().actor_threads);
+  cfg.set("scheduler.policy", caf::atom_from_string(ctx->node().actor_scheduler));
   caf::actor_system sys{cfg};
   int code = 0;
   {
@@ -207,7 +208,7 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
                [&](caf::error& err) { spdlog::critical("its slot did not say whom it works for: {}", sys.render(err)); });
     if (!greeted)
       return 1;
-    setup_child_logging(ctx->recipe.node.log_level, hello.worker, ctx->recipe.log.format);
+    setup_child_logging(ctx->node().log_level, hello.worker, ctx->recipe().log.format);
     ctx->node_name = hello.node_name;
     ctx->census = hello.census;
     // Its admission reports and replacement requests go to its slot, which speaks for it to the group.

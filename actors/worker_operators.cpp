@@ -4,6 +4,7 @@
 #include "actors/budgets.hpp"
 #include "actors/deposit.hpp"
 #include "actors/worker_actor_state.hpp"
+#include "config/node_settings.hpp"
 #include "registry/ids.hpp"
 #include "store/parcel.hpp"
 
@@ -28,8 +29,8 @@ steady::time_point deadline_after(caf::duration budget) {
 
 // A drain's or a replacement's budget for freezing every user (actors/budgets.hpp).
 caf::duration worker_actor_state::freeze_all_budget() const {
-  static const config::recipe defaults{};  // a worker without a node context (unit tests)
-  return worker_freeze_all_budget(spec.ctx ? spec.ctx->recipe : defaults);
+  static const config::node_settings defaults{};  // a worker without a node context (unit tests)
+  return worker_freeze_all_budget(spec.ctx ? spec.ctx->node() : defaults);
 }
 
 // Soft quit: every user freezes (cause quit); answers how many did and who
@@ -38,7 +39,7 @@ caf::duration worker_actor_state::freeze_all_budget() const {
 // The last good states of users left down are written too.
 caf::result<std::uint64_t, std::vector<std::string>> worker_actor_state::quit() {
   auto promise = self->make_response_promise<std::uint64_t, std::vector<std::string>>();
-  auto budget = spec.ctx->recipe.node.shutdown_freeze_seconds * 0.9;
+  auto budget = spec.ctx->node().shutdown_freeze_seconds * 0.9;
   auto saved = std::make_shared<std::uint64_t>(0);
   auto not_saved = std::make_shared<std::vector<std::string>>();
   auto pending = std::make_shared<int>(2);
@@ -127,7 +128,7 @@ caf::result<bool> worker_actor_state::drop(const std::string& user) {
 // Its node fenced itself: every user freezes now and leaves (the deposit
 // refuses those placed again elsewhere); the worker forgets them at once.
 void worker_actor_state::fence() {
-  auto budget = node_context::to_duration(spec.ctx->recipe.node.shutdown_freeze_seconds * 0.9);
+  auto budget = node_context::to_duration(spec.ctx->node().shutdown_freeze_seconds * 0.9);
   auto freezing = core->fence(deadline_after(budget));
   if (freezing == 0)
     return;

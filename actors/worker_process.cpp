@@ -4,6 +4,9 @@
 #include "actors/errors.hpp"
 #include "actors/group.hpp"
 #include "actors/worker_spawn.hpp"
+#include "config/group_settings.hpp"
+#include "config/limits_settings.hpp"
+#include "config/node_settings.hpp"
 #include "gate/token_table.hpp"
 
 #include <caf/all.hpp>
@@ -199,10 +202,10 @@ struct slot_state {
       r->send(id);
       return;
     }
-    if (held.size() >= spec.ctx->recipe.limits.max_inflight)
+    if (held.size() >= spec.ctx->limits().max_inflight)
       return r->fail(not_back_error());
     r->held_until = steady::now() + std::chrono::duration_cast<steady::duration>(
-                                      std::chrono::duration<double>(spec.ctx->recipe.limits.hold_seconds));
+                                      std::chrono::duration<double>(spec.ctx->limits().hold_seconds));
     held.push_back(r);
   }
 
@@ -484,11 +487,11 @@ slot_actor::behavior_type slot_impl(slot_actor::stateful_pointer<slot_state> sel
   self->send(self, tick_atom::value, slot_timer::tick);
   auto hold = st.spec.ctx->hold_timeout();
   auto requests = st.spec.ctx->request_timeout();
-  auto tell_budget = node_context::to_duration(st.spec.ctx->recipe.limits.request_timeout_seconds +
-                                               st.spec.ctx->recipe.limits.hold_seconds);
-  auto freeze_budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds + 1);
-  auto drain_budget = node_context::to_duration(st.spec.ctx->recipe.node.shutdown_freeze_seconds + 1 +
-                                                st.spec.ctx->recipe.limits.request_timeout_seconds);
+  auto tell_budget = node_context::to_duration(st.spec.ctx->limits().request_timeout_seconds +
+                                               st.spec.ctx->limits().hold_seconds);
+  auto freeze_budget = node_context::to_duration(st.spec.ctx->node().shutdown_freeze_seconds + 1);
+  auto drain_budget = node_context::to_duration(st.spec.ctx->node().shutdown_freeze_seconds + 1 +
+                                                st.spec.ctx->limits().request_timeout_seconds);
   return {
     [=](attach_atom a, attach_order& order) {
       return self->state.template relay<placement>(true, hold, a, std::move(order));

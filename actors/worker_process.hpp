@@ -21,6 +21,7 @@
 /// its environment, which any local user may read in /proc.
 
 #include "actors/worker.hpp"
+#include "config/fwd.hpp"
 
 #include <cstdint>
 #include <string>

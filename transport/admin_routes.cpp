@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/health.hpp"
+#include "config/node_settings.hpp"
 #include "registry/ids.hpp"
 #include "registry/url.hpp"
 #include "transport/channel_session.hpp"
@@ -110,7 +111,7 @@ void serve_admin(http_session& s, std::string_view path, std::string_view query)
   if (path == "/_troupe/health") {  // from atomics only: nothing is asked of an actor here
     if (!reads)
       return s.refuse_method("GET, HEAD");
-    auto h = assess_health(ctx.health, ctx.recipe.node.health_max_restart_rate, &ctx.metrics);
+    auto h = assess_health(ctx.health, ctx.node().health_max_restart_rate, &ctx.metrics);
     return s.answer(h.status, std::move(h.body), "application/json");
   }
   // The page channels: for every client (a valid cookie is their credential), not the admin surface.
@@ -126,7 +127,7 @@ void serve_admin(http_session& s, std::string_view path, std::string_view query)
       start_channel_session(std::move(stream), std::move(upgrade), f, std::move(cid));
     });
   }
-  if (ctx.recipe.node.admin_token.empty())  // the admin surface is off
+  if (ctx.node().admin_token.empty())  // the admin surface is off
     return s.answer(404, error_body("not found"), "application/json");
   // The console page holds no data (it asks for the token, then everything it
   // shows comes through token-checked calls); its live channel checks the token itself.

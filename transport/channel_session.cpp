@@ -7,6 +7,7 @@
 #include "transport/front.hpp"
 #include "transport/user_call.hpp"
 
+#include "config/channel_settings.hpp"
 #include "transport/ws_session.hpp"
 
 #include <boost/asio/post.hpp>
@@ -73,7 +74,7 @@ public:
   channel_session(front_stream&& stream, front& owner, std::string cid)
     : ws_session(std::move(stream)),
       front_(owner),
-      settings_(owner.context().recipe.channel),
+      settings_(owner.context().channel()),
       metrics_(owner.context().metrics),
       cid_(std::move(cid)),
       outbox_(std::make_shared<channel_outbox>(outbox_limits(settings_))) {}

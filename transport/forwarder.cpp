@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/user.hpp"
+#include "config/limits_settings.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -215,7 +216,7 @@ void on_error(forwarder_pointer self, std::uint64_t id, const caf::error& err) {
 forwarder_handle::behavior_type forwarder_impl(forwarder_pointer self, node_context_ptr ctx,
                                                node_down_hook on_node_down) {
   auto& st = self->state;
-  const auto& limits = ctx->recipe.limits;
+  const auto& limits = ctx->limits();
   auto hold = std::chrono::milliseconds(static_cast<std::int64_t>(limits.hold_seconds * 1000));
   st.table.emplace(limits.max_forwarded_requests, hold,
                    std::max<std::size_t>(min_idle_watches, limits.max_forwarded_requests));

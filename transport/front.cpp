@@ -1,6 +1,10 @@
 #include "transport/front.hpp"
 
 #include "actors/errors.hpp"
+#include "config/channel_settings.hpp"
+#include "config/duration.hpp"
+#include "config/limits_settings.hpp"
+#include "config/node_settings.hpp"
 #include "transport/http_session.hpp"
 
 #include <boost/asio/post.hpp>
@@ -48,12 +52,12 @@ front_limits front_limits::from(const config::limits_settings& l) {
 front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwarder,
              std::shared_ptr<route_cache> routes)
   : ctx_(std::move(ctx)),
-    limits_(front_limits::from(ctx_->recipe.limits)),
+    limits_(front_limits::from(ctx_->limits())),
     bridge_(std::move(bridge)),
     forwarder_(std::move(forwarder)),
     local_node_(forwarder_ ? forwarder_.node() : caf::node_id{}),
     routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
-    socket_quota_(ctx_->recipe.channel.max_sockets_per_connection, ctx_->recipe.channel.max_sockets_per_user),
+    socket_quota_(ctx_->channel().max_sockets_per_connection, ctx_->channel().max_sockets_per_user),
     main_(ioc_, false) {
   if (bridge_)
     channel_hub_ = spawn_channel_hub(bridge_->home_system(), ctx_->metrics);
@@ -64,7 +68,7 @@ front::~front() {
 }
 
 bool front::admin_token_matches(std::string_view presented) const noexcept {
-  const auto& token = ctx_->recipe.node.admin_token;
+  const auto& token = ctx_->node().admin_token;
   return !token.empty() && presented.size() == token.size()
          && CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0;
 }
@@ -256,7 +260,7 @@ void front::session_started(const std::shared_ptr<http_session>& s) {
 }
 
 bool front::console_opened() noexcept {
-  auto max = static_cast<std::int64_t>(ctx_->recipe.limits.max_consoles);
+  auto max = static_cast<std::int64_t>(ctx_->limits().max_consoles);
   if (consoles_.fetch_add(1, std::memory_order_relaxed) >= max) {
     consoles_.fetch_sub(1, std::memory_order_relaxed);
     return false;
@@ -269,7 +273,7 @@ std::uint64_t front::console_waiting(std::function<void()> evict) {
   std::uint64_t ticket;
   {
     std::lock_guard<std::mutex> guard{waiting_mutex_};
-    if (waiting_consoles_.size() >= ctx_->recipe.limits.max_unauthenticated_consoles) {
+    if (waiting_consoles_.size() >= ctx_->limits().max_unauthenticated_consoles) {
       evicted = std::move(waiting_consoles_.begin()->second);
       waiting_consoles_.erase(waiting_consoles_.begin());
     }

@@ -8,6 +8,7 @@
 
 #include "actors/node_context.hpp"
 #include "actors/rate_limited_log.hpp"
+#include "config/fwd.hpp"
 #include "transport/bridge.hpp"
 #include "transport/channel_actor.hpp"
 #include "transport/channel_quota.hpp"

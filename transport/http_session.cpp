@@ -1,11 +1,12 @@
 #include "transport/http_session.hpp"
 
 #include "actors/errors.hpp"
+#include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 #include "transport/admin_routes.hpp"
 #include "transport/front.hpp"
-#include "transport/stream_writer.hpp"
 #include "transport/strand_link.hpp"
+#include "transport/stream_writer.hpp"
 #include "transport/user_call.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -424,7 +425,7 @@ void http_session::close() {
 
 void http_session::start_stream(http_response&& r) {
   auto& ctx = front_.context();
-  const auto& lim = ctx.recipe.limits;
+  const auto& lim = ctx.limits();
   auto tell_writer_gone = [&] {
     stream_event e;
     e.id = r.stream_id;

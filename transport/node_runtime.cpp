@@ -35,7 +35,7 @@ std::string shown(const std::string& host) {
 
 node_runtime::impl::impl(config::recipe recipe, const config::recipe_sources& sources, app_types types)
   : ctx_(std::make_shared<node_context>()), types_(std::move(types)) {
-  ctx_->recipe = std::move(recipe);
+  ctx_->recipe() = std::move(recipe);
   // A worker process composes the same recipe from its bootstrap (never from its command line).
   ctx_->worker_boot.config_file = sources.file;
   ctx_->worker_boot.env = sources.env;
@@ -65,7 +65,7 @@ void node_runtime::impl::reload_tls() {
 }
 
 int node_runtime::impl::parse_addresses() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   try {
     listen_ = config::split_listen(recipe.node.listen);
     if (!recipe.node.plain_listen.empty())
@@ -77,7 +77,7 @@ int node_runtime::impl::parse_addresses() {
 }
 
 int node_runtime::impl::load_tls() {
-  auto& node = ctx_->recipe.node;
+  auto& node = ctx_->node();
   if (node.tls_cert.empty())
     return 0;
   tls_paths paths{node.tls_cert, node.tls_key, node.tls_client_ca};
@@ -89,7 +89,7 @@ int node_runtime::impl::load_tls() {
 }
 
 int node_runtime::impl::open_orchestration_log() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   if (recipe.deposit.backend != "filesystem") {  // deposit.path holds the node's own files only
     std::error_code ec;
     if (std::filesystem::create_directories(recipe.deposit.path, ec))
@@ -107,7 +107,7 @@ int node_runtime::impl::open_orchestration_log() {
 }
 
 int node_runtime::impl::open_deposit() {
-  auto& deposit = ctx_->recipe.deposit;
+  auto& deposit = ctx_->deposit();
   if (deposit.backend == "postgres") {
     try {
       store::postgres_options o;
@@ -134,7 +134,7 @@ int node_runtime::impl::open_deposit() {
 }
 
 int node_runtime::impl::load_cookie_secret() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   any_process_group_ =
     std::any_of(recipe.groups.begin(), recipe.groups.end(), [](auto& g) { return g.process_isolation(); });
   secret_origin_ = "node.cookie_secret";
@@ -168,7 +168,7 @@ int node_runtime::impl::load_cookie_secret() {
 }
 
 int node_runtime::impl::describe_node() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   ctx_->metrics.deposit = &deposit_store_->counters();
   for (auto& g : recipe.groups)
     ctx_->metrics.add_group(g.name);
@@ -204,7 +204,7 @@ int node_runtime::impl::restore_global_store() {
 }
 
 int node_runtime::impl::start_actor_system() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   register_types(cfg_);
   cluster::register_types(cfg_);
   // CAF's middleman, so that actors of other nodes can exist here (their
@@ -235,7 +235,7 @@ int node_runtime::impl::start_actor_system() {
 }
 
 int node_runtime::impl::spawn_services() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   auto& sys = *sys_;
   // A wake's read waits out a short database outage, answered before the user's own request gives up.
   deposit_ = spawn_deposit(sys, deposit_store_, &ctx_->health,
@@ -274,7 +274,7 @@ int node_runtime::impl::spawn_services() {
 }
 
 int node_runtime::impl::spawn_commander() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   if (!recipe.cluster.enabled()) {
     global_store_ = spawn_global_store(*sys_, ctx_, deposit_, global_store_start{std::move(global_), false});
     commander_ = troupe::spawn_commander(*sys_, ctx_, deposit_, global_store_);
@@ -297,8 +297,8 @@ gate::listener_options node_runtime::impl::gate_options(std::string name, gate::
   gate::listener_options o;
   o.name = std::move(name);
   o.which = which;
-  o.max_pending = ctx_->recipe.limits.gate_max_pending;
-  o.handshake_timeout = node_context::timer_millis(ctx_->recipe.limits.gate_handshake_timeout_seconds);
+  o.max_pending = ctx_->limits().gate_max_pending;
+  o.handshake_timeout = node_context::timer_millis(ctx_->limits().gate_handshake_timeout_seconds);
   return o;
 }
 
@@ -324,7 +324,7 @@ int node_runtime::impl::open_worker_gate() {
 
 int node_runtime::impl::start_groups() {
   caf::scoped_actor self{*sys_};  // start-up only: never on an asio thread
-  for (auto& g : ctx_->recipe.groups) {
+  for (auto& g : ctx_->recipe().groups) {
     auto group = spawn_group(*sys_, ctx_, g, commander_, global_store_, deposit_);
     groups_.push_back(group);
     bool ok = false;
@@ -343,7 +343,7 @@ int node_runtime::impl::start_groups() {
 }
 
 int node_runtime::impl::join_cluster() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   if (!recipe.cluster.enabled())
     return 0;
   auto& cc = recipe.cluster;
@@ -418,7 +418,7 @@ int node_runtime::impl::spawn_bridge() {
 }
 
 int node_runtime::impl::open_front() {
-  auto& node = ctx_->recipe.node;
+  auto& node = ctx_->node();
   front_ = std::make_unique<front>(ctx_, bridge_, forwarder_, routes_);
   if (tls_)
     front_->use_tls(tls_);
@@ -439,7 +439,7 @@ int node_runtime::impl::open_front() {
 }
 
 void node_runtime::impl::announce() {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   std::string shown_host = shown(listen_.first);
   const char* scheme = tls_ ? "https" : "http";
   std::cout << "troupe node listening on " << scheme << "://" << shown_host << ":" << front_->port();

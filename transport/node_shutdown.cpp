@@ -33,7 +33,7 @@ node_runtime::impl::~impl() {
 }
 
 int node_runtime::impl::stop(const char* why) {
-  auto& recipe = ctx_->recipe;
+  auto& recipe = ctx_->recipe();
   auto grace = config::to_millis(recipe.node.shutdown_grace_seconds);
   // The drain gets the grace period; the soft quit (fsyncs) gets its own budget.
   watchdog_.arm(grace + std::chrono::seconds(15));
@@ -65,7 +65,7 @@ void node_runtime::impl::drain_front(const char* why, std::chrono::milliseconds 
 quit_report node_runtime::impl::soft_quit(std::chrono::milliseconds budget) {
   quit_report r;
   auto retry_ms = std::min<std::int64_t>(budget.count() / 3, 20000);
-  auto fallback_dir = fallback_directory(ctx_->recipe);
+  auto fallback_dir = fallback_directory(ctx_->recipe());
   auto t0 = std::chrono::steady_clock::now();
   {
     caf::scoped_actor self{*sys_};
@@ -118,7 +118,7 @@ int node_runtime::impl::report_quit(const quit_report& r) {
   if (r.rescued) {
     spdlog::error("soft quit: {} parcel(s) the deposit refused are in the fallback deposit {}: copy its users/ and "
                   "connections/ into {} (or start a node on it) before they are needed",
-                  r.rescued, r.rescue_dir, ctx_->recipe.deposit.path);
+                  r.rescued, r.rescue_dir, ctx_->deposit().path);
     numbers["fallback_parcels"] = r.rescued;
     numbers["fallback_path"] = r.rescue_dir;
     exit_code = node_exit::in_fallback;

@@ -2,6 +2,8 @@
 
 #include "actors/node_context.hpp"
 #include "actors/stream.hpp"
+#include "config/duration.hpp"
+#include "config/limits_settings.hpp"
 #include "transport/front.hpp"
 #include "transport/http_session.hpp"
 #include "transport/strand_link.hpp"
@@ -41,7 +43,7 @@ std::shared_ptr<stream_writer> stream_writer::start(std::shared_ptr<http_session
                                                     const std::string& content_type) {
   auto& f = session->owner();
   auto& ctx = f.context();
-  const auto& lim = ctx.recipe.limits;
+  const auto& lim = ctx.limits();
   auto ex = session->stream().get_executor();
   auto w = std::make_shared<stream_writer>(std::move(session), std::move(head));
   stream_sink_spec spec;

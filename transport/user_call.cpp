@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/user.hpp"
+#include "config/limits_settings.hpp"
 #include "transport/front.hpp"
 #include "transport/strand_link.hpp"
 
@@ -85,7 +86,7 @@ public:
       return;
     if (is(err, errc::bad_request))
       return finish(error_response(400, "bad request"));
-    auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().recipe.limits.hold_seconds));
+    auto hold = static_cast<std::uint32_t>(std::max(1.0, front_.context().limits().hold_seconds));
     if (auto r = refusal_of(err))  // admission, a degraded group, a quarantined user: the refuser computed Retry-After
       return finish(error_response(503, r->text, r->retry_after));
     if (is(err, errc::too_many_users))  // counted (troupe_live_user_refusals_total), not logged: it is overload

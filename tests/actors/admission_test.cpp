@@ -4,12 +4,13 @@
 // It reports closed with reason cpu and a computed Retry-After, stays closed
 // while it cools between the thresholds, reports open again; offload freezes
 // the least busy of its active users.
+#include "../support/eventually.hpp"
+#include "../support/test_support.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
 #include "actors/worker.hpp"
+#include "config/recipe.hpp"
 #include "registry/proc_stats.hpp"
-#include "../support/eventually.hpp"
-#include "../support/test_support.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -66,7 +67,7 @@ protected:
     sys.emplace(cfg);
     ctx = std::make_shared<node_context>();
     ctx->node_name = "test-node";
-    auto& g = ctx->recipe.groups.front();
+    auto& g = ctx->recipe().groups.front();
     g.user_type = "spinner";
     g.cpu_admission_close_percent = 50;
     g.cpu_admission_reopen_percent = 20;
@@ -236,7 +237,7 @@ TEST_F(worker_admission_actors, PastItsOccupancyAProcessWorkerFreezesItsUsersThe
   // isolation "process": this test process stands for the worker's. Its
   // share is set (through the injected machine size) `headroom` above what
   // it holds now; a user grows past it.
-  auto& g = ctx->recipe.groups.front();
+  auto& g = ctx->recipe().groups.front();
   g.isolation = "process";
   g.cpu_admission_close_percent = 0;  // memory only
   g.cpu_offload_percent = 0;
@@ -280,7 +281,7 @@ TEST_F(worker_admission_actors, PastItsOccupancyWithAFullDepositAWorkerKeepsItsU
   if (!full.mounted())
     GTEST_SKIP() << full.why();
   full.fill();
-  auto& g = ctx->recipe.groups.front();
+  auto& g = ctx->recipe().groups.front();
   g.isolation = "process";
   g.cpu_admission_close_percent = 0;
   g.cpu_offload_percent = 0;

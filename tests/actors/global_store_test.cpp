@@ -9,9 +9,10 @@
 // never the machine's.
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
+#include "config/recipe.hpp"
+#include "deterministic_system.hpp"
 #include "registry/epoch_source.hpp"
 #include "store/codec.hpp"
-#include "deterministic_system.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -239,7 +240,7 @@ TEST_F(global_store_actor, grants_no_lease_below_its_commanders_generation) {
 // Without a generation within the hold budget, a waiting lease is refused
 // (wait_expired: nothing applied, retry), never left hanging.
 TEST_F(global_store_actor, a_lease_waiting_past_the_hold_budget_is_refused) {
-  ctx->recipe.limits.hold_seconds = 0.2;
+  ctx->recipe().limits.hold_seconds = 0.2;
   store = spawn_global_store(*sys, ctx, caf::actor_cast<deposit_handle>(deposit));
   auto lease = ask(op_of(detail::global_op::kind::lease, "hot"));
   sched->run();

@@ -2,15 +2,16 @@
 // request/response interface (no front, no mocks): a group degraded by workers
 // killed past its restart budget and its recovery; several groups, growth and
 // retirement, admission-aware placement (issue 13).
+#include "../support/eventually.hpp"
 #include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
-#include "actors/orchestration_log.hpp"
 #include "actors/errors.hpp"
-#include "registry/ids.hpp"
-#include "../support/eventually.hpp"
+#include "actors/orchestration_log.hpp"
+#include "config/recipe.hpp"
 #include "counter_app.hpp"
 #include "node_system.hpp"
+#include "registry/ids.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -60,7 +61,7 @@ caf::behavior recording_commander(caf::event_based_actor* self, caf::actor real,
 class supervised_group : public ::testing::Test, protected test::node_system {
 protected:
   supervised_group() {
-    auto& g = ctx->recipe.groups.front();
+    auto& g = ctx->recipe().groups.front();
     g.user_type = "counter";
     g.workers = 2;
     g.max_restarts = 2;
@@ -250,7 +251,7 @@ namespace {
 class groups_tree : public ::testing::Test, protected test::node_system {
 protected:
   groups_tree() {
-    auto& main = ctx->recipe.groups.front();
+    auto& main = ctx->recipe().groups.front();
     main.name = "main";
     main.user_type = "counter";
     main.workers = 1;
@@ -266,10 +267,10 @@ protected:
     auto other = staff;
     other.name = "other";
     other.user_type = "counter2";
-    ctx->recipe.groups.push_back(staff);
-    ctx->recipe.groups.push_back(other);
-    ctx->recipe.commander.default_group = "main";
-    for (auto& g : ctx->recipe.groups)
+    ctx->recipe().groups.push_back(staff);
+    ctx->recipe().groups.push_back(other);
+    ctx->recipe().commander.default_group = "main";
+    for (auto& g : ctx->recipe().groups)
       ctx->metrics.add_group(g.name);
     ctx->apps.add<counter_app>("counter");
     ctx->apps.add<counter_app>("counter2");
@@ -277,7 +278,7 @@ protected:
     deposit = spawn_deposit(*sys, store::make_filesystem_deposit(dir.string()));
     global_store = spawn_global_store(*sys, ctx, deposit);
     commander = spawn_commander(*sys, ctx, deposit, global_store);
-    for (auto& g : ctx->recipe.groups) {
+    for (auto& g : ctx->recipe().groups) {
       auto h = spawn_group(*sys, ctx, g, commander, global_store, deposit);
       groups[g.name] = h;
       (*self)->request(h, 5s, workers_atom::value).receive(

@@ -4,6 +4,7 @@
 // What /_troupe/health answers from those figures: assess_health's tests.
 #include "actors/health.hpp"
 #include "actors/node_context.hpp"
+#include "config/recipe.hpp"
 #include "deterministic_system.hpp"
 
 #include <caf/all.hpp>
@@ -29,7 +30,7 @@ class health_actor : public ::testing::Test, protected test::deterministic_syste
 protected:
   health_actor() {
     ctx = std::make_shared<node_context>();
-    ctx->recipe.node.health_probe_seconds = 5;
+    ctx->recipe().node.health_probe_seconds = 5;
     deposit = sys->spawn(recording_deposit, probes);
     health = spawn_health(*sys, ctx, deposit);
     sched->run();  // its first tick, at once

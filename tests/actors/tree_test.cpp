@@ -1,15 +1,16 @@
 // The actor tree on a real actor system, driven through the serializable
 // request/response interface (no front, no mocks): placement, stickiness,
 // login/logout, crash and restart, the per-user queue bound.
+#include "../support/eventually.hpp"
 #include "actors/census.hpp"
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
-#include "actors/orchestration_log.hpp"
 #include "actors/errors.hpp"
-#include "registry/ids.hpp"
-#include "../support/eventually.hpp"
+#include "actors/orchestration_log.hpp"
+#include "config/recipe.hpp"
 #include "counter_app.hpp"
 #include "node_system.hpp"
+#include "registry/ids.hpp"
 
 #include <caf/all.hpp>
 #include <gtest/gtest.h>
@@ -35,16 +36,16 @@ namespace {
 class tree : public ::testing::Test, protected test::node_system {
 protected:
   tree() {
-    ctx->recipe.groups.front().user_type = "counter";
-    ctx->recipe.groups.front().workers = 2;
-    ctx->recipe.limits.user_queue_length = 2;
+    ctx->recipe().groups.front().user_type = "counter";
+    ctx->recipe().groups.front().workers = 2;
+    ctx->recipe().limits.user_queue_length = 2;
     ctx->apps.add<counter_app>("counter");
     dir = std::filesystem::temp_directory_path() / ("troupe-tree-" + ctx->cids->mint());
     backend = store::make_filesystem_deposit(dir.string());
     deposit = spawn_deposit(*sys, backend);
     global_store = spawn_global_store(*sys, ctx, deposit);
     commander = spawn_commander(*sys, ctx, deposit, global_store);
-    group = spawn_group(*sys, ctx, ctx->recipe.groups.front(), commander, global_store, deposit);
+    group = spawn_group(*sys, ctx, ctx->recipe().groups.front(), commander, global_store, deposit);
     (*self)->request(group, 5s, workers_atom::value).receive(
       [&](std::vector<worker_handle>& ws) {
         caf::send_as(group, commander, workers_atom::value, std::string("default"), ctx->node_name, std::move(ws));
@@ -495,7 +496,7 @@ TEST(global_store, a_refused_write_applies_nothing_and_an_unanswered_one_is_kept
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   auto ctx = std::make_shared<node_context>();
-  ctx->recipe.commander.durability = "reply";
+  ctx->recipe().commander.durability = "reply";
   enum class answer { written, refused, lost };
   auto next_answer = std::make_shared<std::atomic<answer>>(answer::written);
   auto puts = std::make_shared<std::atomic<int>>(0);
@@ -545,7 +546,7 @@ TEST(global_store, a_refused_write_applies_nothing_and_an_unanswered_one_is_kept
 }
 
 TEST_F(tree, a_user_crashing_max_user_restarts_times_is_quarantined_alone_then_served_from_his_last_good_state) {
-  auto& g = ctx->recipe.groups.front();  // the workers read their group's settings live
+  auto& g = ctx->recipe().groups.front();  // the workers read their group's settings live
   g.max_user_restarts = 2;
   g.restart_window_seconds = 2;
   auto a = ctx->cids->mint(), b = ctx->cids->mint();

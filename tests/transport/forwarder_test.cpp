@@ -7,6 +7,7 @@
 #include "../support/eventually.hpp"
 
 #include "actors/messages.hpp"
+#include "config/recipe.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -270,7 +271,7 @@ protected:
     serving.emplace(serving_cfg);
     front_sys.emplace(front_cfg);
     ctx = std::make_shared<node_context>();
-    ctx->recipe.limits.request_timeout_seconds = 120;  // far beyond every poll: only the down path can settle them
+    ctx->recipe().limits.request_timeout_seconds = 120;  // far beyond every poll: only the down path can settle them
   }
 
   ~forwarder_cluster_test() override {
@@ -418,8 +419,8 @@ TEST_F(forwarder_cluster_test, a_target_that_exits_fails_its_own_requests_only) 
 }
 
 TEST_F(forwarder_cluster_test, past_max_forwarded_requests_the_answer_is_503_with_retry_after) {
-  ctx->recipe.limits.max_forwarded_requests = 2;
-  ctx->recipe.limits.hold_seconds = 3;
+  ctx->recipe().limits.max_forwarded_requests = 2;
+  ctx->recipe().limits.hold_seconds = 3;
   start_forwarder();
   auto target = publish_target();
   ASSERT_TRUE(target);

@@ -5,10 +5,11 @@
 // before any timeout (the request timeout here is far beyond the client's).
 #include "transport/front.hpp"
 
+#include "../support/eventually.hpp"
 #include "../support/http_client.hpp"
 #include "actors/user.hpp"
+#include "config/recipe.hpp"
 #include "transport/forwarder.hpp"
-#include "../support/eventually.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -96,7 +97,7 @@ TEST(front_forwarding, a_remote_user_is_served_and_his_node_dying_costs_one_re_r
   ASSERT_TRUE(remote) << sys.render(remote.error());
 
   auto ctx = std::make_shared<node_context>();
-  ctx->recipe.limits.request_timeout_seconds = 120;
+  ctx->recipe().limits.request_timeout_seconds = 120;
   auto board = std::make_shared<placement_board>();
   board->actor = caf::actor_cast<user_handle>(*remote);
   auto bridge = sys.spawn(fake_bridge, board);
