@@ -4,11 +4,15 @@
 
 #include "actors/messages.hpp"
 #include "actors/metrics.hpp"  // route_key
+#include "actors/response_headers.hpp"
 #include "actors/user_access.hpp"
 #include "registry/ids.hpp"
 #include "registry/url.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <stdexcept>
 
 namespace troupe {
 
@@ -19,14 +23,6 @@ std::string error_body(const std::string& text) {
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size())
-    return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
 
 // An application's path parameters and query: '+' is a space, a malformed escape is kept as written.
 std::string percent_decode(std::string_view in) {
@@ -51,6 +47,13 @@ bool is_param(std::string_view segment) noexcept {
   return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
 }
 
+// The digits of a typed parameter: an optional '-' (signed only), then at least one digit.
+bool integer_syntax(std::string_view s, bool is_signed) noexcept {
+  if (is_signed && !s.empty() && s.front() == '-')
+    s.remove_prefix(1);
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 }  // namespace
 
 // -- request -------------------------------------------------------------------
@@ -64,12 +67,35 @@ const std::string& request::path() const noexcept {
 const std::string& request::body() const noexcept {
   return raw_.body;
 }
+const std::string& request::client_address() const noexcept {
+  return raw_.client;
+}
 
 std::string request::param(std::string_view name) const {
   for (auto& [key, value] : params_)
     if (key == name)
       return percent_decode(value);
   return {};
+}
+
+std::int64_t request::signed_param(std::string_view name, std::int64_t min, std::int64_t max) const {
+  auto text = param(name);
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size() || v < min || v > max)
+    throw bad_request("path parameter \"" + std::string(name) + "\" must be an integer from " + std::to_string(min) +
+                      " to " + std::to_string(max));
+  return v;
+}
+
+std::uint64_t request::unsigned_param(std::string_view name, std::uint64_t max) const {
+  auto text = param(name);
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size() || v > max)
+    throw bad_request("path parameter \"" + std::string(name) + "\" must be an integer from 0 to " +
+                      std::to_string(max));
+  return v;
 }
 
 std::optional<std::string> request::query(std::string_view name) const {
@@ -89,7 +115,7 @@ std::optional<std::string> request::query(std::string_view name) const {
 
 std::optional<std::string> request::header(std::string_view name) const {
   for (auto& h : raw_.headers)
-    if (iequals(h.name, name))
+    if (registry::iequals(h.name, name))
       return h.value;
   return std::nullopt;
 }
@@ -138,6 +164,42 @@ response response::text(std::string body, std::uint16_t status) {
   return r;
 }
 
+response& response::header(std::string name, std::string value) & {
+  headers.emplace_back(std::move(name), std::move(value));
+  return *this;
+}
+
+response&& response::header(std::string name, std::string value) && {
+  return std::move(header(std::move(name), std::move(value)));
+}
+
+response& response::cookie(std::string name, std::string value, const cookie_attributes& attributes) & {
+  auto made = make_set_cookie(name, value, attributes);
+  if (!made.problem.empty()) {
+    if (invalid.empty())
+      invalid = std::move(made.problem);
+    return *this;
+  }
+  headers.emplace_back("Set-Cookie", std::move(made.line));
+  return *this;
+}
+
+response&& response::cookie(std::string name, std::string value, const cookie_attributes& attributes) && {
+  return std::move(cookie(std::move(name), std::move(value), attributes));
+}
+
+response response::redirect(std::string location, std::uint16_t status) {
+  response r;
+  r.status = status;
+  r.content_type = "text/plain; charset=utf-8";
+  if (!is_redirect_status(status))
+    r.invalid = "a redirect's status must be 301, 302, 303, 307 or 308, not " + std::to_string(status);
+  else if (location.empty())
+    r.invalid = "a redirect needs a location";
+  r.headers.emplace_back("Location", std::move(location));
+  return r;
+}
+
 namespace {
 response streaming(stream_handlers h, bool ndjson) {
   response r;
@@ -171,6 +233,11 @@ stream_write stream::json(const nlohmann::json& value) {
   return host_->stream_send(id_, text, {}, {}, true);
 }
 
+stream_write stream::retry(std::chrono::milliseconds delay) {
+  auto ms = delay.count() < 0 ? 0 : static_cast<std::uint64_t>(delay.count());
+  return host_ ? host_->stream_retry(id_, ms) : stream_write::closed;
+}
+
 void stream::close() {
   if (host_)
     host_->stream_close(id_);
@@ -194,7 +261,29 @@ router& router::on(std::string_view method, std::string_view pattern, handler h)
   route r;
   r.method = std::string(method);
   r.pattern = std::string(pattern);
-  split_path(pattern, [&](std::string_view seg) { r.segments.emplace_back(seg); });
+  split_path(pattern, [&](std::string_view seg) {
+    if (!is_param(seg)) {
+      r.segments.emplace_back(seg);
+      r.kinds.push_back(segment_kind::literal);
+      return;
+    }
+    auto inner = seg.substr(1, seg.size() - 2);
+    auto colon = inner.find(':');
+    auto type = colon == std::string_view::npos ? std::string_view{} : inner.substr(colon + 1);
+    auto name = inner.substr(0, colon);
+    if (name.empty())
+      throw std::invalid_argument("route " + r.pattern + ": a parameter needs a name");
+    r.segments.emplace_back(name);
+    if (colon == std::string_view::npos)
+      r.kinds.push_back(segment_kind::text);
+    else if (type == "int")
+      r.kinds.push_back(segment_kind::signed_int);
+    else if (type == "uint")
+      r.kinds.push_back(segment_kind::unsigned_int);
+    else
+      throw std::invalid_argument("route " + r.pattern + ": parameter {" + std::string(name) + "} has type \"" +
+                                  std::string(type) + "\"; the types are int and uint");
+  });
   r.fn = std::move(h);
   routes_.push_back(std::move(r));
   return *this;
@@ -215,16 +304,37 @@ router::match router::find(std::string_view method, std::string_view path) const
     if (segments.size() != parts.size())
       continue;
     request::params_type params;
+    std::string_view out_of_range;
     bool ok = true;
     for (std::size_t i = 0; i < parts.size() && ok; ++i) {
-      if (is_param(segments[i])) {
-        if (parts[i].empty())
-          ok = false;
-        else
-          params.emplace_back(std::string_view(segments[i]).substr(1, segments[i].size() - 2), parts[i]);
-      } else {
-        ok = segments[i] == parts[i];
+      switch (r.kinds[i]) {
+        case segment_kind::literal:
+          ok = segments[i] == parts[i];
+          break;
+        case segment_kind::text:
+          ok = !parts[i].empty();
+          break;
+        case segment_kind::signed_int:
+        case segment_kind::unsigned_int: {
+          // Its syntax decides whether the route matches (404 when none does);
+          // digits past 64 bits match and are refused (400).
+          auto text = percent_decode(parts[i]);
+          bool is_signed = r.kinds[i] == segment_kind::signed_int;
+          ok = integer_syntax(text, is_signed);
+          if (ok && out_of_range.empty()) {
+            std::int64_t s = 0;
+            std::uint64_t u = 0;
+            auto end = text.data() + text.size();
+            auto fits = is_signed ? std::from_chars(text.data(), end, s).ec == std::errc{}
+                                  : std::from_chars(text.data(), end, u).ec == std::errc{};
+            if (!fits)
+              out_of_range = segments[i];
+          }
+          break;
+        }
       }
+      if (ok && r.kinds[i] != segment_kind::literal)
+        params.emplace_back(segments[i], parts[i]);
     }
     if (!ok)
       continue;
@@ -235,6 +345,7 @@ router::match router::find(std::string_view method, std::string_view path) const
     result.target = &r.fn;
     result.key = &r.key;
     result.params = std::move(params);
+    result.out_of_range = out_of_range;
     result.other_method = false;
     return result;
   }

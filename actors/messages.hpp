@@ -158,12 +158,14 @@ struct http_request {
   /// Set for a channel call (a frame on /_troupe/ws): the socket, which
   /// openchannel binds the page to; invalid for a plain HTTP request.
   channel_ref channel;
+  /// The client's address as the front judged it (node.trusted_proxies; docs/http.md), "" when unknown.
+  std::string client;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_request& x) {
   return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
-           x.page, x.headers, x.deadline_ms, x.channel);
+           x.page, x.headers, x.deadline_ms, x.channel, x.client);
 }
 
 /// What the front must do with its routing cache after a reply.
@@ -188,12 +190,15 @@ struct http_response {
   std::uint64_t stream_id = 0;
   /// The user type's route that answered (node_metrics::route), "" for none.
   std::string route_key;
+  /// The handler's own headers (checked: actors/response_headers.hpp), in order;
+  /// the front writes them after its own. A channel call's reply has none.
+  std::vector<http_header> headers;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_response& x) {
   return f(caf::meta::type_name("troupe.http_response"), x.status, x.body, x.content_type, x.route,
-           x.retry_after, x.set_cid, x.stream_id, x.route_key);
+           x.retry_after, x.set_cid, x.stream_id, x.route_key, x.headers);
 }
 
 /// The front's side of one in-flight request: it holds the request (shared,

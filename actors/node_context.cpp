@@ -19,6 +19,8 @@ const config::group_settings& node_context::default_group() const { return recip
 
 const std::vector<config::group_settings>& node_context::groups() const { return recipe_->groups; }
 
+const std::vector<config::cors_settings>& node_context::cors() const { return recipe_->cors; }
+
 caf::duration node_context::hold_timeout() const { return to_duration(recipe_->limits.hold_seconds); }
 
 caf::duration node_context::request_timeout() const { return to_duration(recipe_->limits.request_timeout_seconds); }

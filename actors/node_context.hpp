@@ -79,11 +79,15 @@ struct node_context {
   const config::group_settings& default_group() const;
   /// Every group, "default" first if present (never empty).
   const std::vector<config::group_settings>& groups() const;
+  /// The `[[cors]]` entries (config/cors_settings.hpp), in order.
+  const std::vector<config::cors_settings>& cors() const;
 
   app_types apps;
   node_metrics metrics;
   /// Failing handlers, logged at most once a second (a crash storm must not flood the log).
   rate_limited_log handler_failure_log{spdlog::level::err};
+  /// Handlers' answers refused for an invalid header or cookie, logged once per route.
+  once_per_key_log invalid_response_log;
   /// The node's census: members tell it their state. Set before any member starts.
   census_member_view census;
   /// What /_troupe/health is judged on (atomics: read by the io thread, written by actors).

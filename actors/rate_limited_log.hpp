@@ -12,6 +12,9 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 
 namespace troupe {
 
@@ -42,6 +45,32 @@ private:
   std::chrono::steady_clock::rep period_;
   std::atomic<std::chrono::steady_clock::rep> last_{std::numeric_limits<std::chrono::steady_clock::rep>::min() / 2};
   std::atomic<std::uint64_t> suppressed_{0};
+};
+
+/// A log line once per key (a route whose handler answers something invalid):
+/// written the first time its key is seen. At most `max_keys` keys are
+/// remembered; past them nothing new is logged (its memory is bounded). Any
+/// thread may call it.
+class once_per_key_log {
+public:
+  explicit once_per_key_log(spdlog::level::level_enum level = spdlog::level::err, std::size_t max_keys = 1024)
+    : level_(level), max_keys_(max_keys) {}
+
+  template <class... Args>
+  void operator()(const std::string& key, const char* format, const Args&... args) {
+    {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (seen_.size() >= max_keys_ || !seen_.insert(key).second)
+        return;
+    }
+    spdlog::log(level_, "{}", fmt::format(format, args...));
+  }
+
+private:
+  spdlog::level::level_enum level_;
+  std::size_t max_keys_;
+  std::mutex mutex_;
+  std::unordered_set<std::string> seen_;
 };
 
 }  // namespace troupe

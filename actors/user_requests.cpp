@@ -1,6 +1,7 @@
 // The user actor's HTTP requests: admission, his type's handlers, the steps a
 // handler defers (after, the global store, a push), durable replies.
 #include "actors/errors.hpp"
+#include "actors/response_headers.hpp"
 #include "actors/user_state.hpp"
 #include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
@@ -85,6 +86,11 @@ void user_state::serve(pending_call&& call) {
                                         : error_response(404, "no such route"));
     return;
   }
+  if (!found.out_of_range.empty()) {
+    respond(call.to, error_response(400, "path parameter \"" + std::string(found.out_of_range) +
+                                           "\" does not fit a 64-bit integer"));
+    return;
+  }
   request q(*call.req, std::move(found.params));
   call.route = found.key;
   auto& fn = *found.target;
@@ -108,12 +114,21 @@ void user_state::leave_failed() {
 }
 
 void user_state::finish(pending_call&& call, response&& out) {
+  std::vector<http_header> headers;
+  if (auto problem = take_headers(out, out.content_type, headers); !problem.empty()) {
+    // Never a split response: a 500 instead, its cause logged once per route.
+    auto route = call.route ? *call.route : call.req->method + " " + call.req->path;
+    ctx->invalid_response_log(route, "route {}: the handler's answer is refused ({}); the client gets 500", route,
+                              problem);
+    out = response::error(500, "the handler's answer had an invalid header or cookie");
+  }
   if (!out.next) {
     http_response r;
     r.status = out.status;
     r.body = std::move(out.body);
     r.content_type = std::move(out.content_type);
     r.retry_after = out.retry_after;
+    r.headers = std::move(headers);
     if (call.route)
       r.route_key = *call.route;
     if (core->policy().mode == durability::reply && core->dirty())
@@ -128,7 +143,7 @@ void user_state::finish(pending_call&& call, response&& out) {
   if (next->what == kind::stream) {  // answered now: a stream is not a pending request
     if (core->take_change())
       keeper->keep_as_good();
-    return open_stream(std::move(call), std::move(*next));
+    return open_stream(std::move(call), std::move(*next), std::move(headers));
   }
   switch (next->what) {
     case kind::after:

@@ -147,6 +147,8 @@ struct user_state : detail::user_host, user_effects {
   void push(detail::push_order order) override { push_now(std::move(order)); }
   stream_write stream_send(std::uint64_t id, std::string_view data, std::string_view name, std::string_view event_id,
                            bool as_json) override;
+  stream_write stream_retry(std::uint64_t id, std::uint64_t ms) override;
+  stream_write send_frame(std::uint64_t id, stream_book::entry& stream, std::string frame);
   void stream_close(std::uint64_t id) override;
   stream_status stream_state(std::uint64_t id) const override;
   bool later(std::chrono::milliseconds delay, std::function<void()> fn) override;
@@ -216,7 +218,7 @@ struct user_state : detail::user_host, user_effects {
   // -- streams and later() (user_streams.cpp) -------------------------------------------
   stream_book& the_books();
   bool streaming_now() const { return books && books->streams() > 0; }
-  void open_stream(pending_call&& call, detail::continuation&& next);
+  void open_stream(pending_call&& call, detail::continuation&& next, std::vector<http_header> headers);
   void end_stream_here(std::uint64_t id);
   void on_stream_event(stream_event& ev);
   void notify(std::uint64_t id, std::function<void(stream&)> stream_handlers::*which);

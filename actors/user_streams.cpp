@@ -15,7 +15,7 @@ stream_book& user_state::the_books() {
   return *books;
 }
 
-void user_state::open_stream(pending_call&& call, detail::continuation&& next) {
+void user_state::open_stream(pending_call&& call, detail::continuation&& next, std::vector<http_header> headers) {
   auto& b = the_books();
   const auto now = std::chrono::steady_clock::now();
   const auto stale = now - node_context::timer_millis(ctx->limits().request_timeout_seconds);
@@ -31,6 +31,7 @@ void user_state::open_stream(pending_call&& call, detail::continuation&& next) {
   r.status = 200;
   r.content_type = content_type_of(b.find(*id)->format);
   r.stream_id = *id;
+  r.headers = std::move(headers);
   respond(call.to, routed(call, std::move(r)));
 }
 
@@ -108,6 +109,21 @@ stream_write user_state::stream_send(std::uint64_t id, std::string_view data, st
   } else {
     frame = streaming::sse_event(data, name, event_id);
   }
+  return send_frame(id, *e, std::move(frame));
+}
+
+stream_write user_state::stream_retry(std::uint64_t id, std::uint64_t ms) {
+  auto* e = books ? books->find(id) : nullptr;
+  if (!e || !e->sink || stopped())
+    return stream_write::closed;
+  if (e->format != stream_format::sse)
+    return stream_write::written;  // NDJSON has no such field
+  return send_frame(id, *e, "retry: " + std::to_string(ms) + "\n\n");
+}
+
+// A framed write of stream `id`: refused past the event limit or the credit, else sent to the sink.
+stream_write user_state::send_frame(std::uint64_t id, stream_book::entry& stream, std::string frame) {
+  auto* e = &stream;
   if (frame.size() > ctx->limits().stream_max_event_bytes)
     return stream_write::too_big;
   if (!e->credit.take(frame.size())) {

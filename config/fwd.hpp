@@ -14,5 +14,6 @@ struct deposit_settings;
 struct commander_settings;
 struct cluster_settings;
 struct group_settings;
+struct cors_settings;
 
 }  // namespace troupe::config

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace troupe::config {
 
@@ -23,6 +24,10 @@ struct node_settings {
   std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit
   double health_probe_seconds = 5;         ///< with no deposit write for this long, health probes the deposit
   double health_max_restart_rate = 10;     ///< user restarts per second (last minute) past which health is degraded
+  std::uint64_t cookie_max_age_seconds = 86400; ///< Max-Age of the troupe_cid cookie; 0: a session cookie (none)
+  /// Networks (CIDR) of the proxies in front of the node: from a peer in them,
+  /// Forwarded / X-Forwarded-For name the client (request::client_address()).
+  std::vector<std::string> trusted_proxies;
   std::uint64_t history_seconds = 600;     ///< samples (one a second) of GET /_troupe/history and the console's charts
   // TLS (issue 14, docs/tls.md): `listen` serves HTTPS/WSS when tls_cert and tls_key are set.
   std::string tls_cert;                    ///< PEM certificate chain; "": plain HTTP on listen

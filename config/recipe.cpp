@@ -1,6 +1,10 @@
 #include "config/recipe.hpp"
 
+#include "registry/ip_network.hpp"
+#include "registry/url.hpp"
+
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <climits>
 #include <cmath>
@@ -107,7 +111,8 @@ constexpr double max_minutes = 1e7;  // ~19 years
 constexpr double max_hours = 1e5;    // ~11 years
 
 template <class S>
-using member = std::variant<std::string S::*, int S::*, std::uint64_t S::*, double S::*, bool S::*>;
+using member = std::variant<std::string S::*, int S::*, std::uint64_t S::*, double S::*, bool S::*,
+                            std::vector<std::string> S::*>;
 
 template <class S>
 struct field {
@@ -131,6 +136,8 @@ const std::vector<field<node_settings>>& node_fields() {
     {"health_probe_seconds", &node_settings::health_probe_seconds, positive(max_seconds)},
     {"health_max_restart_rate", &node_settings::health_max_restart_rate, positive(1e9)},
     {"history_seconds", &node_settings::history_seconds, between(10, 86400)},
+    {"cookie_max_age_seconds", &node_settings::cookie_max_age_seconds, between(0, 34560000)},
+    {"trusted_proxies", &node_settings::trusted_proxies, {}},  // each checked as a network in validate()
     {"tls_cert", &node_settings::tls_cert, {}},            // read and checked at start (transport/tls_credentials)
     {"tls_key", &node_settings::tls_key, {}},
     {"tls_client_ca", &node_settings::tls_client_ca, {}},
@@ -297,7 +304,7 @@ std::string suggestion(const std::vector<field<S>>& fields, const std::string& n
   return best ? " (did you mean " + prefix + "." + best->name + "?)" : "";
 }
 
-const char* const sections = "node, limits, deposit, commander, cluster, channel, log or group";
+const char* const sections = "node, limits, deposit, commander, cluster, channel, log, group or cors";
 
 bool valid_group_name(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;
@@ -345,6 +352,9 @@ void check_fields(const S& s, const std::vector<field<S>>& fields, const std::st
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           check_string(key, f.check, v);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          for (auto& each : v)
+            check_string(key, f.check, each);
         } else if constexpr (std::is_same_v<T, bool>) {
           // nothing to check
         } else if constexpr (std::is_same_v<T, double>) {
@@ -371,6 +381,7 @@ const char* expected(std::uint64_t*) { return "expected an integer"; }
 const char* expected(double*) { return "expected a number"; }
 const char* expected(std::string*) { return "expected a string"; }
 const char* expected(bool*) { return "expected a boolean (true or false)"; }
+const char* expected(std::vector<std::string>*) { return "expected an array of strings"; }
 
 std::string toml_type(const toml::value& v) {
   switch (v.type()) {
@@ -422,6 +433,14 @@ void assign_toml(S& s, const field<S>& f, const toml::value& v) {
       if constexpr (std::is_same_v<T, std::string>) {
         if (!v.is_string()) throw wrong();
         out = v.as_string(std::nothrow).str;
+      } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+        if (!v.is_array()) throw wrong();
+        std::vector<std::string> items;
+        for (auto& item : v.as_array(std::nothrow)) {
+          if (!item.is_string()) throw bad_value{"expected an array of strings, got " + toml_type(item) + " in it"};
+          items.push_back(item.as_string(std::nothrow).str);
+        }
+        out = std::move(items);
       } else if constexpr (std::is_same_v<T, bool>) {
         if (!v.is_boolean()) throw wrong();
         out = v.as_boolean(std::nothrow);
@@ -447,6 +466,20 @@ void assign_text(S& s, const field<S>& f, const std::string& text) {
       const char* e = b + text.size();
       if constexpr (std::is_same_v<T, std::string>) {
         out = text;
+      } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+        // A list in an environment variable or --set: comma-separated, spaces around items ignored.
+        std::vector<std::string> items;
+        std::string_view rest = text;
+        while (!rest.empty()) {
+          auto comma = rest.find(',');
+          auto item = rest.substr(0, comma);
+          while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+          while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+          if (item.empty()) throw bad_value{"an empty item in the list " + quote(text)};
+          items.emplace_back(item);
+          rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        }
+        out = std::move(items);
       } else if constexpr (std::is_same_v<T, bool>) {
         if (text == "true")
           out = true;
@@ -552,6 +585,34 @@ std::vector<group_settings> read_groups(const toml::value& v) {
   return groups;
 }
 
+const std::vector<field<cors_settings>>& cors_fields() {
+  using C = cors_settings;
+  static const std::vector<field<C>> f{
+    {"origins", &C::origins, {}},  // checked in check_cors
+    {"methods", &C::methods, {}},
+    {"headers", &C::headers, {}},
+    {"max_age_seconds", &C::max_age_seconds, between(0, 86400)},
+    {"credentials", &C::credentials, {}},
+  };
+  return f;
+}
+
+std::vector<cors_settings> read_cors(const toml::value& v) {
+  if (!v.is_array())
+    throw recipe_error("cors", "expected an array of tables ([[cors]]), got " + toml_type(v) + at_line(v));
+  std::vector<cors_settings> entries;
+  const auto& tables = v.as_array(std::nothrow);
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    const auto& t = tables[i];
+    std::string where = "cors[" + std::to_string(i + 1) + "]";
+    if (!t.is_table()) throw recipe_error(where, "expected a table ([[cors]]), got " + toml_type(t) + at_line(t));
+    cors_settings c;
+    apply_table(c, cors_fields(), t, where);
+    entries.push_back(std::move(c));
+  }
+  return entries;
+}
+
 /// toml11's first line without its "[error] " and "toml::function: " prefixes.
 std::string first_line(const std::string& what) {
   std::string line = what.substr(0, what.find('\n'));
@@ -627,6 +688,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "channel") apply_section(r.channel, channel_fields(), v, name);
     else if (name == "log") apply_section(r.log, log_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
+    else if (name == "cors") r.cors = read_cors(v);
     else throw recipe_error(name, std::string("unknown key (the recipe has ") + sections + ")" + at_line(v));
   }
 }
@@ -881,6 +943,38 @@ void check_group_policies(const group_settings& g, const std::string& prefix) {
 
 }  // namespace
 
+namespace {
+
+// An origin as browsers send it: scheme "://" host [":" port], nothing else.
+bool is_origin(const std::string& s) {
+  auto scheme = s.find("://");
+  if (scheme == std::string::npos || scheme == 0) return false;
+  auto host = s.substr(scheme + 3);
+  if (host.empty() || host.back() == '/' || host.find_first_of("/?#@ \t") != std::string::npos) return false;
+  return std::all_of(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(scheme),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'; });
+}
+
+void check_cors(const cors_settings& c, const std::string& where) {
+  check_fields(c, cors_fields(), where);
+  if (c.origins.empty()) throw recipe_error(where + ".origins", "at least one origin (or \"*\") is required");
+  for (auto& o : c.origins) {
+    if (o == "*") {
+      if (c.credentials)
+        throw recipe_error(where + ".origins", "\"*\" cannot go with credentials = true (browsers refuse it): name the origins");
+    } else if (!is_origin(o)) {
+      throw recipe_error(where + ".origins", "not an origin (scheme://host[:port], no path): " + quote(o));
+    }
+  }
+  if (c.methods.empty()) throw recipe_error(where + ".methods", "at least one method is required");
+  for (auto& m : c.methods)
+    if (!registry::is_http_token(m)) throw recipe_error(where + ".methods", "not a method: " + quote(m));
+  for (auto& h : c.headers)
+    if (!registry::is_http_token(h)) throw recipe_error(where + ".headers", "not a header name: " + quote(h));
+}
+
+}  // namespace
+
 void validate(const recipe& r) {
   split_listen(r.node.listen);
   check_fields(r.node, node_fields(), "node");
@@ -889,6 +983,9 @@ void validate(const recipe& r) {
                        "node.tls_cert and node.tls_key go together (TLS needs both)");
   if (!r.node.tls_client_ca.empty() && r.node.tls_cert.empty())
     throw recipe_error("node.tls_client_ca", "needs node.tls_cert and node.tls_key (TLS is off)");
+  for (auto& network : r.node.trusted_proxies)
+    if (!registry::parse_network(network))
+      throw recipe_error("node.trusted_proxies", "not an IP network (CIDR, e.g. 10.0.0.0/8 or ::1/128): " + quote(network));
   if (!r.node.plain_listen.empty()) {
     if (r.node.tls_cert.empty())
       throw recipe_error("node.plain_listen", "needs node.tls_cert and node.tls_key (without TLS, node.listen is plain HTTP already)");
@@ -921,6 +1018,8 @@ void validate(const recipe& r) {
     check_fields(g, group_fields(), prefix);
     check_group_policies(g, prefix);
   }
+  for (std::size_t i = 0; i < r.cors.size(); ++i)
+    check_cors(r.cors[i], "cors[" + std::to_string(i + 1) + "]");
   if (!r.commander.default_group.empty() && !r.group(r.commander.default_group)) {
     std::string groups;
     for (auto& g : r.groups) groups += (groups.empty() ? "" : ", ") + g.name;

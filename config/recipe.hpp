@@ -9,6 +9,7 @@
 #include "config/channel_settings.hpp"
 #include "config/cluster_settings.hpp"
 #include "config/commander_settings.hpp"
+#include "config/cors_settings.hpp"
 #include "config/deposit_settings.hpp"
 #include "config/duration.hpp"
 #include "config/group_settings.hpp"
@@ -53,6 +54,7 @@ struct recipe {
   channel_settings channel;
   log_settings log;
   std::vector<group_settings> groups{group_settings{}};  ///< never empty; "default" first if present
+  std::vector<cors_settings> cors;                       ///< `[[cors]]` entries, in order; none: no cross-origin page
 
   /// The group called `name`, or nullptr.
   const group_settings* group(const std::string& name) const;

@@ -1,5 +1,8 @@
 #include "registry/url.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 namespace troupe::registry {
 
 int hex_digit(char c) noexcept {
@@ -51,6 +54,19 @@ std::optional<std::vector<std::pair<std::string, std::string>>> parse_query(std:
     out.emplace_back(std::move(*name), std::move(*value));
   }
   return out;
+}
+
+bool is_http_token(std::string_view s) noexcept {
+  static constexpr std::string_view extra = "!#$%&'*+-.^_`|~";
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || extra.find(c) != std::string_view::npos;
+  });
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 }  // namespace troupe::registry

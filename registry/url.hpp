@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// URL pieces: percent-decoding and query strings (the admin surface, the
-/// application's requests).
+/// URL and HTTP text pieces: percent-decoding, query strings, tokens (the
+/// admin surface, the application's requests and answers, the recipe's CORS).
 
 #include <cstdint>
 #include <optional>
@@ -27,6 +27,13 @@ enum class bad_escape : std::uint8_t {
 /// the answer is then never nullopt).
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space = false,
                                           bad_escape on_bad = bad_escape::refuse);
+
+/// An HTTP token (RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~; not empty):
+/// a header name, a method, a cookie name.
+bool is_http_token(std::string_view s) noexcept;
+
+/// ASCII case-insensitive equality (header names, cookie names).
+bool iequals(std::string_view a, std::string_view b) noexcept;
 
 /// The decoded name=value pairs of a query string ("a=1&b=x%20y"), in order;
 /// nullopt when a piece does not decode.

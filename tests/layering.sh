@@ -3,7 +3,7 @@
 # folders listed for it. Prints every include that breaks the table; fails if any.
 cd "$1" || exit 2
 bad=0
-for rule in config: registry: store: gate: actors:config,registry,store,gate \
+for rule in config:registry registry: store: gate: actors:config,registry,store,gate \
             cluster:actors,config,registry,store,gate; do
   dir=${rule%%:*}
   allowed=${rule#*:}

@@ -43,7 +43,7 @@ std::string operator_name(const http_session::request_type& req) {
 
 // An operator's order (freeze, drop, drain), carried out by the bridge and written to the orchestration log.
 void order(http_session& s, std::string what, std::string target) {
-  operator_order o{std::move(what), std::move(target), operator_name(s.request()), s.peer_address()};
+  operator_order o{std::move(what), std::move(target), operator_name(s.request()), s.client_address()};
   s.call_bridge([o = std::move(o)](front& f, local_admin slot) mutable {
     caf::anon_send(f.bridge(), order_atom::value, std::move(o), std::move(slot));
   });
@@ -123,8 +123,9 @@ void serve_admin(http_session& s, std::string_view path, std::string_view query)
     std::string cid(s.request_cid());
     if (!ctx.cids->verify(cid))
       cid.clear();  // refused with 1008 once the handshake is done
-    return s.upgrade([&f, &cid](front_stream&& stream, http_session::request_type&& upgrade) {
-      start_channel_session(std::move(stream), std::move(upgrade), f, std::move(cid));
+    return s.upgrade([&f, &cid, client = s.client_address()](front_stream&& stream,
+                                                              http_session::request_type&& upgrade) mutable {
+      start_channel_session(std::move(stream), std::move(upgrade), f, std::move(cid), std::move(client));
     });
   }
   if (ctx.node().admin_token.empty())  // the admin surface is off

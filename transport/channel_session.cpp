@@ -71,12 +71,13 @@ std::string error_text(const http_response& r) {
 
 class channel_session final : public ws_session {
 public:
-  channel_session(front_stream&& stream, front& owner, std::string cid)
+  channel_session(front_stream&& stream, front& owner, std::string cid, std::string client)
     : ws_session(std::move(stream)),
       front_(owner),
       settings_(owner.context().channel()),
       metrics_(owner.context().metrics),
       cid_(std::move(cid)),
+      client_(std::move(client)),
       outbox_(std::make_shared<channel_outbox>(outbox_limits(settings_))) {}
 
   ~channel_session() override {
@@ -266,6 +267,7 @@ private:
       req->query = e.path.substr(q + 1);
     req->body = std::move(e.body);
     req->page = e.page;
+    req->client = client_;
     send_call(std::move(req),
               [e = std::move(e)](channel_session& self, http_response&& r) { self.answered(e, std::move(r)); });
   }
@@ -351,6 +353,7 @@ private:
   const config::channel_settings& settings_;
   node_metrics& metrics_;
   std::string cid_;
+  std::string client_;  // of its handshake (request::client_address())
   std::shared_ptr<channel_outbox> outbox_;
   std::uint64_t socket_ = 0;  // its number at the front's channel hub and in its socket quota
   bool registered_ = false;   // with the hub: at the first call
@@ -365,8 +368,8 @@ private:
 }  // namespace
 
 void start_channel_session(front_stream&& stream, http::request<http::string_body>&& upgrade, front& owner,
-                           std::string cid) {
-  std::make_shared<channel_session>(std::move(stream), owner, std::move(cid))->run(upgrade);
+                           std::string cid, std::string client) {
+  std::make_shared<channel_session>(std::move(stream), owner, std::move(cid), std::move(client))->run(upgrade);
 }
 
 }  // namespace troupe

@@ -23,6 +23,6 @@ class front;
 /// none (the socket is then closed at once with 1008 and a reason).
 void start_channel_session(front_stream&& stream,
                            boost::beast::http::request<boost::beast::http::string_body>&& upgrade, front& owner,
-                           std::string cid);
+                           std::string cid, std::string client);
 
 }  // namespace troupe

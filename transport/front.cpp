@@ -59,8 +59,29 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
     routes_(routes ? std::move(routes) : std::make_shared<route_cache>()),
     socket_quota_(ctx_->channel().max_sockets_per_connection, ctx_->channel().max_sockets_per_user),
     main_(ioc_, false) {
+  if (auto age = ctx_->node().cookie_max_age_seconds)
+    cookie_attributes_ = "; Max-Age=" + std::to_string(age);
+  cookie_attributes_ += "; Path=/; HttpOnly; SameSite=Lax";
+  cors_ = cors_policy(ctx_->cors());
+  for (auto& network : ctx_->node().trusted_proxies)
+    if (auto parsed = registry::parse_network(network))  // the recipe's validation refused any other
+      trusted_proxies_.push_back(*parsed);
   if (bridge_)
     channel_hub_ = spawn_channel_hub(bridge_->home_system(), ctx_->metrics);
+}
+
+std::string front::client_address(const std::string& peer, const beast::http::fields& headers) const {
+  if (trusted_proxies_.empty())
+    return peer;
+  // Several lines of one header are one list (RFC 9110 §5.3).
+  auto joined = [&](beast::string_view name) {
+    std::string all;
+    auto [first, last] = headers.equal_range(name);
+    for (auto it = first; it != last; ++it)
+      all.append(all.empty() ? "" : ",").append(it->value().data(), it->value().size());
+    return all;
+  };
+  return registry::client_address(peer, trusted_proxies_, joined("Forwarded"), joined("X-Forwarded-For"));
 }
 
 front::~front() {

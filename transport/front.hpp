@@ -9,9 +9,11 @@
 #include "actors/node_context.hpp"
 #include "actors/rate_limited_log.hpp"
 #include "config/fwd.hpp"
+#include "registry/ip_network.hpp"
 #include "transport/bridge.hpp"
 #include "transport/channel_actor.hpp"
 #include "transport/channel_quota.hpp"
+#include "transport/cors.hpp"
 #include "transport/forwarder.hpp"
 #include "transport/route_cache.hpp"
 #include "transport/tls_credentials.hpp"
@@ -19,6 +21,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/http/fields.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -97,6 +100,14 @@ public:
   // -- for sessions ---------------------------------------------------------------
   const node_context& context() const noexcept { return *ctx_; }
   node_context& context() noexcept { return *ctx_; }
+  /// What follows troupe_cid=ID in the platform's Set-Cookie (node.cookie_max_age_seconds).
+  const std::string& cookie_attributes() const noexcept { return cookie_attributes_; }
+  /// The client a request with `headers` comes from over a socket from `peer`:
+  /// `peer`, or whom Forwarded / X-Forwarded-For name when `peer` is one of
+  /// node.trusted_proxies (registry::client_address).
+  std::string client_address(const std::string& peer, const boost::beast::http::fields& headers) const;
+  /// The node's CORS policy ([[cors]]).
+  const cors_policy& cors() const noexcept { return cors_; }
   const front_limits& limits() const noexcept { return limits_; }
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
@@ -151,6 +162,9 @@ private:
 
   node_context_ptr ctx_;
   front_limits limits_;
+  std::string cookie_attributes_;
+  std::vector<registry::ip_network> trusted_proxies_;
+  cors_policy cors_;
   bridge_handle bridge_;
   forwarder_handle forwarder_;
   channel_hub_handle channel_hub_;

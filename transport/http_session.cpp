@@ -1,6 +1,7 @@
 #include "transport/http_session.hpp"
 
 #include "actors/errors.hpp"
+#include "actors/response_headers.hpp"
 #include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 #include "transport/admin_routes.hpp"
@@ -30,7 +31,7 @@ namespace {
 
 using http_framing::sv;
 
-constexpr std::string_view cookie_name = "troupe_cid";
+constexpr std::string_view cookie_name = platform_cookie;
 
 // The front's side of one admin operation handed to the bridge.
 class admin_call final : public admin_slot, strand_link<http_session> {
@@ -215,6 +216,14 @@ void http_session::handle() {
   if (path.substr(0, 8) == "/_troupe" && (path.size() == 8 || path[8] == '/'))
     return serve_admin(*this, path, qmark == std::string_view::npos ? std::string_view{} : target.substr(qmark + 1));
 
+  if (!front_.cors().empty()) {  // [[cors]]: a preflight is the front's; answers from here on carry the headers
+    auto origin = sv(req_[http::field::origin]);
+    if (req_.method() == http::verb::options && !origin.empty() &&
+        req_.find(http::field::access_control_request_method) != req_.end())
+      return answer_preflight(origin);
+    cors_headers_ = front_.cors().answer_headers(origin);
+  }
+
   auto& ctx = front_.context();
   std::string cid(request_cid());
   minted_ = !ctx.cids->verify(cid);
@@ -240,6 +249,7 @@ void http_session::handle() {
     call->query.assign(target.substr(qmark + 1));
   call->body = std::move(req_.body());
   call->cid = std::move(cid);
+  call->client = client_address();
   call->deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch() + limits_.request_timeout)
                         .count();
@@ -260,15 +270,29 @@ std::string_view http_session::request_cid() const {
   return {};
 }
 
-std::string http_session::peer_address() {
-  beast::error_code ec;
-  auto remote = stream_.socket().remote_endpoint(ec);
-  return ec ? std::string() : remote.address().to_string();
+const std::string& http_session::peer_address() {
+  if (peer_.empty()) {
+    beast::error_code ec;
+    auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec)
+      peer_ = remote.address().to_string();
+  }
+  return peer_;
 }
 
 void http_session::answer(std::uint16_t status, std::string body, std::string_view content_type,
                           std::uint32_t retry_after, bool challenge) {
   do_write(status, std::move(body), content_type, retry_after, challenge);
+}
+
+// A CORS preflight: answered here, waking nobody (docs/http.md "CORS").
+void http_session::answer_preflight(std::string_view origin) {
+  auto a = front_.cors().preflight(origin, sv(req_[http::field::access_control_request_method]),
+                                   sv(req_[http::field::access_control_request_headers]));
+  cors_headers_ = std::move(a.headers);
+  if (!a.allowed)
+    return do_write(403, error_body("CORS preflight refused: " + a.why), "application/json");
+  do_write(204, {}, {});
 }
 
 // 405 with the methods the path takes.
@@ -333,11 +357,11 @@ void http_session::finish(http_response&& r) {
   route_key_ = std::move(r.route_key);
   if (r.stream_id != 0)
     return start_stream(std::move(r));
-  do_write(r.status, std::move(r.body), r.content_type, r.retry_after);
+  do_write(r.status, std::move(r.body), r.content_type, r.retry_after, false, &r.headers);
 }
 
 void http_session::do_write(std::uint16_t status, std::string body, std::string_view content_type,
-                            std::uint32_t retry_after, bool challenge) {
+                            std::uint32_t retry_after, bool challenge, const std::vector<http_header>* app_headers) {
   auto& ctx = front_.context();
   ctx.metrics.count_answer(status, std::chrono::steady_clock::now() - started_, route_key_);
   route_key_.clear();
@@ -347,7 +371,8 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
   res_.version(req_.version() ? req_.version() : 11);
   res_.result(status);
   res_.set(http::field::server, "troupe");
-  res_.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
+  if (!content_type.empty())
+    res_.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
   if (retry_after)
     res_.set(http::field::retry_after, std::to_string(retry_after));
   if (challenge)
@@ -358,6 +383,9 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
   }
   if (auto cookie = take_cookie(); !cookie.empty())
     res_.set(http::field::set_cookie, cookie);
+  if (app_headers)
+    add_app_headers(res_, *app_headers);
+  add_cors_headers(res_);
   res_.keep_alive(keep);
   res_.body() = std::move(body);
   res_.prepare_payload();
@@ -375,6 +403,24 @@ void http_session::do_write(std::uint16_t status, std::string body, std::string_
   http::async_write(stream_, res_, [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
     self->on_write(ec, keep);
   });
+}
+
+// A handler's headers replace those of the same name the front wrote (Server,
+// Cache-Control, Retry-After …), except the platform's Set-Cookie, and repeat
+// as the handler repeated them.
+void http_session::add_app_headers(http::fields& fields, const std::vector<http_header>& headers) {
+  for (auto& h : headers)
+    if (!beast::iequals(h.name, "set-cookie"))
+      fields.erase(h.name);
+  for (auto& h : headers)
+    fields.insert(h.name, h.value);
+}
+
+// The [[cors]] headers of this request's answer (given once).
+void http_session::add_cors_headers(http::fields& fields) {
+  for (auto& h : cors_headers_)
+    fields.insert(h.name, h.value);
+  cors_headers_.clear();
 }
 
 void http_session::on_write(beast::error_code ec, bool keep) {
@@ -460,6 +506,8 @@ void http_session::start_stream(http_response&& r) {
   head.set("X-Accel-Buffering", "no");  // proxies must not hold events back
   if (auto cookie = take_cookie(); !cookie.empty())
     head.set(http::field::set_cookie, cookie);
+  add_app_headers(head, r.headers);
+  add_cors_headers(head);
   head.keep_alive(false);  // the connection ends with the stream
   head.chunked(true);
   writer_ = stream_writer::start(shared_from_this(), std::move(head), target_, r.stream_id, r.content_type);
@@ -469,7 +517,7 @@ std::string http_session::take_cookie() {
   std::string cookie;
   if (!rotated_cid_.empty() || (minted_ && call_req_))
     cookie = std::string(cookie_name) + "=" + (rotated_cid_.empty() ? call_req_->cid : rotated_cid_)
-             + "; Path=/; HttpOnly; SameSite=Lax";
+             + front_.cookie_attributes();
   minted_ = false;
   rotated_cid_.clear();
   return cookie;

@@ -62,8 +62,11 @@ public:
   const request_type& request() const noexcept { return req_; }
   /// The request's troupe_cid cookie, "" when absent.
   std::string_view request_cid() const;
-  /// The client's address, "" when unknown.
-  std::string peer_address();
+  /// The address of the socket's peer (once per connection), "" when unknown.
+  const std::string& peer_address();
+  /// The client the current request comes from: the peer, or whom the trusted
+  /// proxies' Forwarded / X-Forwarded-For name (front::client_address).
+  std::string client_address() { return front_.client_address(peer_address(), req_); }
   /// Writes the reply (then reads the next request, or closes). `challenge`:
   /// WWW-Authenticate: Bearer (a 401).
   void answer(std::uint16_t status, std::string body, std::string_view content_type, std::uint32_t retry_after = 0,
@@ -111,8 +114,12 @@ private:
   void start_stream(http_response&& r);
   // The Set-Cookie value this reply carries ("" for none); given once.
   std::string take_cookie();
+  // `app_headers`: a handler's own (checked by its actor), written after the front's.
   void do_write(std::uint16_t status, std::string body, std::string_view content_type, std::uint32_t retry_after = 0,
-                bool challenge = false);
+                bool challenge = false, const std::vector<http_header>* app_headers = nullptr);
+  static void add_app_headers(boost::beast::http::fields& fields, const std::vector<http_header>& headers);
+  void add_cors_headers(boost::beast::http::fields& fields);
+  void answer_preflight(std::string_view origin);
   void on_write(boost::system::error_code ec, bool keep);
   void refuse_and_close(std::uint16_t status, const std::string& text, std::uint32_t retry_after = 0);
   void linger_close();
@@ -138,6 +145,8 @@ private:
   std::shared_ptr<http_request> call_req_;
   bool minted_ = false;
   std::string rotated_cid_;  // login/logout gave the connection this new id: the reply's cookie
+  std::string peer_;         // peer_address(), asked of the socket once
+  std::vector<http_header> cors_headers_;  // [[cors]]: what this request's answer carries
   bool counted_ = false;
   std::uint64_t call_seq_ = 0;
   std::uint64_t current_call_ = 0;  // 0: nothing awaited

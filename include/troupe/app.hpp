@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,14 +64,32 @@ public:
   const std::string& path() const noexcept;
   const std::string& body() const noexcept;
 
-  /// The path parameter `{name}` of the matched route ("" when the route has none).
+  /// The path parameter `{name}` of the matched route, percent-decoded ("" when the route has none).
   std::string param(std::string_view name) const;
+
+  /// The path parameter `{name}` as an integer of type `T`: a route's `{name:int}`
+  /// (std::int64_t) or `{name:uint}` (std::uint64_t) has matched its syntax already
+  /// and fits 64 bits. Throws bad_request (400) when it is not an integer or does not fit `T`.
+  template <class T>
+  T param(std::string_view name) const {
+    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>, "param<T>: T is an integer type");
+    if constexpr (std::is_signed_v<T>)
+      return static_cast<T>(signed_param(name, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+    else
+      return static_cast<T>(unsigned_param(name, std::numeric_limits<T>::max()));
+  }
 
   /// A query parameter, percent-decoded; nullopt when absent.
   std::optional<std::string> query(std::string_view name) const;
 
   /// A header (name case-insensitive); nullopt when absent.
   std::optional<std::string> header(std::string_view name) const;
+
+  /// The client's IP address: the peer of the request's socket, or, when that
+  /// peer is one of `node.trusted_proxies`, the client the proxies name in
+  /// `Forwarded` / `X-Forwarded-For` (from any other peer those headers are
+  /// ignored). "" when unknown (a request made inside the node).
+  const std::string& client_address() const noexcept;
 
   /// The body parsed as JSON (once). Throws bad_request when it is not JSON.
   const nlohmann::json& json() const;
@@ -80,6 +99,9 @@ public:
   std::string json_string(const char* key) const;
 
 private:
+  std::int64_t signed_param(std::string_view name, std::int64_t min, std::int64_t max) const;
+  std::uint64_t unsigned_param(std::string_view name, std::uint64_t max) const;
+
   const http_request& raw_;
   params_type params_;
   mutable std::optional<nlohmann::json> json_;
@@ -113,6 +135,11 @@ public:
   stream_write event(std::string_view data, std::string_view name = {}, std::string_view id = {});
   /// NDJSON: one line. SSE: one event whose data is `value` as JSON.
   stream_write json(const nlohmann::json& value);
+  /// SSE: tells the browser to wait `delay` before it reconnects after the
+  /// stream ends (`retry:`; its EventSource then sends `Last-Event-ID`, the id
+  /// of the last event it received: `q.header("Last-Event-ID")`). NDJSON: writes
+  /// nothing and answers `written`.
+  stream_write retry(std::chrono::milliseconds delay);
   /// Ends the response once what was written is out; later writes are `closed`.
   void close();
 
@@ -139,21 +166,54 @@ struct stream_handlers {
   std::function<void(stream&)> gone;   ///< the client disconnected (or the front cut the stream): writes are no-ops
 };
 
+/// The attributes of a cookie a handler sets with response::cookie() (RFC 6265).
+struct cookie_attributes {
+  std::optional<std::int64_t> max_age;  ///< Max-Age in seconds (0 or less removes the cookie); none: until the browser closes
+  std::string path;                     ///< Path; "": none (the browser takes the request's directory)
+  std::string domain;                   ///< Domain; "": this host only
+  bool secure = false;                  ///< Secure: sent over HTTPS only
+  bool http_only = false;               ///< HttpOnly: hidden from the page's scripts
+  std::string same_site;                ///< SameSite: "Strict", "Lax" or "None" (None needs secure); "": none
+};
+
 /// What a handler returns: a status and a body, or a deferred answer
-/// (login, logout, after) that the platform completes.
+/// (login, logout, after) that the platform completes. Headers and cookies
+/// are added in a chain: `return response::json(j).header("Cache-Control", "no-store");`
+/// Every name and value is checked when the answer leaves the handler (docs/http.md):
+/// a control character (CR, LF, NUL), a name that is not a token, a header the
+/// platform owns (Connection, Content-Length, Transfer-Encoding, Keep-Alive, TE,
+/// Trailer, Upgrade, Proxy-Connection) or the platform's cookie `troupe_cid` turns
+/// the answer into a 500, logged once per route: never a split response.
 struct response {
   std::uint16_t status = 200;
   std::string body;
   std::string content_type = "application/json";
   std::uint32_t retry_after = 0;                ///< seconds for a Retry-After header; 0: none
   std::shared_ptr<detail::continuation> next;  ///< set for deferred answers only
+  /// Headers besides those troupe writes, in order; a name may repeat. header(),
+  /// cookie() and redirect() add here; a "Content-Type" header sets content_type.
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// What was wrong with a header, cookie or redirect given to this response
+  /// ("" when nothing): the client gets a 500 instead of this answer.
+  std::string invalid;
+
+  /// Adds a header (repeatable: each call adds one line).
+  response& header(std::string name, std::string value) &;
+  response&& header(std::string name, std::string value) &&;
+  /// Adds a Set-Cookie header for `name`=`value` with `attributes`.
+  response& cookie(std::string name, std::string value, const cookie_attributes& attributes = {}) &;
+  response&& cookie(std::string name, std::string value, const cookie_attributes& attributes = {}) &&;
+  /// A redirect to `location` (a path of this site or an absolute URL) with
+  /// status 301, 302, 303, 307 or 308; any other status makes it invalid (a 500).
+  static response redirect(std::string location, std::uint16_t status = 302);
 
   /// `body` serialized as JSON.
   static response json(const nlohmann::json& body, std::uint16_t status = 200);
   /// {"error": message}.
   static response error(std::uint16_t status, const std::string& message);
   /// A plain-text body.
-  static response text(std::string body, std::uint16_t status = 200);  /// A Server-Sent Events stream (text/event-stream, chunked): `h.open`
+  static response text(std::string body, std::uint16_t status = 200);
+  /// A Server-Sent Events stream (text/event-stream, chunked): `h.open`
   /// gets its writer once the client is connected. The request deadline no
   /// longer applies; the actor serves his other requests meanwhile.
   static response sse(stream_handlers h);
@@ -204,6 +264,8 @@ public:
     bool other_method = false;        ///< the path exists under another method (405)
     request::params_type params;
     const std::string* key = nullptr;  ///< the route's metrics key (name_routes), with target
+    /// A typed parameter (`{id:int}`, `{id:uint}`) whose digits do not fit 64 bits: its name (400), with target.
+    std::string_view out_of_range;
   };
   match find(std::string_view method, std::string_view path) const;
 
@@ -218,10 +280,18 @@ public:
   }
 
 private:
+  /// What a path segment of a route matches.
+  enum class segment_kind : std::uint8_t {
+    literal,      ///< itself
+    text,         ///< `{name}`: any non-empty segment
+    signed_int,   ///< `{name:int}`: an optional '-' and digits
+    unsigned_int  ///< `{name:uint}`: digits
+  };
   struct route {
     std::string method;
     std::string pattern;
-    std::vector<std::string> segments;  // "{name}" marks a parameter
+    std::vector<std::string> segments;  // a literal, or a parameter's name
+    std::vector<segment_kind> kinds;    // one per segment
     handler fn;
     std::string key;  // "<type> <method> <pattern>": its per-route figures (node_metrics::route)
   };
@@ -235,6 +305,9 @@ private:
 /// (state(), mutate(), login() …) through that reference — or only
 /// `(troupe::request&)` when it needs no user; a member function pointer
 /// `response (Self::*)(troupe::request&)` works too. All return a response.
+/// A pattern's `{name}` segment is a path parameter; `{name:int}` matches an
+/// optional '-' and digits, `{name:uint}` digits only (another segment: no match,
+/// 404; digits past 64 bits: 400); any other type throws std::invalid_argument.
 template <class Self>
 class route_table {
 public:

@@ -6,6 +6,7 @@
 
 #include "page.hpp"
 
+#include <cctype>
 #include <chrono>
 #include <cerrno>
 #include <cstdint>
@@ -80,7 +81,11 @@ public:
   }
 
   static void routes(troupe::route_table<notes_user>& r) {
-    r.get("/api/whoami", [](notes_user& u, troupe::request&) { return json(u.identity()); });
+    r.get("/api/whoami", [](notes_user& u, troupe::request& q) {
+      auto who = u.identity();
+      who["client"] = q.client_address();  // the peer, or whom trusted proxies name (docs/http.md)
+      return json(who);
+    });
     r.post("/api/login", [](notes_user& u, troupe::request& q) { return u.login(q.json_string("user")); });
     r.post("/api/logout", [](notes_user& u, troupe::request&) { return u.logout(); });
 
@@ -146,6 +151,52 @@ public:
         throw troupe::bad_request("too many notes (at most 1000)");
       u.mutate().notes.push_back(std::move(text));
       return json({{"notes", u.state().notes}});
+    });
+
+    // One note by its index (a typed path parameter: "/api/notes/x" is 404, digits
+    // past 64 bits 400); 404 past the end.
+    r.get("/api/notes/{index:int}", [](notes_user& u, troupe::request& q) {
+      auto index = q.param<std::int64_t>("index");
+      auto& notes = u.state().notes;
+      if (index < 0 || static_cast<std::uint64_t>(index) >= notes.size())
+        throw troupe::http_error(404, "no note " + std::to_string(index) + " (there are " +
+                                        std::to_string(notes.size()) + ")");
+      return json({{"index", index}, {"note", notes[static_cast<std::size_t>(index)]}});
+    });
+
+    // A download: the notes as a text attachment, one a line.
+    r.get("/api/notes.txt", [](notes_user& u, troupe::request&) {
+      std::string text;
+      for (auto& note : u.state().notes)
+        text.append(note).append("\n");
+      return troupe::response::text(std::move(text))
+        .header("Content-Disposition", "attachment; filename=\"notes.txt\"");
+    });
+
+    // A redirect within this site only (no open redirect): `to` must be a path,
+    // one '/' first ("//host" and "/\host" name another site), no control character.
+    r.get("/api/go", [](troupe::request& q) {
+      auto to = q.query("to").value_or("");
+      bool path = !to.empty() && to[0] == '/' && (to.size() == 1 || (to[1] != '/' && to[1] != '\\'));
+      for (unsigned char c : to)
+        path = path && c >= 0x20 && c != 0x7f;
+      if (!path)
+        throw troupe::bad_request("\"to\" must be a path on this site (one '/' first)");
+      return troupe::response::redirect(std::move(to), 302);
+    });
+
+    // A cookie of the app's own, and an answer no cache keeps.
+    r.post("/api/prefs", [](troupe::request& q) {
+      auto theme = q.json_string("theme");
+      bool word = !theme.empty() && theme.size() <= 32;
+      for (unsigned char c : theme)
+        word = word && (std::isalnum(c) || c == '-' || c == '_');
+      if (!word)
+        throw troupe::bad_request("\"theme\" must be 1-32 letters, digits, '-' or '_'");
+      troupe::cookie_attributes site_wide;
+      site_wide.path = "/";
+      site_wide.same_site = "Lax";
+      return json({{"theme", theme}}).cookie("theme", theme, site_wide).header("Cache-Control", "no-store");
     });
 
     // Messages between users: {"user", "text"} sends a note_message to that
@@ -269,12 +320,24 @@ public:
     // sends N events `tick` (data {"tick":k,"of":N}, P bytes of padding), one
     // every M ms (default 100; 0: as fast as the client reads), then ends.
     // A slow client pauses it (its writes are refused) until it caught up.
+    // &retry_ms=R first tells the browser to reconnect after R ms; a reconnecting
+    // EventSource names the last tick it got (Last-Event-ID): the ticks go on after it.
     r.get("/api/ticks", [](notes_user& u, troupe::request& q) {
       ticker t;
       t.n = query_integer(q, "n", 1, max_ticks, 10);
       t.every_ms = query_integer(q, "every_ms", 0, max_tick_every_ms, 100);
       t.pad = static_cast<std::size_t>(query_integer(q, "pad", 0, max_tick_pad, 0));
-      return troupe::response::sse(u.feed([&u, t](troupe::stream& s) {
+      auto retry_ms = query_integer(q, "retry_ms", 0, 60000, 0);
+      if (auto last = q.header("Last-Event-ID")) {
+        char* end = nullptr;
+        errno = 0;
+        auto seen = std::strtoll(last->c_str(), &end, 10);
+        if (errno == 0 && end != last->c_str() && *end == '\0' && seen >= 0 && seen < t.n)
+          t.next = seen + 1;
+      }
+      return troupe::response::sse(u.feed([&u, t, retry_ms](troupe::stream& s) {
+        if (retry_ms > 0)
+          s.retry(std::chrono::milliseconds(retry_ms));
         u.tickers_[s.id()] = t;
         u.tickers_[s.id()].out = s;
         u.tick(s.id());

@@ -90,6 +90,69 @@ TEST(router, tells_unknown_paths_from_other_methods) {
   EXPECT_EQ(r.find("GET", "/api/counter/").target, nullptr); // trailing slash is another path
 }
 
+// {id:int} and {id:uint}: the syntax decides the match (404 when no route
+// matches), digits past 64 bits match and are refused (400), q.param<T> converts.
+TEST(router, typed_parameters_match_integers_only) {
+  router r;
+  r.on("GET", "/notes/{index:int}", [](user_actor_base&, request&) { return named("int"); });
+  r.on("GET", "/pages/{n:uint}/lines/{line:uint}", [](user_actor_base&, request&) { return named("uint"); });
+  r.on("GET", "/notes/{name}/x", [](user_actor_base&, request&) { return named("text"); });
+  http_request raw;
+  struct row {
+    const char* path;
+    bool matches;
+    const char* out_of_range;
+  };
+  for (auto& t : std::vector<row>{{"/notes/0", true, ""},
+                                  {"/notes/-12", true, ""},
+                                  {"/notes/007", true, ""},
+                                  {"/notes/9223372036854775807", true, ""},
+                                  {"/notes/-9223372036854775808", true, ""},
+                                  {"/notes/9223372036854775808", true, "index"},
+                                  {"/notes/99999999999999999999999", true, "index"},
+                                  {"/notes/%31%32", true, ""},
+                                  {"/notes/+1", false, ""},
+                                  {"/notes/1.5", false, ""},
+                                  {"/notes/1e3", false, ""},
+                                  {"/notes/0x10", false, ""},
+                                  {"/notes/-", false, ""},
+                                  {"/notes/", false, ""},
+                                  {"/notes/ 1", false, ""},
+                                  {"/notes/%201", false, ""},
+                                  {"/notes/one", false, ""},
+                                  {"/pages/18446744073709551615/lines/0", true, ""},
+                                  {"/pages/18446744073709551616/lines/0", true, "n"},
+                                  {"/pages/-1/lines/0", false, ""},
+                                  {"/pages/1/lines/x", false, ""}}) {
+    auto m = r.find("GET", t.path);
+    EXPECT_EQ(m.target != nullptr, t.matches) << t.path;
+    EXPECT_EQ(m.out_of_range, t.out_of_range) << t.path;
+  }
+  auto m = r.find("GET", "/notes/-12");
+  request q(raw, m.params);
+  EXPECT_EQ(q.param<std::int64_t>("index"), -12);
+  EXPECT_EQ(q.param<int>("index"), -12);
+  EXPECT_EQ(q.param("index"), "-12");
+  EXPECT_THROW(q.param<std::uint32_t>("index"), bad_request);  // does not fit T
+  auto big = r.find("GET", "/pages/18446744073709551615/lines/7");
+  request qb(raw, big.params);
+  EXPECT_EQ(qb.param<std::uint64_t>("n"), 18446744073709551615u);
+  EXPECT_EQ(qb.param<std::uint8_t>("line"), 7);
+  EXPECT_THROW(qb.param<std::int64_t>("n"), bad_request);
+  EXPECT_THROW(qb.param<int>("absent"), bad_request);
+  // An untyped parameter is still text, beside a typed route of the same prefix.
+  auto text = r.find("GET", "/notes/one/x");
+  ASSERT_NE(text.target, nullptr);
+}
+
+TEST(router, an_unknown_parameter_type_is_refused_when_declared) {
+  router r;
+  auto fn = [](user_actor_base&, request&) { return named("x"); };
+  EXPECT_THROW(r.on("GET", "/a/{id:float}", fn), std::invalid_argument);
+  EXPECT_THROW(r.on("GET", "/a/{:int}", fn), std::invalid_argument);
+  EXPECT_NO_THROW(r.on("GET", "/a/{id:uint}", fn));
+}
+
 TEST(request, decodes_parameters_query_and_headers) {
   http_request raw;
   raw.method = "GET";

@@ -1,7 +1,7 @@
 // counter_app: the actor type of the actor-tree tests (tree_test.cpp, groups_test.cpp):
 // a counter per user, login and logout, a login routing hook (staff_* to group
 // "staff", x_* to "other"), handlers that crash, half-change then crash, answer an
-// HTTP error, or answer later.
+// HTTP error, answer later, or answer with headers of their own (valid or not).
 #pragma once
 
 #include "actors/app.hpp"
@@ -47,6 +47,22 @@ public:
       throw std::runtime_error("half done");
     });
     r.post("/teapot", [](request&) -> response { throw http_error(418, "short and stout"); });
+    // Headers of the handler's own: checked ones, and ones that must become a 500.
+    r.post("/headers", [](counter_app& u, request&) {
+      cookie_attributes site;
+      site.path = "/";
+      return json({{"n", ++u.mutate().n}})
+        .header("Cache-Control", "no-store")
+        .header("X-Twice", "1")
+        .header("X-Twice", "2")
+        .header("Content-Type", "application/vnd.tally+json")
+        .cookie("theme", "dark", site);
+    });
+    r.post("/split", [](counter_app& u, request&) {
+      ++u.mutate().n;
+      return response::text("x").header("X-Note", "a\r\nSet-Cookie: troupe_cid=stolen");
+    });
+    r.post("/steal", [](request&) { return response::text("x").cookie("troupe_cid", "stolen"); });
     r.post("/wait", [](request&) { return after(300ms, [] { return response::json({{"waited", true}}); }); });
   }
 };

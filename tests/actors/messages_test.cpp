@@ -55,7 +55,7 @@ protected:
 
 http_request sample_request() {
   return http_request{"POST", "/api/notes", "a=1&b=2", R"({"text":"hi"})", "cid-123", "p1",
-                      {{"Content-Type", "application/json"}, {"X-Troupe-Page", "p1"}}, 0, {}};
+                      {{"Content-Type", "application/json"}, {"X-Troupe-Page", "p1"}}, 0, {}, "203.0.113.9"};
 }
 
 void expect_same(const http_request& a, const http_request& b) {
@@ -65,6 +65,7 @@ void expect_same(const http_request& a, const http_request& b) {
   EXPECT_EQ(a.body, b.body);
   EXPECT_EQ(a.cid, b.cid);
   EXPECT_EQ(a.page, b.page);
+  EXPECT_EQ(a.client, b.client);
   ASSERT_EQ(a.headers.size(), b.headers.size());
   for (std::size_t i = 0; i < a.headers.size(); ++i) {
     EXPECT_EQ(a.headers[i].name, b.headers[i].name);
@@ -107,7 +108,10 @@ TEST_F(messages, http_response_round_trips) {
   r.content_type = "application/json";
   r.route = route_note::changed;
   r.retry_after = 7;
+  r.headers = {{"Cache-Control", "no-store"}, {"Set-Cookie", "theme=dark; Path=/"}};  // a forwarded answer keeps them
   for (auto back : {round_trip(r), through_message(r)}) {
+    ASSERT_EQ(back.headers.size(), 2u);
+    EXPECT_EQ(back.headers[1].value, "theme=dark; Path=/");
     EXPECT_EQ(back.status, 503);
     EXPECT_EQ(back.body, r.body);
     EXPECT_EQ(back.content_type, r.content_type);

@@ -75,7 +75,7 @@ protected:
                      const std::string& path, const std::string& body = "") {
     http_response out;
     out.status = 0;
-    http_request req{method, path, "", body, cid, "", {}, 0, {}};
+    http_request req{method, path, "", body, cid, "", {}, 0, {}, {}};
     (*self)
       ->request(target, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); },
@@ -147,6 +147,32 @@ TEST_F(tree, unknown_routes_and_methods) {
   EXPECT_EQ(call(pa.actor, a, "GET", "/nothing").status, 404);
   EXPECT_EQ(call(pa.actor, a, "DELETE", "/n").status, 405);
   EXPECT_EQ(call(pa.actor, a, "POST", "/teapot").status, 418);  // http_error: no restart
+  EXPECT_EQ(ctx->metrics.user_restarts.load(), 0u);
+}
+
+// A handler's headers reach the reply checked and in order; one that could split
+// the response or set the platform's cookie makes the answer a 500, and the actor
+// lives on with what the handler changed (a bad answer is not a crash).
+TEST_F(tree, a_handlers_headers_reach_the_reply_and_an_invalid_one_is_a_500) {
+  auto a = ctx->cids->mint();
+  auto pa = resolve(a);
+  auto r = call(pa.actor, a, "POST", "/headers");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/vnd.tally+json");
+  std::vector<std::pair<std::string, std::string>> got;
+  for (auto& h : r.headers)
+    got.emplace_back(h.name, h.value);
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, std::string>>{{"Cache-Control", "no-store"},
+                                                                    {"X-Twice", "1"},
+                                                                    {"X-Twice", "2"},
+                                                                    {"Set-Cookie", "theme=dark; Path=/"}}));
+  for (auto path : {"/split", "/steal"}) {
+    auto bad = call(pa.actor, a, "POST", path);
+    EXPECT_EQ(bad.status, 500) << path;
+    EXPECT_TRUE(bad.headers.empty()) << path;
+    EXPECT_EQ(bad.body.find("stolen"), std::string::npos) << bad.body;
+  }
+  EXPECT_EQ(n_of(call(pa.actor, a, "POST", "/n")), 3) << "/headers and /split counted; no restart lost them";
   EXPECT_EQ(ctx->metrics.user_restarts.load(), 0u);
 }
 
@@ -284,7 +310,7 @@ private:
 };
 
 void send_local(const user_handle& target, recorder& rec, const std::string& cid, const std::string& path) {
-  http_request req{"POST", path, "", "", cid, "", {}, 0, {}};
+  http_request req{"POST", path, "", "", cid, "", {}, 0, {}, {}};
   caf::anon_send(target, http_atom::value,
                  local_reply{std::make_shared<recording_slot>(rec, std::move(req))});
 }

@@ -923,4 +923,66 @@ TEST(recipe, history_seconds_is_bounded) {
   EXPECT_EQ(error_of_sets({"node.history_seconds=100000"}).key(), "node.history_seconds");
 }
 
+TEST(recipe, cookie_max_age_seconds_is_bounded) {
+  EXPECT_EQ(load_recipe({}).node.cookie_max_age_seconds, 86400u);
+  recipe_sources s;
+  s.sets = {"node.cookie_max_age_seconds=0"};
+  EXPECT_EQ(load_recipe(s).node.cookie_max_age_seconds, 0u);
+  EXPECT_EQ(error_of_sets({"node.cookie_max_age_seconds=-1"}).key(), "node.cookie_max_age_seconds");
+  EXPECT_EQ(error_of_sets({"node.cookie_max_age_seconds=34560001"}).key(), "node.cookie_max_age_seconds");
+}
+
+TEST(recipe, trusted_proxies_is_a_list_of_networks) {
+  EXPECT_TRUE(load_recipe({}).node.trusted_proxies.empty());
+  recipe_sources s;
+  s.sets = {"node.trusted_proxies=10.0.0.0/8, ::1 ,127.0.0.1/32"};
+  EXPECT_EQ(load_recipe(s).node.trusted_proxies, (std::vector<std::string>{"10.0.0.0/8", "::1", "127.0.0.1/32"}));
+  s.sets = {"node.trusted_proxies="};
+  EXPECT_TRUE(load_recipe(s).node.trusted_proxies.empty());
+  temp_dir dir;
+  EXPECT_EQ(from_file(dir, "[node]\ntrusted_proxies = [\"192.168.0.0/16\"]\n").node.trusted_proxies,
+            (std::vector<std::string>{"192.168.0.0/16"}));
+  auto not_strings = error_of_file("[node]\ntrusted_proxies = [1, 2]\n");
+  EXPECT_EQ(not_strings.key(), "node.trusted_proxies");
+  EXPECT_EQ(error_of_file("[node]\ntrusted_proxies = \"10.0.0.0/8\"\n").key(), "node.trusted_proxies");
+  auto bad = error_of_sets({"node.trusted_proxies=10.0.0.0/8,proxy.example"});
+  EXPECT_EQ(bad.key(), "node.trusted_proxies");
+  EXPECT_NE(std::string(bad.what()).find("proxy.example"), std::string::npos) << bad.what();
+  EXPECT_EQ(error_of_sets({"node.trusted_proxies=10.0.0.0/8,,::1"}).key(), "node.trusted_proxies");
+}
+
+TEST(recipe, cors_entries_come_from_the_file_and_are_checked) {
+  EXPECT_TRUE(load_recipe({}).cors.empty());
+  temp_dir dir;
+  auto r = from_file(dir, "[[cors]]\norigins = [\"https://shop.example\"]\ncredentials = true\nmax_age_seconds = 60\n"
+                          "[[cors]]\norigins = [\"*\"]\nmethods = [\"GET\"]\nheaders = []\n");
+  ASSERT_EQ(r.cors.size(), 2u);
+  EXPECT_EQ(r.cors[0].origins, (std::vector<std::string>{"https://shop.example"}));
+  EXPECT_EQ(r.cors[0].methods, (std::vector<std::string>{"GET", "HEAD", "POST"}));
+  EXPECT_EQ(r.cors[0].headers, (std::vector<std::string>{"Content-Type"}));
+  EXPECT_TRUE(r.cors[0].credentials);
+  EXPECT_EQ(r.cors[0].max_age_seconds, 60u);
+  EXPECT_TRUE(r.cors[1].headers.empty());
+  struct row {
+    const char* text;
+    const char* key;
+  };
+  for (auto& t : std::vector<row>{
+         {"[[cors]]\nmethods = [\"GET\"]\n", "cors[1].origins"},
+         {"[[cors]]\norigins = [\"*\"]\ncredentials = true\n", "cors[1].origins"},
+         {"[[cors]]\norigins = [\"https://shop.example/\"]\n", "cors[1].origins"},
+         {"[[cors]]\norigins = [\"shop.example\"]\n", "cors[1].origins"},
+         {"[[cors]]\norigins = [\"https://shop.example/app\"]\n", "cors[1].origins"},
+         {"[[cors]]\norigins = [\"*\"]\nmethods = []\n", "cors[1].methods"},
+         {"[[cors]]\norigins = [\"*\"]\nmethods = [\"GET POST\"]\n", "cors[1].methods"},
+         {"[[cors]]\norigins = [\"*\"]\nheaders = [\"X:Y\"]\n", "cors[1].headers"},
+         {"[[cors]]\norigins = [\"*\"]\nmax_age_seconds = 86401\n", "cors[1].max_age_seconds"},
+         {"[[cors]]\norigins = [\"*\"]\nwildcard = true\n", "cors[1].wildcard"},
+         {"[cors]\norigins = [\"*\"]\n", "cors"}}) {
+    auto err = error_of_file(t.text);
+    EXPECT_EQ(err.key(), t.key) << t.text << "\n" << err.what();
+    EXPECT_TRUE(one_line(err.what())) << err.what();
+  }
+}
+
 }  // namespace recipe_test_file

@@ -164,6 +164,26 @@ TEST_F(Streaming, SseTicksAreReadFullyAndParsed) {
   EXPECT_TRUE(is_json_error(again.get("/api/ticks?n=3&every_ms=x"), 400));
 }
 
+// retry: first when asked; a reconnect naming the last event it got (Last-Event-ID)
+// goes on after it, as an EventSource expects.
+TEST_F(Streaming, SseRetryAndLastEventIdResumeTheTicks) {
+  start();
+  http_client c(port());
+  auto r = c.get("/api/ticks?n=5&every_ms=0&retry_ms=1500", {{"Last-Event-ID", "3"}});
+  ASSERT_STATUS(r, 200);
+  EXPECT_EQ(r.body.rfind("retry: 1500\n\n", 0), 0u) << r.body;
+  auto events = parse_sse(r.body.substr(r.body.find("\n\n") + 2));
+  ASSERT_EQ(events.size(), 2u) << r.body;
+  EXPECT_EQ(events[0].id, "4");
+  EXPECT_EQ(events[1].id, "5");
+  for (auto last : {"x", "-1", "5", "99"}) {  // not a tick before the last: all of them again
+    auto again = c.get("/api/ticks?n=5&every_ms=0", {{"Last-Event-ID", last}});
+    ASSERT_STATUS(again, 200);
+    EXPECT_EQ(parse_sse(again.body).size(), 5u) << last << "\n" << again.body;
+  }
+  EXPECT_EQ(c.get("/api/ticks?n=1&every_ms=0").body.find("retry:"), std::string::npos) << "not asked, not written";
+}
+
 TEST_F(Streaming, NdjsonNotesAreReadFullyAndParsedAcrossManyCreditGrants) {
   // A window far smaller than the listing: it goes out only if credit keeps coming back.
   start({"--set", "limits.stream_queue_bytes=2048", "--set", "limits.stream_credit_bytes=1024", "--set",

@@ -234,10 +234,12 @@ struct http_client::impl {
       fail("write", ec);
   }
 
-  response read(milliseconds timeout) {
+  // `head`: the answer to a HEAD request, whose Content-Length announces no content.
+  response read(milliseconds timeout, bool head = false) {
     if (!connected)
       throw transport_error(failure::closed, "read: not connected");
     http::response_parser<http::string_body> parser;
+    parser.skip(head);
     parser.body_limit(64u << 20);
     parser.header_limit(1u << 20);
     auto ec = run([&](auto handler) { http::async_read(*stream, buffer, parser, handler); },
@@ -311,7 +313,7 @@ response http_client::request(std::string_view method, std::string_view target,
   auto ec = p_->run([&](auto handler) { http::async_write(*p_->stream, sr, handler); }, timeout);
   if (ec)
     p_->fail("write", ec);
-  return p_->read(timeout);
+  return p_->read(timeout, v == http::verb::head);
 }
 
 response http_client::get(std::string_view target, const headers_t& headers,

@@ -70,6 +70,8 @@ public:
   virtual stream_write stream_send(std::uint64_t, std::string_view, std::string_view, std::string_view, bool) {
     return stream_write::closed;
   }
+  /// SSE: a `retry:` field of `ms` for stream `id` (NDJSON: nothing is written).
+  virtual stream_write stream_retry(std::uint64_t, std::uint64_t) { return stream_write::closed; }
   virtual void stream_close(std::uint64_t) {}
   /// {open, slow, credit} of stream `id`.
   struct stream_status {

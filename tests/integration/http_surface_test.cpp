@@ -1,0 +1,208 @@
+// An app's HTTP surface (issue 25), against the real node serving the notes
+// sample: its handlers' headers, cookies and redirects on the wire, and the
+// platform's own cookie with its Max-Age.
+#include "../support/test_support.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace http_surface_test_file {
+
+using namespace troupe::test;
+
+class HttpSurface : public node_test {};
+
+// The platform's cookie carries Max-Age (node.cookie_max_age_seconds) and is
+// written when it changes only: minted, then never again on that connection.
+TEST_F(HttpSurface, ThePlatformCookieHasItsMaxAgeAndIsWrittenOnlyWhenItChanges) {
+  start();
+  http_client c(port());
+  auto first = c.get("/api/whoami");
+  ASSERT_STATUS(first, 200);
+  auto cookie = troupe_cid_cookie(first);
+  ASSERT_TRUE(cookie) << first.describe();
+  for (auto attribute : {"Max-Age=86400", "Path=/", "HttpOnly", "SameSite=Lax"})
+    EXPECT_TRUE(cookie->has_attribute(attribute)) << attribute << "\n" << first.describe();
+  auto second = c.get("/api/whoami");
+  ASSERT_STATUS(second, 200);
+  EXPECT_FALSE(second.has("Set-Cookie")) << second.describe();
+}
+
+TEST_F(HttpSurface, ACookieMaxAgeOfZeroMakesASessionCookie) {
+  start({"--set", "node.cookie_max_age_seconds=0"});
+  http_client c(port());
+  auto r = c.get("/api/whoami");
+  auto cookie = troupe_cid_cookie(r);
+  ASSERT_TRUE(cookie) << r.describe();
+  for (auto& a : cookie->attributes)
+    EXPECT_NE(a.rfind("Max-Age", 0), 0u) << r.describe();
+  EXPECT_TRUE(cookie->has_attribute("HttpOnly"));
+}
+
+// POST /api/prefs: a cookie of the app's own beside the platform's, and Cache-Control.
+TEST_F(HttpSurface, PrefsSetsTheAppsCookieBesideThePlatformsAndNoStore) {
+  start();
+  http_client c(port());
+  auto r = c.post("/api/prefs", R"({"theme":"dark"})");
+  ASSERT_STATUS(r, 200);
+  EXPECT_EQ(r.json().value("theme", ""), "dark");
+  EXPECT_EQ(r.get("Cache-Control"), "no-store") << r.describe();
+  auto cookies = r.get_all("Set-Cookie");
+  ASSERT_EQ(cookies.size(), 2u) << r.describe();  // the platform's (a new connection) and the app's
+  EXPECT_TRUE(troupe_cid_cookie(r)) << r.describe();
+  EXPECT_NE(std::find(cookies.begin(), cookies.end(), "theme=dark; Path=/; SameSite=Lax"), cookies.end())
+    << r.describe();
+  auto again = c.post("/api/prefs", R"({"theme":"light"})");
+  ASSERT_STATUS(again, 200);
+  EXPECT_EQ(again.get_all("Set-Cookie"), (std::vector<std::string>{"theme=light; Path=/; SameSite=Lax"}))
+    << again.describe();
+  for (auto body : {R"({"theme":"da rk"})", R"({"theme":"dark;Path=/x"})", R"({"theme":""})", R"({})"}) {
+    auto bad = c.post("/api/prefs", body);
+    EXPECT_STATUS(bad, 400) << body;
+    EXPECT_FALSE(bad.has("Set-Cookie") && !troupe_cid_cookie(bad)) << bad.describe();
+  }
+}
+
+// GET /api/go?to=PATH: 302 to a path of this site, 400 for anything else (no
+// open redirect, no header injection through a decoded CR/LF).
+TEST_F(HttpSurface, GoRedirectsToPathsOfThisSiteOnly) {
+  start();
+  http_client c(port());
+  for (auto [query, location] : std::vector<std::pair<std::string, std::string>>{
+         {"to=/notes", "/notes"},
+         {"to=%2F", "/"},
+         {"to=/a%3Fb%3D1", "/a?b=1"},
+         {"to=/caf%C3%A9", "/caf\xc3\xa9"}}) {
+    auto r = c.get("/api/go?" + query);
+    EXPECT_STATUS(r, 302) << query;
+    EXPECT_EQ(r.get("Location"), location) << r.describe();
+  }
+  for (auto query : {"", "to=", "to=notes", "to=//evil.example", "to=%2F%2Fevil.example", "to=/%5Cevil.example",
+                     "to=https://evil.example", "to=/%0D%0ASet-Cookie:%20a=b", "to=/a%00b", "to=%09/x"}) {
+    auto r = c.get(std::string("/api/go?") + query);
+    EXPECT_STATUS(r, 400) << query;
+    EXPECT_FALSE(r.has("Location")) << r.describe();
+    for (auto& sc : r.get_all("Set-Cookie"))
+      EXPECT_EQ(sc.rfind("troupe_cid=", 0), 0u) << r.describe();
+  }
+}
+
+// GET /api/notes.txt: the notes as a download.
+TEST_F(HttpSurface, NotesTxtIsAnAttachment) {
+  start();
+  http_client c(port());
+  ASSERT_STATUS(c.post("/api/notes", R"({"text":"first"})"), 200);
+  ASSERT_STATUS(c.post("/api/notes", R"({"text":"second"})"), 200);
+  auto r = c.get("/api/notes.txt");
+  ASSERT_STATUS(r, 200);
+  EXPECT_EQ(r.get("Content-Disposition"), "attachment; filename=\"notes.txt\"");
+  EXPECT_EQ(r.get("Content-Type"), "text/plain; charset=utf-8");
+  EXPECT_EQ(r.body, "first\nsecond\n");
+  auto head = c.request("HEAD", "/api/notes.txt");
+  EXPECT_STATUS(head, 200);
+  EXPECT_EQ(head.get("Content-Disposition"), "attachment; filename=\"notes.txt\"");
+  EXPECT_EQ(head.body, "");
+}
+
+// GET /api/notes/{index:int}: a typed path parameter.
+TEST_F(HttpSurface, ANoteByItsIndexIsATypedPathParameter) {
+  start();
+  http_client c(port());
+  ASSERT_STATUS(c.post("/api/notes", R"({"text":"first"})"), 200);
+  ASSERT_STATUS(c.post("/api/notes", R"({"text":"second"})"), 200);
+  auto one = c.get("/api/notes/1");
+  ASSERT_STATUS(one, 200);
+  EXPECT_EQ(one.json().value("note", ""), "second");
+  EXPECT_EQ(c.get("/api/notes/0").json().value("note", ""), "first");
+  for (auto path : {"/api/notes/2", "/api/notes/-1", "/api/notes/x", "/api/notes/1.0", "/api/notes/+1"})
+    EXPECT_STATUS(c.get(path), 404) << path;
+  auto huge = c.get("/api/notes/99999999999999999999");
+  EXPECT_STATUS(huge, 400);
+  EXPECT_NE(huge.body.find("index"), std::string::npos) << huge.describe();
+}
+
+// whoami's "client": the peer, or whom the headers name when the peer is a
+// trusted proxy (node.trusted_proxies); from any other peer they are ignored.
+TEST_F(HttpSurface, TheClientAddressBelievesTrustedProxiesOnly) {
+  start();
+  http_client c(port());
+  auto plain = c.get("/api/whoami", {{"X-Forwarded-For", "198.51.100.7"}, {"Forwarded", "for=198.51.100.8"}});
+  ASSERT_STATUS(plain, 200);
+  EXPECT_EQ(plain.json().value("client", ""), "127.0.0.1") << "no trusted proxies: the headers are ignored";
+}
+
+TEST_F(HttpSurface, TheClientAddressFromATrustedProxyIsTheOneItNames) {
+  start({"--set", "node.trusted_proxies=10.0.0.0/8,127.0.0.1/32"});
+  http_client c(port());
+  auto client_of = [&](const headers_t& headers) {
+    auto r = c.get("/api/whoami", headers);
+    EXPECT_STATUS(r, 200);
+    return r.json().value("client", "?");
+  };
+  EXPECT_EQ(client_of({}), "127.0.0.1");
+  EXPECT_EQ(client_of({{"X-Forwarded-For", "198.51.100.7"}}), "198.51.100.7");
+  EXPECT_EQ(client_of({{"X-Forwarded-For", "6.6.6.6, 198.51.100.7, 10.1.1.1"}}), "198.51.100.7");
+  EXPECT_EQ(client_of({{"X-Forwarded-For", "6.6.6.6"}, {"X-Forwarded-For", "198.51.100.9"}}), "198.51.100.9")
+    << "two lines are one list";
+  EXPECT_EQ(client_of({{"Forwarded", "for=\"[2001:db8::5]:443\";proto=https"}, {"X-Forwarded-For", "6.6.6.6"}}),
+            "2001:db8::5");
+  EXPECT_EQ(client_of({{"X-Forwarded-For", "not-an-address"}}), "127.0.0.1");
+}
+
+TEST(HttpSurfaceRecipe, ATrustedProxyThatIsNoNetworkStopsTheNode) {
+  auto r = run_binary({"node", "--listen", "127.0.0.1:0", "--set", "node.trusted_proxies=10.0.0.0/8,proxy.example"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("node.trusted_proxies"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("proxy.example"), std::string::npos) << r.err;
+}
+
+// [[cors]]: a preflight is the front's (nobody woken, no connection minted); the
+// answers to an allowed origin's requests carry Access-Control-Allow-Origin.
+TEST_F(HttpSurface, ACorsPreflightIsAnsweredByTheFrontAndAllowedOriginsGetTheHeaders) {
+  auto dir = make_temp_dir("troupe-cors");
+  {
+    std::ofstream recipe(dir + "/recipe.toml");
+    recipe << "[[cors]]\norigins = [\"https://shop.example\"]\nmethods = [\"GET\", \"POST\"]\n"
+              "headers = [\"Content-Type\", \"X-Troupe-Page\"]\nmax_age_seconds = 300\ncredentials = true\n";
+  }
+  const std::string token = "cors-admin-" + random_token(12);
+  start({"--config", dir + "/recipe.toml", "--admin-token", token});
+  headers_t admin{{"Authorization", "Bearer " + token}};
+  http_client c(port());
+  auto pre = c.request("OPTIONS", "/api/notes", {},
+                       {{"Origin", "https://shop.example"},
+                        {"Access-Control-Request-Method", "POST"},
+                        {"Access-Control-Request-Headers", "content-type"}});
+  EXPECT_STATUS(pre, 204);
+  EXPECT_EQ(pre.get("Access-Control-Allow-Origin"), "https://shop.example") << pre.describe();
+  EXPECT_EQ(pre.get("Access-Control-Allow-Credentials"), "true");
+  EXPECT_EQ(pre.get("Access-Control-Allow-Methods"), "GET, POST");
+  EXPECT_EQ(pre.get("Access-Control-Allow-Headers"), "Content-Type, X-Troupe-Page");
+  EXPECT_EQ(pre.get("Access-Control-Max-Age"), "300");
+  EXPECT_EQ(pre.get("Vary"), "Origin");
+  EXPECT_FALSE(pre.has("Set-Cookie")) << "a preflight mints no connection";
+  EXPECT_EQ(pre.body, "");
+  for (auto [origin, method] : std::vector<std::pair<const char*, const char*>>{
+         {"https://evil.example", "POST"}, {"https://shop.example", "DELETE"}}) {
+    auto refused = c.request("OPTIONS", "/api/notes", {}, {{"Origin", origin}, {"Access-Control-Request-Method", method}});
+    EXPECT_STATUS(refused, 403) << origin << " " << method;
+    EXPECT_FALSE(refused.has("Access-Control-Allow-Origin")) << refused.describe();
+  }
+  EXPECT_EQ(metric(port(), admin, "troupe_actors", "kind=\"user\""), 0) << "the preflights woke nobody";
+
+  auto allowed = c.post("/api/notes", R"({"text":"from the shop"})", {{"Origin", "https://shop.example"}});
+  ASSERT_STATUS(allowed, 200);
+  EXPECT_EQ(allowed.get("Access-Control-Allow-Origin"), "https://shop.example") << allowed.describe();
+  EXPECT_EQ(allowed.get("Access-Control-Allow-Credentials"), "true");
+  auto other = c.get("/api/notes", {{"Origin", "https://evil.example"}});
+  ASSERT_STATUS(other, 200);  // served: reading the answer is what the browser refuses the page
+  EXPECT_FALSE(other.has("Access-Control-Allow-Origin")) << other.describe();
+  EXPECT_EQ(other.get("Vary"), "Origin");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace http_surface_test_file
