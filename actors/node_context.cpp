@@ -21,6 +21,8 @@ const std::vector<config::group_settings>& node_context::groups() const { return
 
 const std::vector<config::cors_settings>& node_context::cors() const { return recipe_->cors; }
 
+const std::vector<config::static_settings>& node_context::statics() const { return recipe_->statics; }
+
 caf::duration node_context::hold_timeout() const { return to_duration(recipe_->limits.hold_seconds); }
 
 caf::duration node_context::request_timeout() const { return to_duration(recipe_->limits.request_timeout_seconds); }

@@ -81,6 +81,8 @@ struct node_context {
   const std::vector<config::group_settings>& groups() const;
   /// The `[[cors]]` entries (config/cors_settings.hpp), in order.
   const std::vector<config::cors_settings>& cors() const;
+  /// The `[[static]]` mounts (config/static_settings.hpp).
+  const std::vector<config::static_settings>& statics() const;
 
   app_types apps;
   node_metrics metrics;

@@ -15,5 +15,6 @@ struct commander_settings;
 struct cluster_settings;
 struct group_settings;
 struct cors_settings;
+struct static_settings;
 
 }  // namespace troupe::config

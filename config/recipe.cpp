@@ -304,7 +304,7 @@ std::string suggestion(const std::vector<field<S>>& fields, const std::string& n
   return best ? " (did you mean " + prefix + "." + best->name + "?)" : "";
 }
 
-const char* const sections = "node, limits, deposit, commander, cluster, channel, log, group or cors";
+const char* const sections = "node, limits, deposit, commander, cluster, channel, log, group, cors or static";
 
 bool valid_group_name(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;
@@ -613,6 +613,34 @@ std::vector<cors_settings> read_cors(const toml::value& v) {
   return entries;
 }
 
+const std::vector<field<static_settings>>& static_fields() {
+  using S = static_settings;
+  static const std::vector<field<S>> f{
+    {"prefix", &S::prefix, nonempty()},  // and its shape: check_static
+    {"root", &S::root, nonempty()},
+    {"index", &S::index, {}},
+    {"spa_fallback", &S::spa_fallback, {}},
+    {"cache_control", &S::cache_control, {}},
+  };
+  return f;
+}
+
+std::vector<static_settings> read_statics(const toml::value& v) {
+  if (!v.is_array())
+    throw recipe_error("static", "expected an array of tables ([[static]]), got " + toml_type(v) + at_line(v));
+  std::vector<static_settings> mounts;
+  const auto& tables = v.as_array(std::nothrow);
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    const auto& t = tables[i];
+    std::string where = "static[" + std::to_string(i + 1) + "]";
+    if (!t.is_table()) throw recipe_error(where, "expected a table ([[static]]), got " + toml_type(t) + at_line(t));
+    static_settings s;
+    apply_table(s, static_fields(), t, where);
+    mounts.push_back(std::move(s));
+  }
+  return mounts;
+}
+
 /// toml11's first line without its "[error] " and "toml::function: " prefixes.
 std::string first_line(const std::string& what) {
   std::string line = what.substr(0, what.find('\n'));
@@ -689,6 +717,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "log") apply_section(r.log, log_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
     else if (name == "cors") r.cors = read_cors(v);
+    else if (name == "static") r.statics = read_statics(v);
     else throw recipe_error(name, std::string("unknown key (the recipe has ") + sections + ")" + at_line(v));
   }
 }
@@ -973,6 +1002,23 @@ void check_cors(const cors_settings& c, const std::string& where) {
     if (!registry::is_http_token(h)) throw recipe_error(where + ".headers", "not a header name: " + quote(h));
 }
 
+void check_static(const static_settings& s, const std::string& where) {
+  check_fields(s, static_fields(), where);
+  auto& p = s.prefix;
+  if (p.front() != '/' || p.back() != '/' || p.find("//") != std::string::npos ||
+      p.find_first_of("?#%\\ \t") != std::string::npos || p.find("/../") != std::string::npos ||
+      p.find("/./") != std::string::npos)
+    throw recipe_error(where + ".prefix", "must be a plain path that starts and ends with '/' (\"/static/\", \"/\"; got " +
+                                              quote(p) + ")");
+  if (p.rfind("/_troupe/", 0) == 0)
+    throw recipe_error(where + ".prefix", "/_troupe/ is the platform's (got " + quote(p) + ")");
+  if (s.index.find_first_of("/\\") != std::string::npos || s.index == "." || s.index == "..")
+    throw recipe_error(where + ".index", "must be a file name, not a path (got " + quote(s.index) + ")");
+  if (std::any_of(s.cache_control.begin(), s.cache_control.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    throw recipe_error(where + ".cache_control", "holds a control character");
+}
+
 }  // namespace
 
 void validate(const recipe& r) {
@@ -1020,6 +1066,12 @@ void validate(const recipe& r) {
   }
   for (std::size_t i = 0; i < r.cors.size(); ++i)
     check_cors(r.cors[i], "cors[" + std::to_string(i + 1) + "]");
+  for (std::size_t i = 0; i < r.statics.size(); ++i) {
+    check_static(r.statics[i], "static[" + std::to_string(i + 1) + "]");
+    for (std::size_t j = 0; j < i; ++j)
+      if (r.statics[j].prefix == r.statics[i].prefix)
+        throw recipe_error("static[" + std::to_string(i + 1) + "].prefix", "two [[static]] mounts have this prefix");
+  }
   if (!r.commander.default_group.empty() && !r.group(r.commander.default_group)) {
     std::string groups;
     for (auto& g : r.groups) groups += (groups.empty() ? "" : ", ") + g.name;

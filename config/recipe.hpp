@@ -16,6 +16,7 @@
 #include "config/limits_settings.hpp"
 #include "config/log_settings.hpp"
 #include "config/node_settings.hpp"
+#include "config/static_settings.hpp"
 
 #include <cstdint>
 #include <map>
@@ -55,6 +56,7 @@ struct recipe {
   log_settings log;
   std::vector<group_settings> groups{group_settings{}};  ///< never empty; "default" first if present
   std::vector<cors_settings> cors;                       ///< `[[cors]]` entries, in order; none: no cross-origin page
+  std::vector<static_settings> statics;                  ///< `[[static]]` mounts; none: every path is the app's
 
   /// The group called `name`, or nullptr.
   const group_settings* group(const std::string& name) const;

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(router recipe parcel cookie http_framing console_message)
+all_targets=(router recipe parcel cookie http_framing console_message static_path)
 
 seconds=10
 build_only=no

@@ -63,6 +63,13 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
     cookie_attributes_ = "; Max-Age=" + std::to_string(age);
   cookie_attributes_ += "; Path=/; HttpOnly; SameSite=Lax";
   cors_ = cors_policy(ctx_->cors());
+  for (auto& s : ctx_->statics())
+    statics_.emplace_back(s);  // throws naming a root that is no directory: the node does not start
+  std::sort(statics_.begin(), statics_.end(),
+            [](const static_mount& a, const static_mount& b) { return a.prefix().size() > b.prefix().size(); });
+  for (auto& type : ctx_->apps.names())
+    if (auto* r = ctx_->apps.routes(type))
+      app_routers_.push_back(r);
   for (auto& network : ctx_->node().trusted_proxies)
     if (auto parsed = registry::parse_network(network))  // the recipe's validation refused any other
       trusted_proxies_.push_back(*parsed);
@@ -82,6 +89,20 @@ std::string front::client_address(const std::string& peer, const beast::http::fi
     return all;
   };
   return registry::client_address(peer, trusted_proxies_, joined("Forwarded"), joined("X-Forwarded-For"));
+}
+
+const static_mount* front::static_mount_for(std::string_view path) const {
+  for (auto& m : statics_) {
+    if (path.substr(0, m.prefix().size()) != m.prefix() && path != std::string_view(m.prefix()).substr(0, m.prefix().size() - 1))
+      continue;
+    for (auto* r : app_routers_) {
+      auto found = r->find("GET", path);
+      if (found.target || found.other_method)
+        return nullptr;
+    }
+    return &m;
+  }
+  return nullptr;
 }
 
 front::~front() {

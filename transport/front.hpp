@@ -16,6 +16,7 @@
 #include "transport/cors.hpp"
 #include "transport/forwarder.hpp"
 #include "transport/route_cache.hpp"
+#include "transport/static_files.hpp"
 #include "transport/tls_credentials.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -108,6 +109,9 @@ public:
   std::string client_address(const std::string& peer, const boost::beast::http::fields& headers) const;
   /// The node's CORS policy ([[cors]]).
   const cors_policy& cors() const noexcept { return cors_; }
+  /// The [[static]] mount that serves `path` (the longest prefix), or nullptr; a
+  /// path one of the app's routes takes is the app's, whatever the mounts.
+  const static_mount* static_mount_for(std::string_view path) const;
   const front_limits& limits() const noexcept { return limits_; }
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
@@ -165,6 +169,8 @@ private:
   std::string cookie_attributes_;
   std::vector<registry::ip_network> trusted_proxies_;
   cors_policy cors_;
+  std::vector<static_mount> statics_;        // longest prefix first
+  std::vector<const router*> app_routers_;  // every user type's, for static_mount_for
   bridge_handle bridge_;
   forwarder_handle forwarder_;
   channel_hub_handle channel_hub_;

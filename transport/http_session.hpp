@@ -15,8 +15,10 @@
 #include "actors/messages.hpp"
 #include "actors/user.hpp"
 #include "transport/bridge.hpp"
+#include "transport/file_range_body.hpp"
 #include "transport/front_stream.hpp"
 #include "transport/http_framing.hpp"
+#include "transport/static_files.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -120,6 +122,7 @@ private:
   static void add_app_headers(boost::beast::http::fields& fields, const std::vector<http_header>& headers);
   void add_cors_headers(boost::beast::http::fields& fields);
   void answer_preflight(std::string_view origin);
+  void serve_file(const static_mount& mount, std::string_view path);
   void on_write(boost::system::error_code ec, bool keep);
   void refuse_and_close(std::uint16_t status, const std::string& text, std::uint32_t retry_after = 0);
   void linger_close();
@@ -147,6 +150,8 @@ private:
   std::string rotated_cid_;  // login/logout gave the connection this new id: the reply's cookie
   std::string peer_;         // peer_address(), asked of the socket once
   std::vector<http_header> cors_headers_;  // [[cors]]: what this request's answer carries
+  std::optional<boost::beast::http::response<file_range_body>> file_res_;  // a static file being written
+  std::vector<char> file_buffer_;  // what file_res_ reads into, 32 KiB at a time
   bool counted_ = false;
   std::uint64_t call_seq_ = 0;
   std::uint64_t current_call_ = 0;  // 0: nothing awaited

@@ -419,7 +419,11 @@ int node_runtime::impl::spawn_bridge() {
 
 int node_runtime::impl::open_front() {
   auto& node = ctx_->node();
-  front_ = std::make_unique<front>(ctx_, bridge_, forwarder_, routes_);
+  try {
+    front_ = std::make_unique<front>(ctx_, bridge_, forwarder_, routes_);
+  } catch (const std::runtime_error& e) {  // a [[static]] root that is no directory
+    return usage_error(e.what());
+  }
   if (tls_)
     front_->use_tls(tls_);
   try {

@@ -985,4 +985,39 @@ TEST(recipe, cors_entries_come_from_the_file_and_are_checked) {
   }
 }
 
+TEST(recipe, static_mounts_come_from_the_file_and_are_checked) {
+  EXPECT_TRUE(load_recipe({}).statics.empty());
+  temp_dir dir;
+  auto r = from_file(dir, "[[static]]\nprefix = \"/static/\"\nroot = \"www\"\nspa_fallback = true\n"
+                          "cache_control = \"max-age=3600\"\n[[static]]\nprefix = \"/\"\nroot = \"site\"\nindex = \"\"\n");
+  ASSERT_EQ(r.statics.size(), 2u);
+  EXPECT_EQ(r.statics[0].prefix, "/static/");
+  EXPECT_EQ(r.statics[0].index, "index.html");
+  EXPECT_TRUE(r.statics[0].spa_fallback);
+  EXPECT_EQ(r.statics[0].cache_control, "max-age=3600");
+  EXPECT_EQ(r.statics[1].index, "");
+  struct row {
+    const char* text;
+    const char* key;
+  };
+  for (auto& t : std::vector<row>{
+         {"[[static]]\nroot = \"www\"\n", "static[1].prefix"},
+         {"[[static]]\nprefix = \"/s/\"\n", "static[1].root"},
+         {"[[static]]\nprefix = \"static/\"\nroot = \"www\"\n", "static[1].prefix"},
+         {"[[static]]\nprefix = \"/static\"\nroot = \"www\"\n", "static[1].prefix"},
+         {"[[static]]\nprefix = \"/a//b/\"\nroot = \"www\"\n", "static[1].prefix"},
+         {"[[static]]\nprefix = \"/a/../b/\"\nroot = \"www\"\n", "static[1].prefix"},
+         {"[[static]]\nprefix = \"/a%2F/\"\nroot = \"www\"\n", "static[1].prefix"},
+         {"[[static]]\nprefix = \"/_troupe/x/\"\nroot = \"www\"\n", "static[1].prefix"},
+         {"[[static]]\nprefix = \"/s/\"\nroot = \"www\"\nindex = \"a/index.html\"\n", "static[1].index"},
+         {"[[static]]\nprefix = \"/s/\"\nroot = \"www\"\nindex = \"..\"\n", "static[1].index"},
+         {"[[static]]\nprefix = \"/s/\"\nroot = \"www\"\ngzip = true\n", "static[1].gzip"},
+         {"[[static]]\nprefix = \"/s/\"\nroot = \"a\"\n[[static]]\nprefix = \"/s/\"\nroot = \"b\"\n",
+          "static[2].prefix"}}) {
+    auto err = error_of_file(t.text);
+    EXPECT_EQ(err.key(), t.key) << t.text << "\n" << err.what();
+    EXPECT_TRUE(one_line(err.what())) << err.what();
+  }
+}
+
 }  // namespace recipe_test_file

@@ -205,4 +205,73 @@ TEST_F(HttpSurface, ACorsPreflightIsAnsweredByTheFrontAndAllowedOriginsGetTheHea
   std::filesystem::remove_all(dir);
 }
 
+// [[static]]: files served by the front, no actor and no connection minted; the
+// app's routes keep their paths even under a "/" mount (the notes sample's page
+// is its route "/": the mount's index is reached as /index.html here).
+TEST_F(HttpSurface, StaticFilesAreServedByTheFront) {
+  auto dir = make_temp_dir("troupe-static-it");
+  std::filesystem::create_directories(dir + "/www/assets");
+  std::ofstream(dir + "/www/index.html") << "<h1>shop</h1>";
+  std::ofstream(dir + "/www/assets/app.js") << std::string(100000, 'x');
+  std::ofstream(dir + "/secret.txt") << "secret";
+  std::filesystem::create_symlink(dir + "/secret.txt", dir + "/www/assets/leak.txt");
+  {
+    std::ofstream recipe(dir + "/recipe.toml");
+    recipe << "[[static]]\nprefix = \"/\"\nroot = \"" << dir << "/www\"\nspa_fallback = true\n"
+              "cache_control = \"public, max-age=60\"\n";
+  }
+  const std::string token = "static-admin-" + random_token(12);
+  start({"--config", dir + "/recipe.toml", "--admin-token", token});
+  http_client c(port());
+  auto home = c.get("/index.html");
+  ASSERT_STATUS(home, 200);
+  EXPECT_EQ(home.body, "<h1>shop</h1>");
+  EXPECT_EQ(home.get("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(home.get("Cache-Control"), "public, max-age=60");
+  EXPECT_FALSE(home.has("Set-Cookie")) << "a static file mints no connection";
+  auto page = c.get("/");
+  ASSERT_STATUS(page, 200);
+  EXPECT_NE(page.body.find("troupe notes"), std::string::npos) << "the app's route \"/\" is the app's";
+  auto js = c.get("/assets/app.js");
+  ASSERT_STATUS(js, 200);
+  EXPECT_EQ(js.body.size(), 100000u);
+  auto etag = js.get("ETag");
+  EXPECT_STATUS(c.get("/assets/app.js", {{"If-None-Match", etag}}), 304);
+  auto part = c.get("/assets/app.js", {{"Range", "bytes=10-19"}});
+  EXPECT_STATUS(part, 206);
+  EXPECT_EQ(part.body, std::string(10, 'x'));
+  EXPECT_EQ(part.get("Content-Range"), "bytes 10-19/100000");
+  EXPECT_STATUS(c.get("/assets/app.js", {{"Range", "bytes=100000-"}}), 416);
+  auto head = c.request("HEAD", "/assets/app.js");
+  EXPECT_STATUS(head, 200);
+  EXPECT_EQ(head.get("Content-Length"), "100000");
+  EXPECT_EQ(head.body, "");
+  EXPECT_STATUS(c.get("/assets/leak.txt"), 404);
+  EXPECT_STATUS(c.get("/assets/%2e%2e/%2e%2e/secret.txt"), 404);
+  EXPECT_STATUS(c.post("/assets/app.js", "{}"), 405);
+  auto spa = c.get("/cart/42");
+  ASSERT_STATUS(spa, 200);
+  EXPECT_EQ(spa.body, "<h1>shop</h1>") << "an unknown path of a single-page app is its index";
+  // The app's routes are the app's, under a "/" mount too.
+  auto who = c.get("/api/whoami");
+  ASSERT_STATUS(who, 200);
+  EXPECT_TRUE(who.json().contains("user")) << who.describe();
+  EXPECT_EQ(metric(port(), {{"Authorization", "Bearer " + token}}, "troupe_actors", "kind=\"user\""), 1)
+    << "the static files woke nobody; whoami woke one guest";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HttpSurfaceRecipe, AStaticRootThatIsNoDirectoryStopsTheNode) {
+  auto dir = make_temp_dir("troupe-static-bad");
+  {
+    std::ofstream recipe(dir + "/recipe.toml");
+    recipe << "[[static]]\nprefix = \"/static/\"\nroot = \"" << dir << "/missing\"\n";
+  }
+  auto r = run_binary({"node", "--listen", "127.0.0.1:0", "--deposit", dir + "/deposit", "--config", dir + "/recipe.toml"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("/static/"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace http_surface_test_file
