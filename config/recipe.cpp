@@ -625,7 +625,8 @@ const std::vector<field<static_settings>>& static_fields() {
   return f;
 }
 
-std::vector<static_settings> read_statics(const toml::value& v) {
+// `file`: the recipe's path; a relative root is relative to its directory.
+std::vector<static_settings> read_statics(const toml::value& v, const std::string& file) {
   if (!v.is_array())
     throw recipe_error("static", "expected an array of tables ([[static]]), got " + toml_type(v) + at_line(v));
   std::vector<static_settings> mounts;
@@ -636,6 +637,11 @@ std::vector<static_settings> read_statics(const toml::value& v) {
     if (!t.is_table()) throw recipe_error(where, "expected a table ([[static]]), got " + toml_type(t) + at_line(t));
     static_settings s;
     apply_table(s, static_fields(), t, where);
+    if (!s.root.empty() && s.root.front() != '/') {
+      std::error_code ec;
+      auto dir = std::filesystem::absolute(file, ec).parent_path();
+      s.root = (dir / s.root).lexically_normal().string();
+    }
     mounts.push_back(std::move(s));
   }
   return mounts;
@@ -717,7 +723,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "log") apply_section(r.log, log_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
     else if (name == "cors") r.cors = read_cors(v);
-    else if (name == "static") r.statics = read_statics(v);
+    else if (name == "static") r.statics = read_statics(v, path);
     else throw recipe_error(name, std::string("unknown key (the recipe has ") + sections + ")" + at_line(v));
   }
 }

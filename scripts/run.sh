@@ -6,6 +6,7 @@
 #   --listen 127.0.0.1:8080   (node.listen)
 #   --deposit ./deposit       (deposit.path)
 #   --app notes               (group.default.user_type; any user_type in the recipe counts)
+#   --config samples/notes/notes.toml  (with --app notes and no --config: the page at /)
 # Unless an admin token is given (--admin-token, --set node.admin_token=…,
 # TROUPE_NODE_ADMIN_TOKEN, or a --config recipe that sets admin_token), one is
 # generated for this run. Once the node listens, the console's URL is printed
@@ -57,6 +58,8 @@ given node listen --listen || defaults+=(--listen 127.0.0.1:8080)
 given deposit path --deposit || defaults+=(--deposit ./deposit)
 if ! given group.default user_type --app && ! recipe_sets "*" user_type; then
   defaults+=(--app notes)
+  # The notes sample's page and files (its [[static]] mounts), unless a recipe is given.
+  [ -n "$config" ] || defaults+=(--config samples/notes/notes.toml)
 fi
 
 token="${TROUPE_NODE_ADMIN_TOKEN:-}"

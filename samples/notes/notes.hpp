@@ -4,8 +4,6 @@
 
 #include <troupe/troupe.hpp>
 
-#include "page.hpp"
-
 #include <cctype>
 #include <chrono>
 #include <cerrno>
@@ -95,12 +93,8 @@ public:
       u.push_all("/counter", {{"count", count}});  // every open page of his shows it live (GET /)
       return json({{"count", count}});
     });
-    // The page: a live counter over its channel (samples/notes/page.hpp).
-    r.get("/", [](troupe::request&) {
-      auto page = troupe::response::text(page_html);
-      page.content_type = "text/html; charset=utf-8";
-      return page;
-    });
+    // The page (GET /, a live counter over its channel) is a file: samples/notes/www/index.html,
+    // served by the front from the [[static]] mounts of samples/notes/notes.toml.
 
     // Pushes (docs/channels.md): {"push": "/notes/broadcast", "data": {"text"}} on
     // every open channel of this user's pages; answers what was delivered.

@@ -992,6 +992,8 @@ TEST(recipe, static_mounts_come_from_the_file_and_are_checked) {
                           "cache_control = \"max-age=3600\"\n[[static]]\nprefix = \"/\"\nroot = \"site\"\nindex = \"\"\n");
   ASSERT_EQ(r.statics.size(), 2u);
   EXPECT_EQ(r.statics[0].prefix, "/static/");
+  EXPECT_EQ(r.statics[0].root, (std::filesystem::absolute(dir.path()) / "www").lexically_normal().string())
+    << "a relative root is relative to the recipe file's directory";
   EXPECT_EQ(r.statics[0].index, "index.html");
   EXPECT_TRUE(r.statics[0].spa_fallback);
   EXPECT_EQ(r.statics[0].cache_control, "max-age=3600");

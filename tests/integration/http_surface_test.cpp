@@ -206,8 +206,7 @@ TEST_F(HttpSurface, ACorsPreflightIsAnsweredByTheFrontAndAllowedOriginsGetTheHea
 }
 
 // [[static]]: files served by the front, no actor and no connection minted; the
-// app's routes keep their paths even under a "/" mount (the notes sample's page
-// is its route "/": the mount's index is reached as /index.html here).
+// app's routes keep their paths even under a "/" mount.
 TEST_F(HttpSurface, StaticFilesAreServedByTheFront) {
   auto dir = make_temp_dir("troupe-static-it");
   std::filesystem::create_directories(dir + "/www/assets");
@@ -229,9 +228,7 @@ TEST_F(HttpSurface, StaticFilesAreServedByTheFront) {
   EXPECT_EQ(home.get("Content-Type"), "text/html; charset=utf-8");
   EXPECT_EQ(home.get("Cache-Control"), "public, max-age=60");
   EXPECT_FALSE(home.has("Set-Cookie")) << "a static file mints no connection";
-  auto page = c.get("/");
-  ASSERT_STATUS(page, 200);
-  EXPECT_NE(page.body.find("troupe notes"), std::string::npos) << "the app's route \"/\" is the app's";
+  EXPECT_EQ(c.get("/").body, "<h1>shop</h1>") << "/ is the mount's index";
   auto js = c.get("/assets/app.js");
   ASSERT_STATUS(js, 200);
   EXPECT_EQ(js.body.size(), 100000u);
@@ -272,6 +269,18 @@ TEST(HttpSurfaceRecipe, AStaticRootThatIsNoDirectoryStopsTheNode) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("/static/"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
+}
+
+// The run command's recipe for the notes sample: its page at / and under /static/.
+TEST_F(HttpSurface, TheNotesSamplesRecipeServesItsPageAtTheRoot) {
+  start({"--config", std::string(TROUPE_SOURCE_DIR) + "/samples/notes/notes.toml"});
+  http_client c(port());
+  auto page = c.get("/");
+  ASSERT_STATUS(page, 200);
+  EXPECT_EQ(page.get("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("<title>troupe notes</title>"), std::string::npos);
+  EXPECT_EQ(c.get("/static/index.html").body, page.body);
+  EXPECT_STATUS(c.get("/api/counter"), 200);  // the app's, beside the "/" mount
 }
 
 }  // namespace http_surface_test_file

@@ -29,7 +29,7 @@ class NotesPageInChromium : public node_test {};
 
 TEST_F(NotesPageInChromium, ShowsALiveCounterOverItsChannelThroughFreezesAndWakes) {
   ASSERT_TRUE(chromium::available()) << "/usr/bin/chromium is missing: scripts/test.sh installs Debian's chromium";
-  start({"--admin-token", token});
+  start({"--admin-token", token, "--config", std::string(TROUPE_SOURCE_DIR) + "/samples/notes/notes.toml"});
   chromium browser;
   browser.navigate("http://127.0.0.1:" + std::to_string(port()) + "/");
   browser.wait_for(value_js("channel") + " === 'open' && " + value_js("counter") + " === '0'", 15s,
