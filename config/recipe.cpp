@@ -597,18 +597,21 @@ const std::vector<field<cors_settings>>& cors_fields() {
   return f;
 }
 
-std::vector<cors_settings> read_cors(const toml::value& v) {
+/// The entries of an array of tables `[[name]]` without names, each addressed as name[N].
+template <class S>
+std::vector<S> read_entries(const toml::value& v, const std::string& name, const std::vector<field<S>>& fields) {
   if (!v.is_array())
-    throw recipe_error("cors", "expected an array of tables ([[cors]]), got " + toml_type(v) + at_line(v));
-  std::vector<cors_settings> entries;
+    throw recipe_error(name, "expected an array of tables ([[" + name + "]]), got " + toml_type(v) + at_line(v));
+  std::vector<S> entries;
   const auto& tables = v.as_array(std::nothrow);
   for (std::size_t i = 0; i < tables.size(); ++i) {
     const auto& t = tables[i];
-    std::string where = "cors[" + std::to_string(i + 1) + "]";
-    if (!t.is_table()) throw recipe_error(where, "expected a table ([[cors]]), got " + toml_type(t) + at_line(t));
-    cors_settings c;
-    apply_table(c, cors_fields(), t, where);
-    entries.push_back(std::move(c));
+    std::string where = name + "[" + std::to_string(i + 1) + "]";
+    if (!t.is_table())
+      throw recipe_error(where, "expected a table ([[" + name + "]]), got " + toml_type(t) + at_line(t));
+    S entry;
+    apply_table(entry, fields, t, where);
+    entries.push_back(std::move(entry));
   }
   return entries;
 }
@@ -627,23 +630,13 @@ const std::vector<field<static_settings>>& static_fields() {
 
 // `file`: the recipe's path; a relative root is relative to its directory.
 std::vector<static_settings> read_statics(const toml::value& v, const std::string& file) {
-  if (!v.is_array())
-    throw recipe_error("static", "expected an array of tables ([[static]]), got " + toml_type(v) + at_line(v));
-  std::vector<static_settings> mounts;
-  const auto& tables = v.as_array(std::nothrow);
-  for (std::size_t i = 0; i < tables.size(); ++i) {
-    const auto& t = tables[i];
-    std::string where = "static[" + std::to_string(i + 1) + "]";
-    if (!t.is_table()) throw recipe_error(where, "expected a table ([[static]]), got " + toml_type(t) + at_line(t));
-    static_settings s;
-    apply_table(s, static_fields(), t, where);
+  auto mounts = read_entries(v, "static", static_fields());
+  for (auto& s : mounts)
     if (!s.root.empty() && s.root.front() != '/') {
       std::error_code ec;
       auto dir = std::filesystem::absolute(file, ec).parent_path();
       s.root = (dir / s.root).lexically_normal().string();
     }
-    mounts.push_back(std::move(s));
-  }
   return mounts;
 }
 
@@ -722,7 +715,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "channel") apply_section(r.channel, channel_fields(), v, name);
     else if (name == "log") apply_section(r.log, log_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
-    else if (name == "cors") r.cors = read_cors(v);
+    else if (name == "cors") r.cors = read_entries(v, "cors", cors_fields());
     else if (name == "static") r.statics = read_statics(v, path);
     else throw recipe_error(name, std::string("unknown key (the recipe has ") + sections + ")" + at_line(v));
   }

@@ -1,5 +1,7 @@
 #include "registry/ip_network.hpp"
 
+#include "registry/url.hpp"
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -33,18 +35,10 @@ std::optional<ip_network> parse_address(std::string_view text) {
   return a;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // One hop of X-Forwarded-For ("203.0.113.7", "2001:db8::1") or a Forwarded
 // node ("203.0.113.7:80", "\"[2001:db8::1]:4711\"") as a bare address, or "".
 std::string_view hop_address(std::string_view node) {
-  node = trim(node);
+  node = registry::trim_ows(node);
   if (node.size() >= 2 && node.front() == '"' && node.back() == '"')
     node = node.substr(1, node.size() - 2);
   if (!node.empty() && node.front() == '[') {  // [v6] or [v6]:port
@@ -65,7 +59,7 @@ std::vector<std::string_view> forwarded_for(std::string_view header) {
     std::string_view found;
     while (!element.empty()) {
       auto semi = element.find(';');
-      auto pair = trim(element.substr(0, semi));
+      auto pair = registry::trim_ows(element.substr(0, semi));
       if (pair.size() > 4 && (pair[0] == 'f' || pair[0] == 'F') && (pair[1] == 'o' || pair[1] == 'O') &&
           (pair[2] == 'r' || pair[2] == 'R') && pair[3] == '=')
         found = pair.substr(4);
@@ -129,7 +123,7 @@ std::string client_address(const std::string& peer, const std::vector<ip_network
                            std::string_view forwarded, std::string_view x_forwarded_for) {
   if (trusted.empty() || !in_any(trusted, peer))
     return peer;
-  auto hops = !trim(forwarded).empty() ? forwarded_for(forwarded) : split_commas(x_forwarded_for);
+  auto hops = !registry::trim_ows(forwarded).empty() ? forwarded_for(forwarded) : split_commas(x_forwarded_for);
   std::string client = peer;
   for (auto it = hops.rbegin(); it != hops.rend(); ++it) {
     auto address = hop_address(*it);

@@ -69,4 +69,12 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
          });
 }
 
+std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
 }  // namespace troupe::registry

@@ -35,6 +35,9 @@ bool is_http_token(std::string_view s) noexcept;
 /// ASCII case-insensitive equality (header names, cookie names).
 bool iequals(std::string_view a, std::string_view b) noexcept;
 
+/// `s` without the spaces and tabs around it (HTTP's optional whitespace).
+std::string_view trim_ows(std::string_view s) noexcept;
+
 /// The decoded name=value pairs of a query string ("a=1&b=x%20y"), in order;
 /// nullopt when a piece does not decode.
 std::optional<std::vector<std::pair<std::string, std::string>>> parse_query(std::string_view query);

@@ -15,14 +15,6 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // Allow-Origin and what goes with it, for an allowed origin.
 void allow_origin(const config::cors_settings& entry, std::string_view origin, std::vector<http_header>& out) {
   bool any = !entry.credentials && std::find(entry.origins.begin(), entry.origins.end(), "*") != entry.origins.end();
@@ -60,7 +52,7 @@ cors_policy::preflight_answer cors_policy::preflight(std::string_view origin, st
   }
   while (!request_headers.empty()) {
     auto comma = request_headers.find(',');
-    auto name = trimmed(request_headers.substr(0, comma));
+    auto name = registry::trim_ows(request_headers.substr(0, comma));
     request_headers = comma == std::string_view::npos ? std::string_view{} : request_headers.substr(comma + 1);
     if (name.empty())
       continue;

@@ -1,5 +1,7 @@
 #include "transport/http_framing.hpp"
 
+#include "registry/url.hpp"
+
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
@@ -9,14 +11,6 @@ namespace troupe::http_framing {
 namespace http = boost::beast::http;
 
 namespace {
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
 
 std::size_t count(const http::request_header<>& h, http::field f) {
   auto [first, last] = h.equal_range(f);
@@ -49,7 +43,7 @@ std::string header_refusal(const http::request_header<>& h) {
   if (te_fields == 1) {
     // Only "chunked" alone is understood; anything else would leave the body's
     // end to guesswork (request smuggling), RFC 9112 §6.1.
-    auto coding = trim(sv(h[http::field::transfer_encoding]));
+    auto coding = registry::trim_ows(sv(h[http::field::transfer_encoding]));
     if (!boost::beast::iequals(boost::beast::string_view(coding.data(), coding.size()), "chunked"))
       return "unsupported Transfer-Encoding (only chunked is accepted)";
     if (count(h, http::field::content_length) != 0)

@@ -90,19 +90,11 @@ std::optional<std::time_t> parse_http_date(std::string_view s) {
   return ::timegm(&tm);
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // If-None-Match: "*" or a list of entity tags, compared weakly (W/ ignored).
 bool none_match_hits(std::string_view header, std::string_view etag) {
   while (!header.empty()) {
     auto comma = header.find(',');
-    auto tag = trim(header.substr(0, comma));
+    auto tag = registry::trim_ows(header.substr(0, comma));
     if (tag == "*")
       return true;
     if (tag.substr(0, 2) == "W/")
@@ -118,14 +110,14 @@ bool none_match_hits(std::string_view header, std::string_view etag) {
 bool accepts_gzip(std::string_view header) {
   while (!header.empty()) {
     auto comma = header.find(',');
-    auto item = trim(header.substr(0, comma));
+    auto item = registry::trim_ows(header.substr(0, comma));
     header = comma == std::string_view::npos ? std::string_view{} : header.substr(comma + 1);
     auto semi = item.find(';');
-    if (!registry::iequals(trim(item.substr(0, semi)), "gzip"))
+    if (!registry::iequals(registry::trim_ows(item.substr(0, semi)), "gzip"))
       continue;
     if (semi == std::string_view::npos)
       return true;
-    auto q = trim(item.substr(semi + 1));
+    auto q = registry::trim_ows(item.substr(semi + 1));
     if (q.substr(0, 2) != "q=" && q.substr(0, 2) != "Q=")
       return true;
     q.remove_prefix(2);
@@ -145,10 +137,10 @@ struct range_result {
 
 range_result parse_range(std::string_view header, std::uint64_t size) {
   range_result r;
-  header = trim(header);
+  header = registry::trim_ows(header);
   if (header.substr(0, 6) != "bytes=" || header.find(',') != std::string_view::npos)
     return r;
-  auto spec = trim(header.substr(6));
+  auto spec = registry::trim_ows(header.substr(6));
   auto dash = spec.find('-');
   if (dash == std::string_view::npos)
     return r;
@@ -357,7 +349,7 @@ static_answer serve_static(const static_mount& mount, const static_request& req)
   a.status = 200;
   a.offset = 0;
   a.length = size;
-  if (!req.range.empty() && (req.if_range.empty() || trim(req.if_range) == etag)) {
+  if (!req.range.empty() && (req.if_range.empty() || registry::trim_ows(req.if_range) == etag)) {
     auto r = parse_range(req.range, size);
     if (!r.ignored && !r.satisfiable) {
       static_answer refused;
