@@ -83,15 +83,7 @@ protected:
   }
 
   ~supervised_group() override {
-    caf::anon_send_exit(group, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(proxy, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(census, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
-    deposit = nullptr;
-    self.reset();
-    sys.reset();
+    stop_node(group, proxy, census, commander, global_store, deposit);
     std::filesystem::remove_all(dir);
   }
 
@@ -292,12 +284,8 @@ protected:
   ~groups_tree() override {
     for (auto& [name, g] : groups)
       caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
-    deposit = nullptr;
-    self.reset();
-    sys.reset();
+    groups.clear();
+    stop_node(commander, global_store, deposit);
     std::filesystem::remove_all(dir);
   }
 

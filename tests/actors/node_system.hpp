@@ -2,14 +2,15 @@
 // two scheduler threads (real concurrency, as on a node), the node's message
 // types, a scoped actor to ask from, and a node context named "test-node" for
 // the fixture to fill in. A fixture derives from it (its names stay `cfg`,
-// `sys`, `self`, `ctx`) and resets `self`, then `sys`, in its destructor once
-// its actors were told to stop.
+// `sys`, `self`, `ctx`) and ends with stop_node(its actors...).
 #pragma once
 
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -26,6 +27,17 @@ struct node_system {
     self.emplace(*sys);
     ctx = std::make_shared<node_context>();
     ctx->node_name = "test-node";
+  }
+
+  /// Tells each of `actors` to stop and drops their handles (a detached actor's
+  /// thread waits for its last handle to go), then waits for the system: its
+  /// reset blocks until every actor is gone.
+  template <class... Handles>
+  void stop_node(Handles&... actors) {
+    (caf::anon_send_exit(actors, caf::exit_reason::user_shutdown), ...);
+    ((actors = nullptr), ...);
+    self.reset();
+    sys.reset();
   }
 
   caf::actor_system_config cfg;

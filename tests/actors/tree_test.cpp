@@ -54,13 +54,7 @@ protected:
   }
 
   ~tree() override {
-    caf::anon_send_exit(group, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(commander, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(global_store, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(deposit, caf::exit_reason::user_shutdown);
-    deposit = nullptr;  // a detached actor's thread waits for its last handle to go
-    self.reset();
-    sys.reset();  // blocks until every actor of the tree is gone
+    stop_node(group, commander, global_store, deposit);
     std::filesystem::remove_all(dir);
   }
 
