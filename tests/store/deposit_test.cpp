@@ -1925,18 +1925,24 @@ TEST_P(pg_deposit, a_call_inside_the_backoff_window_throws_without_trying) {
   auto o = pg_options();
   o.reconnect_backoff_min = std::chrono::milliseconds(60000);  // nothing retried during this test
   o.reconnect_backoff_max = std::chrono::milliseconds(60000);
+  // A name of this test's own: other tests share the server and open sessions meanwhile.
+  const std::string app_name = "troupe_backoff_" + std::to_string(::getpid());
+  o.url += (o.url.find('?') == std::string::npos ? "?" : "&") + ("application_name=" + app_name);
+  const std::string count_sessions =
+    "SELECT count(*) FROM pg_stat_activity WHERE application_name = '" + app_name + "'";
   auto d = make_postgres_deposit(o);
   d->put_user("x", make_parcel(1, "x"));
+  EXPECT_EQ(admin->one(count_sessions), "1");
   terminate_backend(*admin, postgres_backend_pid(*d));
   EXPECT_THROW(d->get_user("x"), deposit_error);
-  const auto sessions = admin->one("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'troupe'");
+  const auto sessions = admin->one(count_sessions);
   try {
     d->get_user("x");
     FAIL() << "no throw inside the backoff window";
   } catch (const deposit_error& e) {
     EXPECT_NE(std::string(e.what()).find("next attempt in"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(admin->one("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'troupe'"), sessions);
+  EXPECT_EQ(admin->one(count_sessions), sessions);
   EXPECT_TRUE(postgres_disconnected(*d));
 }
 
