@@ -275,6 +275,15 @@ response user_actor_base::after(std::chrono::milliseconds delay, std::function<r
   return r;
 }
 
+response user_actor_base::defer(std::chrono::milliseconds timeout, std::function<void(promise)> start) {
+  response r;
+  r.next = std::make_shared<detail::continuation>();
+  r.next->what = detail::continuation::kind::defer;
+  r.next->delay = timeout < std::chrono::milliseconds::zero() ? std::chrono::milliseconds::zero() : timeout;
+  r.next->on_deferred = std::move(start);
+  return r;
+}
+
 // -- the global store ----------------------------------------------------------
 
 namespace {

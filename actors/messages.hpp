@@ -14,6 +14,7 @@
 #include <caf/actor.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -144,6 +145,14 @@ typename Inspector::result_type inspect(Inspector& f, channel_ref& x) {
   return f(caf::meta::type_name("troupe.channel_ref"), x.hub, x.socket);
 }
 
+struct http_response;
+
+/// Where the answer of a request forwarded from another node goes when its
+/// handler deferred it (user_actor_base::defer): the forwarder that sent the
+/// request, with the request's number there (http_request::answer_ref). The
+/// forwarder takes an interim answer (http_response::deferred_ms) first.
+using deferred_answer_handle = caf::typed_actor<caf::reacts_to<http_atom, std::uint64_t, http_response>>;
+
 /// A request as the front hands it to an actor: already size-checked and
 /// attributed to a connection (and page, when the request names one).
 struct http_request {
@@ -160,12 +169,16 @@ struct http_request {
   channel_ref channel;
   /// The client's address as the front judged it (node.trusted_proxies; docs/http.md), "" when unknown.
   std::string client;
+  /// Set by the forwarder of a request from another node: where a deferred
+  /// answer goes, and under which number (invalid and 0 on the local path).
+  deferred_answer_handle answer_to;
+  std::uint64_t answer_ref = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_request& x) {
   return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
-           x.page, x.headers, x.deadline_ms, x.channel, x.client);
+           x.page, x.headers, x.deadline_ms, x.channel, x.client, x.answer_to, x.answer_ref);
 }
 
 /// What the front must do with its routing cache after a reply.
@@ -193,12 +206,16 @@ struct http_response {
   /// The handler's own headers (checked: actors/response_headers.hpp), in order;
   /// the front writes them after its own. A channel call's reply has none.
   std::vector<http_header> headers;
+  /// Not 0: an interim answer to a forwarded request (never to the client): its
+  /// handler deferred the answer, which comes to http_request::answer_to within
+  /// this many ms (or its user actor answers 504 first).
+  std::uint64_t deferred_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_response& x) {
   return f(caf::meta::type_name("troupe.http_response"), x.status, x.body, x.content_type, x.route,
-           x.retry_after, x.set_cid, x.stream_id, x.route_key, x.headers);
+           x.retry_after, x.set_cid, x.stream_id, x.route_key, x.headers, x.deferred_ms);
 }
 
 /// The front's side of one in-flight request: it holds the request (shared,
@@ -210,6 +227,10 @@ public:
   virtual ~reply_slot() = default;
   virtual const http_request& request() const = 0;
   virtual void deliver(http_response&& response) = 0;
+  /// The answer is deferred (user_actor_base::defer): wait for it `from_now`
+  /// from now instead of the request deadline. May come several times before
+  /// deliver(); a slot that cannot wait longer ignores it.
+  virtual void extend(std::chrono::milliseconds /*from_now*/) {}
 };
 
 /// The local fast path's continuation (never serialized: front and actor share

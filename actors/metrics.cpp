@@ -226,6 +226,18 @@ std::string node_metrics::prometheus_text() const {
           cluster_gate_refusals.load(std::memory_order_relaxed));
   counter("troupe_requests_expired_total", "Requests dropped from a user's queue past their deadline, never run.",
           requests_expired.load(std::memory_order_relaxed));
+  out += "# HELP troupe_deferred_pending Deferred answers (promises) open on this node.\n"
+         "# TYPE troupe_deferred_pending gauge\n";
+  line("troupe_deferred_pending", "", deferred.pending.load(std::memory_order_relaxed));
+  out += "# HELP troupe_deferred_answers_total Deferred answers by outcome: resolved, timed_out (504), interrupted "
+         "(their user left: 503), late (resolved after that: dropped), refused (too many open: 503).\n"
+         "# TYPE troupe_deferred_answers_total counter\n";
+  line("troupe_deferred_answers_total", "outcome=\"resolved\"", deferred.resolved.load(std::memory_order_relaxed));
+  line("troupe_deferred_answers_total", "outcome=\"timed_out\"", deferred.timed_out.load(std::memory_order_relaxed));
+  line("troupe_deferred_answers_total", "outcome=\"interrupted\"",
+       deferred.interrupted.load(std::memory_order_relaxed));
+  line("troupe_deferred_answers_total", "outcome=\"late\"", deferred.late.load(std::memory_order_relaxed));
+  line("troupe_deferred_answers_total", "outcome=\"refused\"", deferred.refused.load(std::memory_order_relaxed));
   out += "# HELP troupe_stream_open Streaming responses (SSE, NDJSON) open on this node's front.\n"
          "# TYPE troupe_stream_open gauge\n";
   line("troupe_stream_open", "", stream.open.load(std::memory_order_relaxed));

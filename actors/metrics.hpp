@@ -182,6 +182,16 @@ struct node_metrics {
     std::atomic<std::uint64_t> disconnects{0};  ///< clients that went away mid-stream (the writer is told)
     std::atomic<std::uint64_t> refusals{0};     ///< streams refused: limits.max_streams, max_streams_per_user
   } stream;
+  /// Deferred answers (user_actor_base::defer, docs/http.md): troupe_deferred_pending and
+  /// troupe_deferred_answers_total{outcome}.
+  struct deferred_counters {
+    std::atomic<std::int64_t> pending{0};       ///< promises open on this node
+    std::atomic<std::uint64_t> resolved{0};     ///< answered by the actor
+    std::atomic<std::uint64_t> timed_out{0};    ///< past their deadline: the client got 504
+    std::atomic<std::uint64_t> interrupted{0};  ///< their user left first (freeze, soft quit, restart): 503
+    std::atomic<std::uint64_t> late{0};         ///< resolve() on a promise no longer open: dropped
+    std::atomic<std::uint64_t> refused{0};      ///< defer() past limits.user_queue_length open promises: 503
+  } deferred;
   /// Messages between users (README "Messages between users"), counted on the
   /// sender's node: troupe_messages_sent_total, _delivered_total, and
   /// troupe_messages_refused_total{reason} by tell_outcome::result (index 0 unused).

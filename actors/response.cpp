@@ -122,4 +122,16 @@ std::uint64_t stream::credit() const {
   return host_ ? host_->stream_state(id_).credit : 0;
 }
 
+bool promise::resolve(response answer) {
+  return host_ && host_->promise_resolve(id_, std::move(answer));
+}
+
+bool promise::keep_alive(std::chrono::milliseconds from_now) {
+  return host_ && host_->promise_keep_alive(id_, from_now);
+}
+
+bool promise::is_open() const {
+  return host_ && host_->promise_open(id_);
+}
+
 }  // namespace troupe

@@ -103,7 +103,7 @@ actor_probe user_state::probe(std::uint64_t query, bool detail) {
   }
   p.detail = nlohmann::json{{"connections", std::move(conns)}, {"store", std::move(store)},
                             {"generation", keeper->generation()}, {"dirty", core->dirty()},
-                            {"backlog", backlog.size()}}
+                            {"backlog", backlog.size()}, {"deferred", parked.size()}}
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return p;
 }
@@ -121,6 +121,7 @@ void user_state::on_tick(std::uint8_t which, std::uint64_t arg) {
     case user_timer::checkpoint: return core->checkpoint_due();
     case user_timer::resume: return resume(arg);
     case user_timer::later: return run_timer(arg);
+    case user_timer::deferred: return deferred_due(arg);
   }
 }
 
@@ -129,7 +130,7 @@ idle_facts user_state::idleness() const {
   idle_facts f;
   auto last = std::max(clocks.last_activity(), started);
   f.idle_for = std::chrono::duration_cast<std::chrono::milliseconds>(registry::wall_clock::now() - last);
-  f.streaming = streaming_now();
+  f.streaming = streaming_now() || !parked.empty();  // a client waits for him either way
   f.holds_live_work = holds_live_work();
   return f;
 }
@@ -137,7 +138,7 @@ idle_facts user_state::idleness() const {
 // Something waits for his actor, or is bound to it: he may not rest.
 bool user_state::holds_live_work() const {
   if (!backlog.empty() || !message_backlog.empty() || !freeze_waiters.empty() || !adoptions_after_wake.empty() ||
-      !told_after_write.empty() || !told_early.empty())
+      !told_after_write.empty() || !told_early.empty() || !parked.empty())
     return true;
   if (books && !books->empty())
     return true;
@@ -177,6 +178,7 @@ bool user_state::serve_waiting_request() {
 }
 
 void user_state::leave(user_exit why) {
+  answer_parked();  // nobody could resolve them once he is gone
   switch (why) {
     case user_exit::frozen: return leave_frozen();
     case user_exit::fenced: return leave_fenced();

@@ -40,7 +40,7 @@ enum class durability : std::uint8_t { freeze, interval, reply };
 durability durability_of(std::string_view name) noexcept;
 
 /// The user's timers (the tick's `which`; the worker keeps them).
-enum class user_timer : std::uint8_t { idle = 0, checkpoint = 1, resume = 2, later = 3 };
+enum class user_timer : std::uint8_t { idle = 0, checkpoint = 1, resume = 2, later = 3, deferred = 4 };
 
 /// What becomes of an arriving request or message.
 enum class arrival : std::uint8_t {

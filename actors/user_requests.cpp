@@ -14,8 +14,10 @@ namespace troupe {
 void user_state::respond(reply_to& to, http_response&& r) {
   if (auto* local = std::get_if<local_reply>(&to))
     (*local)->deliver(std::move(r));
-  else
-    std::get<user_promise>(to).deliver(std::move(r));
+  else if (auto* promise = std::get_if<user_promise>(&to))
+    promise->deliver(std::move(r));
+  else if (auto& fwd = std::get<forwarded_answer>(to); fwd.to)
+    caf::anon_send(fwd.to, http_atom::value, fwd.ref, std::move(r));
 }
 
 // `r` as the answer of the route `call` matched: the front counts it in that route's figures.
@@ -113,24 +115,36 @@ void user_state::leave_failed() {
   self->quit(make_error(errc::handler_failed));
 }
 
-void user_state::finish(pending_call&& call, response&& out) {
+// The handler's headers and cookies, checked: never a split response. A bad
+// one makes `out` a 500, its cause logged once per route.
+std::vector<http_header> user_state::checked_headers(const pending_call& call, response& out) {
   std::vector<http_header> headers;
   if (auto problem = take_headers(out, out.content_type, headers); !problem.empty()) {
-    // Never a split response: a 500 instead, its cause logged once per route.
     auto route = call.route ? *call.route : call.req->method + " " + call.req->path;
     ctx->invalid_response_log(route, "route {}: the handler's answer is refused ({}); the client gets 500", route,
                               problem);
     out = response::error(500, "the handler's answer had an invalid header or cookie");
+    headers.clear();
   }
+  return headers;
+}
+
+http_response user_state::plain_answer(const pending_call& call, response&& out, std::vector<http_header>&& headers) {
+  http_response r;
+  r.status = out.status;
+  r.body = std::move(out.body);
+  r.content_type = std::move(out.content_type);
+  r.retry_after = out.retry_after;
+  r.headers = std::move(headers);
+  if (call.route)
+    r.route_key = *call.route;
+  return r;
+}
+
+void user_state::finish(pending_call&& call, response&& out) {
+  auto headers = checked_headers(call, out);
   if (!out.next) {
-    http_response r;
-    r.status = out.status;
-    r.body = std::move(out.body);
-    r.content_type = std::move(out.content_type);
-    r.retry_after = out.retry_after;
-    r.headers = std::move(headers);
-    if (call.route)
-      r.route_key = *call.route;
+    auto r = plain_answer(call, std::move(out), std::move(headers));
     if (core->policy().mode == durability::reply && core->dirty())
       return reply_when_durable(std::move(call), std::move(r));
     if (core->take_change())
@@ -140,9 +154,11 @@ void user_state::finish(pending_call&& call, response&& out) {
   }
   auto next = std::move(out.next);
   using kind = detail::continuation::kind;
-  if (next->what == kind::stream) {  // answered now: a stream is not a pending request
+  if (next->what == kind::stream || next->what == kind::defer) {  // neither is a pending request: his queue goes on
     if (core->take_change())
       keeper->keep_as_good();
+    if (next->what == kind::defer)
+      return park(std::move(call), std::move(*next));  // the answer's headers are the resolving answer's
     return open_stream(std::move(call), std::move(*next), std::move(headers));
   }
   switch (next->what) {
@@ -160,7 +176,8 @@ void user_state::finish(pending_call&& call, response&& out) {
     case kind::global:
       core->defer(deferral::elsewhere);
       return await_global(std::move(call), std::move(*next));
-    case kind::stream: return;  // handled above
+    case kind::stream:
+    case kind::defer: return;  // handled above
     case kind::push:
       core->defer(deferral::elsewhere);
       return await_push(std::move(call), std::move(*next));

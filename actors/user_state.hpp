@@ -8,6 +8,7 @@
 ///   user_messages.cpp   messages between users (tell)
 ///   user_channels.cpp   pages, channels, pushes
 ///   user_streams.cpp    streams and later() timers
+///   user_promises.cpp   deferred answers (defer(), promises)
 ///   user_lifecycle.cpp  wake, freeze, checkpoints, rest, login/logout, leaving
 
 #include "actors/census.hpp"
@@ -27,6 +28,7 @@
 
 #include <chrono>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <variant>
@@ -34,13 +36,27 @@
 namespace troupe {
 
 using user_promise = caf::typed_response_promise<http_response>;
-using reply_to = std::variant<local_reply, user_promise>;
+/// A deferred answer to a request from another node: a message to its forwarder (deferred_answer_handle).
+struct forwarded_answer {
+  deferred_answer_handle to;
+  std::uint64_t ref = 0;
+};
+using reply_to = std::variant<local_reply, user_promise, forwarded_answer>;
 
 /// A request waiting for its turn, or being served.
 struct pending_call {
   std::shared_ptr<const http_request> req;  // the local path shares the front's slot
   reply_to to;
   const std::string* route = nullptr;  // the matched route's metrics key (in the type's router, shared)
+};
+
+/// A request whose handler deferred its answer (user_actor_base::defer): it
+/// waits here, not in his queue, until the actor resolves it or its deadline.
+struct parked_answer {
+  using clock = std::chrono::steady_clock;
+  pending_call call;
+  clock::time_point deadline;  // 504 then
+  clock::time_point latest;    // keep_alive() moves the deadline up to here, never past
 };
 
 /// A message from another user waiting for its turn (README "Messages between users").
@@ -122,6 +138,8 @@ struct user_state : detail::user_host, user_effects {
   lazy<pending_call> deferred_call;  // after(): the request sleeping until its resume tick
   lazy_function<response> deferred_then;
   std::vector<caf::typed_response_promise<bool>> freeze_waiters;
+  std::map<std::uint64_t, parked_answer> parked;  // deferred answers (defer()), by promise id
+  std::uint64_t parked_seq = 0;
 
   std::shared_ptr<user_busy> cost;  // his cost, read by his worker's admission (null: not counted)
 
@@ -152,6 +170,9 @@ struct user_state : detail::user_host, user_effects {
   void stream_close(std::uint64_t id) override;
   stream_status stream_state(std::uint64_t id) const override;
   bool later(std::chrono::milliseconds delay, std::function<void()> fn) override;
+  bool promise_resolve(std::uint64_t id, response&& answer) override;
+  bool promise_keep_alive(std::uint64_t id, std::chrono::milliseconds from_now) override;
+  bool promise_open(std::uint64_t id) const override { return parked.count(id) > 0; }
 
   // -- user_effects (user.cpp, user_lifecycle.cpp) ------------------------------------
   void arm_timer(user_timer which, std::chrono::milliseconds delay, std::uint64_t arg) override;
@@ -182,6 +203,8 @@ struct user_state : detail::user_host, user_effects {
   template <class F>
   void run(pending_call&& call, F&& fn);
   void fail(pending_call& call, const char* what);
+  std::vector<http_header> checked_headers(const pending_call& call, response& out);
+  static http_response plain_answer(const pending_call& call, response&& out, std::vector<http_header>&& headers);
   void finish(pending_call&& call, response&& out);
   void await_global(pending_call&& call, detail::continuation&& step);
   void await_push(pending_call&& call, detail::continuation&& step);
@@ -226,6 +249,12 @@ struct user_state : detail::user_host, user_effects {
   void call_app(F&& fn);
   void on_down(const caf::down_msg& m);
   void run_timer(std::uint64_t id);
+
+  // -- deferred answers (user_promises.cpp) ---------------------------------------------
+  void park(pending_call&& call, detail::continuation&& next);
+  void arm_deadline(std::uint64_t id, parked_answer& p, parked_answer::clock::time_point now);
+  void deferred_due(std::uint64_t id);
+  void answer_parked();
 
   // -- wake, freeze, checkpoints, rest, login (user_lifecycle.cpp) --------------------------
   placement where() const;

@@ -53,6 +53,11 @@ std::optional<local_reply> forward_table::take(std::uint64_t id) {
   return slot;
 }
 
+reply_slot* forward_table::find(std::uint64_t id) {
+  auto r = by_id_.find(id);
+  return r == by_id_.end() ? nullptr : r->second.slot.get();
+}
+
 forward_table::failed forward_table::fail_target(const target_ref& target) {
   failed out;
   auto n = by_node_.find(target.node);
@@ -183,6 +188,11 @@ void demonitor_all(forwarder_pointer self, const std::vector<caf::actor_addr>& t
 // The answer (or the error) of forwarded request `id`.
 void on_answer(forwarder_pointer self, std::uint64_t id, http_response&& r) {
   auto& st = self->state;
+  if (r.deferred_ms > 0) {  // its handler deferred it: the front waits that long; the answer comes as a message
+    if (auto* slot = st.table->find(id))
+      slot->extend(std::chrono::milliseconds(r.deferred_ms));
+    return;  // still pending: its target's down message fails it as any other
+  }
   auto slot = st.table->take(id);
   if (!slot)
     return;  // failed already (its target went down): the front has re-resolved
@@ -266,10 +276,13 @@ forwarder_handle::behavior_type forwarder_impl(forwarder_pointer self, node_cont
       if (req.deadline_ms > 0)
         timeout = std::chrono::milliseconds(std::max<std::int64_t>(1, req.deadline_ms - unix_now_ms()));
       auto id = a.id;
+      req.answer_to = forwarder_handle{self};
+      req.answer_ref = id;
       self->request(target, timeout, http_atom::value, std::move(req))
         .then([self, id](http_response& r) { on_answer(self, id, std::move(r)); },
               [self, id](caf::error& err) { on_error(self, id, err); });
     },
+    [self](http_atom, std::uint64_t id, http_response& r) { on_answer(self, id, std::move(r)); },
     [self](node_down_atom, const caf::node_id& node) {
       auto& st = self->state;
       auto f = st.table->fail_node(node, true, forward_table::clock::now());

@@ -41,7 +41,10 @@ using forwarder_handle = caf::typed_actor<
   /// Serve the slot's request by the user actor `target` (on another node).
   caf::reacts_to<http_atom, user_handle, local_reply>,
   /// The cluster membership declared `node` down: fail every request to it now.
-  caf::reacts_to<node_down_atom, caf::node_id>>;
+  caf::reacts_to<node_down_atom, caf::node_id>,
+  /// The answer to request `ref`, whose handler deferred it (its first answer
+  /// was interim: http_response::deferred_ms); see deferred_answer_handle.
+  caf::reacts_to<http_atom, std::uint64_t, http_response>>;
 
 /// The forwarder's bookkeeping, without an actor system (the forwarder actor
 /// drives it; tests drive it directly): the requests in flight by id, by target
@@ -87,6 +90,8 @@ public:
 
   /// The answer to request `id` came: its slot, if it is still pending.
   std::optional<local_reply> take(std::uint64_t id);
+  /// The slot of request `id`, left pending (its answer was deferred); null when it is not.
+  reply_slot* find(std::uint64_t id);
 
   /// The target is down (it exited, or its proxy died): releases its requests, stops watching it.
   failed fail_target(const target_ref& target);

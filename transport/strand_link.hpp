@@ -34,6 +34,14 @@ protected:
     });
   }
   bool answered() const noexcept { return answered_; }
+  // Runs fn(target, tag) on the target's strand, leaving the link unanswered (a notice before the answer).
+  template <class F>
+  void notify(F fn) {
+    boost::asio::post(ex_, [t = target_, tag = tag_, fn = std::move(fn)]() mutable {
+      if (auto target = t.lock())
+        fn(*target, tag);
+    });
+  }
 
 private:
   std::weak_ptr<Target> target_;

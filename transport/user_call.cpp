@@ -23,8 +23,13 @@ public:
     : front_(f), ex_(std::move(ex)), req_(std::move(req)), deadline_(ex_), done_(std::move(done)), minted_(minted) {}
 
   void start(std::chrono::milliseconds timeout) {
-    // The pending wait holds the call alive until it is answered (then cancelled) or due.
-    deadline_.expires_after(timeout);
+    arm(timeout);
+    dispatch(false);
+  }
+
+  // The pending wait holds the call alive until it is answered (then cancelled) or due.
+  void arm(std::chrono::milliseconds timeout) {
+    deadline_.expires_after(timeout);  // cancels a wait armed before (its handler sees the error and returns)
     deadline_.async_wait([self = shared_from_this(), timeout](boost::system::error_code ec) {
       if (ec || self->finished_)
         return;
@@ -33,7 +38,14 @@ public:
       self->target_ = nullptr;
       self->finish(error_response(504, "the request was not answered in time"));
     });
-    dispatch(false);
+  }
+
+  // The actor deferred the answer (user_actor_base::defer): it answers 504 itself
+  // at its deadline; this wait, a little longer, only covers an actor that never does.
+  void on_extended(std::uint64_t attempt, std::chrono::milliseconds from_now) {
+    if (attempt != attempt_ || finished_)
+      return;
+    arm(from_now + std::chrono::seconds(1));
   }
 
   void on_reply(std::uint64_t attempt, http_response&& r) {
@@ -106,6 +118,9 @@ private:
     const http_request& request() const override { return *req_; }
     void deliver(http_response&& r) override {
       post([r = std::move(r)](user_call& c, std::uint64_t a) mutable { c.on_reply(a, std::move(r)); });
+    }
+    void extend(std::chrono::milliseconds from_now) override {
+      notify([from_now](user_call& c, std::uint64_t a) { c.on_extended(a, from_now); });
     }
     ~reply() override {
       if (!answered())

@@ -177,7 +177,7 @@ struct cookie_attributes {
 };
 
 /// What a handler returns: a status and a body, or a deferred answer
-/// (login, logout, after) that the platform completes. Headers and cookies
+/// (login, logout, after, defer) that the platform completes. Headers and cookies
 /// are added in a chain: `return response::json(j).header("Cache-Control", "no-store");`
 /// Every name and value is checked when the answer leaves the handler (docs/http.md):
 /// a control character (CR, LF, NUL), a name that is not a token, a header the
@@ -219,6 +219,35 @@ struct response {
   static response sse(stream_handlers h);
   /// An NDJSON stream (application/x-ndjson, one JSON value per line), as sse().
   static response ndjson(stream_handlers h);
+};
+
+/// The answer of one deferred request (user_actor_base::defer): a small
+/// handle to keep in the actor (copies answer the same request) and complete
+/// from any later event in it — a message from another user, a global-store
+/// result, a timer (docs/http.md "Deferred answers"). Valid in its user actor only.
+class promise {
+public:
+  promise() = default;
+  /// Made by the platform (the handle of deferred answer `id` of `host`).
+  promise(detail::user_host* host, std::uint64_t id) noexcept : host_(host), id_(id) {}
+
+  /// Answers the request with `answer`: a plain answer (status, body, headers,
+  /// cookies); a deferred one (after, a stream, the global store …) is refused
+  /// and the client gets 500. False, and nothing sent, when the request was
+  /// answered already, timed out (the client got 504) or its user left: a late
+  /// completion, dropped and counted (troupe_deferred_answers_total{outcome="late"}).
+  bool resolve(response answer);
+  /// Moves the deadline to `from_now` from now, never past limits.max_deferred_seconds
+  /// after defer() (nor, for a request forwarded from another cluster member, past
+  /// its request deadline). False when the promise is no longer open.
+  bool keep_alive(std::chrono::milliseconds from_now);
+  /// True until it is resolved, timed out, or its user left.
+  bool is_open() const;
+  std::uint64_t id() const noexcept { return id_; }
+
+private:
+  detail::user_host* host_ = nullptr;
+  std::uint64_t id_ = 0;
 };
 
 
@@ -496,6 +525,16 @@ protected:
   /// Answers with `then()` after `delay`, without blocking any thread. This
   /// user's later requests wait their turn; other users are served meanwhile.
   static response after(std::chrono::milliseconds delay, std::function<response()> then);
+
+  /// Answers later, from any later event: `start(p)` runs in this actor as soon
+  /// as the handler returns, with the promise `p` of this request to keep and
+  /// complete with p.resolve(answer). Unlike after(), this user serves his other
+  /// requests and messages meanwhile. Past `timeout` (at most
+  /// limits.max_deferred_seconds; p.keep_alive() moves it) the client gets 504. A
+  /// user holding a promise neither rests nor freezes for idleness; one who
+  /// leaves (a soft quit, a freeze, a restart) answers it 503 + Retry-After.
+  /// At most limits.user_queue_length promises are open per user (503 past it).
+  static response defer(std::chrono::milliseconds timeout, std::function<void(promise)> start);
 
   // -- the global store (shared by all users; see README "The global store") -------
   // Each call answers later, blocking nothing: `then` runs in this actor when the

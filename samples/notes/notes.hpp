@@ -4,6 +4,7 @@
 
 #include <troupe/troupe.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cerrno>
@@ -57,6 +58,7 @@ public:
   static constexpr std::int64_t max_tick_every_ms = 10000;
   static constexpr std::int64_t max_tick_pad = 8192;     // bytes of padding per tick event
   static constexpr std::size_t max_inbox = 100;         // messages kept; the oldest goes first
+  static constexpr std::int64_t max_wait_note_ms = 3600000;  // asked of /api/wait-note; limits.max_deferred_seconds caps it
 
   /// The login routing hook (README "Groups"): users named staff_* log in
   /// to group "staff" when the recipe has one (the default group otherwise).
@@ -75,6 +77,9 @@ public:
         inbox.erase(inbox.begin());
       inbox.push_back({from, msg.text});
       u.push_all("/inbox", {{"from", from}, {"text", msg.text}});
+      for (auto& waiting : u.note_waiters_)  // /api/wait-note: answered with this note
+        waiting.resolve(json({{"from", from}, {"text", msg.text}}));
+      u.note_waiters_.clear();
     });
   }
 
@@ -208,6 +213,17 @@ public:
       });
     });
     r.get("/api/inbox", [](notes_user& u, troupe::request&) { return json({{"inbox", u.state().inbox}}); });
+    // A long poll: {"timeout_ms": N} is answered with the next note another
+    // user sends him (/api/tell) as {"from","text"}, or 504 after N ms. He
+    // serves his other requests meanwhile (a deferred answer: docs/http.md).
+    r.post("/api/wait-note", [](notes_user& u, troupe::request& q) {
+      auto ms = bounded_integer(q, "timeout_ms", 0, max_wait_note_ms);
+      return defer(std::chrono::milliseconds(ms), [&u](troupe::promise p) {
+        auto& w = u.note_waiters_;  // those that timed out go first
+        w.erase(std::remove_if(w.begin(), w.end(), [](const troupe::promise& x) { return !x.is_open(); }), w.end());
+        w.push_back(p);
+      });
+    });
 
     r.post("/api/sleep", [](troupe::request& q) {
       auto n = bounded_integer(q, "ms", 0, max_sleep_ms);
@@ -365,6 +381,7 @@ private:
     bool scheduled = false;  // a later() is pending for it
   };
   std::map<std::uint64_t, ticker> tickers_;  // by stream id
+  std::vector<troupe::promise> note_waiters_;  // /api/wait-note requests waiting for a note
   struct { std::int64_t opened = 0, slow = 0, ready = 0, gone = 0, ended = 0; } seen_;
 
   troupe::stream_handlers feed(std::function<void(troupe::stream&)> open) {

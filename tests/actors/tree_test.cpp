@@ -69,7 +69,7 @@ protected:
                      const std::string& path, const std::string& body = "") {
     http_response out;
     out.status = 0;
-    http_request req{method, path, "", body, cid, "", {}, 0, {}, {}};
+    http_request req{method, path, "", body, cid, "", {}, 0, {}, {}, {}, 0};
     (*self)
       ->request(target, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); },
@@ -304,7 +304,7 @@ private:
 };
 
 void send_local(const user_handle& target, recorder& rec, const std::string& cid, const std::string& path) {
-  http_request req{"POST", path, "", "", cid, "", {}, 0, {}, {}};
+  http_request req{"POST", path, "", "", cid, "", {}, 0, {}, {}, {}, 0};
   caf::anon_send(target, http_atom::value,
                  local_reply{std::make_shared<recording_slot>(rec, std::move(req))});
 }

@@ -42,6 +42,7 @@ const char* timer_name(user_timer t) {
     case user_timer::checkpoint: return "checkpoint";
     case user_timer::resume: return "resume";
     case user_timer::later: return "later";
+    case user_timer::deferred: return "deferred";
   }
   return "?";
 }

@@ -39,9 +39,10 @@ struct tell_order {
 
 /// A deferred answer, completed by the user actor's host.
 struct continuation {
-  enum class kind { after, login, logout, global, stream, push, tell } what;
-  std::chrono::milliseconds delay{0};
+  enum class kind { after, login, logout, global, stream, push, tell, defer } what;
+  std::chrono::milliseconds delay{0};                      // after; defer: the timeout
   std::function<response()> then;                          // after
+  std::function<void(promise)> on_deferred;                // defer
   std::string user;                                        // login
   global_op op;                                            // global
   std::function<response(const global_reply&)> on_reply;  // global
@@ -80,6 +81,12 @@ public:
     std::uint64_t credit = 0;
   };
   virtual stream_status stream_state(std::uint64_t) const { return {}; }
+  // Deferred answers (user_actor_base::defer); the defaults: a host without them (tests).
+  /// Answers deferred request `id`; false when it is no longer open.
+  virtual bool promise_resolve(std::uint64_t, response&&) { return false; }
+  /// Moves the deadline of deferred request `id`; false when it is no longer open.
+  virtual bool promise_keep_alive(std::uint64_t, std::chrono::milliseconds) { return false; }
+  virtual bool promise_open(std::uint64_t) const { return false; }
   /// Runs `fn` in this actor after `delay`; false when too many are pending.
   virtual bool later(std::chrono::milliseconds, std::function<void()>) { return false; }
   /// The sender of the message being handled ("" otherwise).
