@@ -45,13 +45,22 @@ void user_state::park(pending_call&& call, detail::continuation&& next) {
   if (!next.on_deferred)
     return;
   // Still the handler's turn (its identity is the request's): a throw is a failed handler.
+  std::string what;
   try {
     next.on_deferred(promise(this, id));
+    return;
   } catch (const std::exception& e) {
-    return fail_outside("a defer() callback", e.what());
+    what = e.what();
   } catch (...) {
-    return fail_outside("a defer() callback", "unknown exception");
+    what = "unknown exception";
   }
+  auto it = parked.find(id);
+  if (it == parked.end())  // it resolved its promise before it threw
+    return fail_outside("a defer() callback", what.c_str());
+  auto failed = std::move(it->second.call);
+  parked.erase(it);
+  m.pending.fetch_sub(1, std::memory_order_relaxed);
+  fail(failed, what.c_str());  // 502, and he restarts from his last good state
 }
 
 // Tells the waiting front how long it waits now, and arms his own 504 for then.

@@ -64,7 +64,38 @@ public:
     });
     r.post("/steal", [](request&) { return response::text("x").cookie("troupe_cid", "stolen"); });
     r.post("/wait", [](request&) { return after(300ms, [] { return response::json({{"waited", true}}); }); });
+    // Deferred answers (defer): resolved by a timer (twice: the second is late);
+    // resolved with headers; kept alive; never resolved; resolved with a
+    // continuation (refused: 500); a start that throws.
+    r.post("/defer/timer", [](counter_app& u, request&) {
+      return defer(5s, [&u](promise p) {
+        u.later(50ms, [&u, p]() mutable {
+          u.first_resolve = p.resolve(json({{"n", ++u.mutate().n}}).header("X-Deferred", "yes"));
+          u.second_resolve = p.resolve(json({{"again", true}}));
+          u.open_after = p.is_open();
+        });
+      });
+    });
+    r.post("/defer/never", [](request&) { return defer(200ms, [](promise) {}); });
+    r.post("/defer/kept", [](counter_app& u, request&) {
+      return defer(100ms, [&u](promise p) {
+        p.keep_alive(1s);  // past the first deadline
+        u.later(400ms, [p]() mutable { p.resolve(json({{"kept", true}})); });
+      });
+    });
+    r.post("/defer/continued", [](counter_app& u, request&) {
+      return defer(5s, [&u](promise p) {
+        u.later(10ms, [p]() mutable { p.resolve(after(1ms, [] { return json({{"no", true}}); })); });
+      });
+    });
+    r.post("/defer/throws", [](request&) { return defer(5s, [](promise) { throw std::runtime_error("no"); }); });
+    r.get("/defer/seen", [](counter_app& u, request&) {
+      return json({{"first", u.first_resolve}, {"second", u.second_resolve}, {"open_after", u.open_after}});
+    });
   }
+
+  // What /defer/timer's resolves answered (GET /defer/seen).
+  bool first_resolve = false, second_resolve = true, open_after = true;
 };
 
 }  // namespace troupe::test

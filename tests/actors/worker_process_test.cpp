@@ -1,5 +1,6 @@
 // The worker process slot's heartbeat period (docs/SUPERVISION.md "Workers as processes").
 #include "actors/worker_process.hpp"
+#include "config/group_settings.hpp"
 
 #include <gtest/gtest.h>
 
