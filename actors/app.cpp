@@ -141,7 +141,7 @@ std::string request::json_string(const char* key) const {
 
 // -- router --------------------------------------------------------------------
 
-router& router::on(std::string_view method, std::string_view pattern, handler h) {
+router& router::on(std::string_view method, std::string_view pattern, handler h, guards route_guards) {
   route r;
   r.method = std::string(method);
   r.pattern = std::string(pattern);
@@ -169,8 +169,48 @@ router& router::on(std::string_view method, std::string_view pattern, handler h)
                                   std::string(type) + "\"; the types are int and uint");
   });
   r.fn = std::move(h);
+  r.own_guards = std::move(route_guards);
+  route_guards_ = route_guards_ || !r.own_guards.empty();
   routes_.push_back(std::move(r));
   return *this;
+}
+
+router& router::guard_all(guard g) {
+  if (!g)
+    throw std::invalid_argument("a guard must be callable");
+  type_guards_.push_back(std::move(g));
+  return *this;
+}
+
+bool router::guarded(std::size_t index) const noexcept {
+  return !type_guards_.empty() || (index < routes_.size() && !routes_[index].own_guards.empty());
+}
+
+guard_verdict router::judge(std::size_t index, const guard_request& g) const {
+  auto run = [&](const guard& fn) -> guard_verdict {
+    try {
+      auto v = fn(g);
+      if (!v.allowed() && (v.status < 400 || v.status > 599))  // a refusal is an error status
+        return guard_verdict::refuse(500, "the guard refused with an invalid status");
+      return v;
+    } catch (const std::exception&) {
+      return guard_verdict::refuse(500, "the guard failed");
+    } catch (...) {
+      return guard_verdict::refuse(500, "the guard failed");
+    }
+  };
+  for (auto& fn : type_guards_)
+    if (auto v = run(fn); !v.allowed())
+      return v;
+  if (index < routes_.size())
+    for (auto& fn : routes_[index].own_guards)
+      if (auto v = run(*fn); !v.allowed())
+        return v;
+  return guard_verdict::allow();
+}
+
+bool guard_request::guest() const noexcept {
+  return registry::is_guest(user_);
 }
 
 void router::name_routes(const std::string& type) {
@@ -228,6 +268,7 @@ router::match router::find(std::string_view method, std::string_view path) const
     }
     result.target = &r.fn;
     result.key = &r.key;
+    result.index = static_cast<std::size_t>(&r - routes_.data());
     result.params = std::move(params);
     result.out_of_range = out_of_range;
     result.other_method = false;

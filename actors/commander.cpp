@@ -369,6 +369,27 @@ void commander_state::resolve_now(placement_promise p, const std::string& cid, b
   core->look_up(cid, enlist({p, {}, {}, cid}));
 }
 
+// Guards on the front (docs/http.md "Guards"): his name and type, without
+// waking him. A user who is not live is given the type of the group his
+// login would route him to (his parcel, unread, names the same one unless
+// the recipe moved him since; his actor judges again anyway).
+caf::result<placement> commander_state::whois(const std::string& cid) {
+  auto user = index().user_of(cid);
+  if (!user)
+    return make_error(errc::no_such_user, "this connection is not known");
+  placement who;
+  who.user = *user;
+  who.cid = cid;
+  std::string group = default_group;
+  if (auto slot = index().worker_of(who.user))
+    group = index().group_of(*slot);
+  else if (auto routed = login_group(default_group, who.user); !routed.empty())
+    group = routed;
+  if (auto* g = ctx->group(group))
+    who.type = g->user_type;
+  return who;
+}
+
 caf::result<placement> commander_state::login(login_request& req) {
   if (!core->accepts_rotation())
     return make_error(errc::unavailable, "the commander is taking over; retry");
@@ -464,6 +485,7 @@ commander_actor::behavior_type commander_impl(commander_actor::stateful_pointer<
         st.core->admit(st.enlist({p, {}, {}, cid, minted}));
       return p;
     },
+    [=](whois_atom, const std::string& cid) -> caf::result<placement> { return self->state.whois(cid); },
     [=](login_atom, login_request& req) { return self->state.login(req); },
     [=](logout_atom, const std::string& cid, const std::string& from_user) -> caf::result<placement> {
       auto& st = self->state;

@@ -29,6 +29,10 @@ using commander_handle = caf::typed_actor<
   /// Where does connection `cid` go? (A stranger becomes guest_<cid>.) `minted`:
   /// the front has just made this id, so no parcel can exist for it.
   caf::replies_to<resolve_atom, std::string, bool>::with<placement>,
+  /// Whose is connection `cid`, from the placement index alone (waking nobody,
+  /// reading nothing): a placement with his user and type, and his worker and
+  /// actor when he is live; no_such_user when the index does not know it.
+  caf::replies_to<whois_atom, std::string>::with<placement>,
   /// Move a connection to a named user; answers his placement.
   caf::replies_to<login_atom, login_request>::with<placement>,
   /// Move connection `cid` (of user `from`) to a fresh guest; answers its placement.

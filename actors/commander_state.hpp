@@ -133,6 +133,7 @@ struct commander_state : commander_effects {
   std::optional<std::string> mint();
   void resolve_now(placement_promise p, const std::string& cid, bool minted);
   caf::result<placement> login(login_request& req);
+  caf::result<placement> whois(const std::string& cid);
   void remove_deposit_parcel(parcel_kind kind, const std::string& key);
 
   // -- messages between users (commander_tell.cpp) ---------------------------------------

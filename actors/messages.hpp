@@ -29,6 +29,7 @@ namespace troupe {
 // -- atoms (at most 10 characters each) ---------------------------------------
 using http_atom = caf::atom_constant<caf::atom("http")>;        ///< serve a request
 using resolve_atom = caf::atom_constant<caf::atom("resolve")>;  ///< where is this connection's user
+using whois_atom = caf::atom_constant<caf::atom("whois")>;      ///< whose is this connection (waking nobody)
 using attach_atom = caf::atom_constant<caf::atom("attach")>;    ///< host this user, give him a connection
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;      ///< a connection is now yours
 using login_atom = caf::atom_constant<caf::atom("login")>;

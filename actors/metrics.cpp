@@ -5,6 +5,7 @@
 #include "store/deposit.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -91,11 +92,13 @@ void latency_histogram::write(std::string& out, const std::string& name, const s
   out += name + "_count" + braces + " " + std::to_string(cumulative) + "\n";
 }
 
-void node_metrics::add_route(const std::string& type, const std::string& method, const std::string& pattern) {
+void node_metrics::add_route(const std::string& type, const std::string& method, const std::string& pattern,
+                             bool guarded) {
   auto key = route_key(type, method, pattern);
   if (routes_by_key.count(key))
     return;
   auto& r = *routes.emplace_back(std::make_unique<route_counters>(type, method, pattern));
+  r.guarded = guarded;
   routes_by_key.emplace(std::move(key), &r);
 }
 
@@ -389,6 +392,18 @@ std::string node_metrics::prometheus_text() const {
   auto route_labels = [](const route_counters& r) {
     return "type=\"" + r.type + "\",method=\"" + r.method + "\",route=\"" + r.pattern + "\"";
   };
+  {
+    // By type and route pattern (the methods of one pattern summed): the guarded routes only.
+    std::map<std::pair<std::string, std::string>, std::uint64_t> refused;
+    for (auto& r : routes)
+      if (r->guarded)
+        refused[{r->type, r->pattern}] += r->guard_rejections.load(std::memory_order_relaxed);
+    if (!refused.empty())
+      out += "# HELP troupe_guard_rejections_total Requests a route's guards refused on the front, before any "
+             "actor (docs/http.md \"Guards\").\n# TYPE troupe_guard_rejections_total counter\n";
+    for (auto& [at, n] : refused)
+      line("troupe_guard_rejections_total", "type=\"" + at.first + "\",route=\"" + at.second + "\"", n);
+  }
   out += "# HELP troupe_route_requests_total Requests a user actor answered, by route pattern.\n"
          "# TYPE troupe_route_requests_total counter\n";
   for (auto& r : routes)

@@ -58,7 +58,9 @@ struct route_counters {
   route_counters(std::string t, std::string m, std::string p)
     : type(std::move(t)), method(std::move(m)), pattern(std::move(p)) {}
   const std::string type, method, pattern;
+  bool guarded = false;                    ///< it has a guard (troupe_guard_rejections_total)
   std::atomic<std::uint64_t> requests{0};  ///< answered, whatever the status
+  std::atomic<std::uint64_t> guard_rejections{0};  ///< refused by its guards (also counted in requests)
   std::atomic<std::uint64_t> errors{0};    ///< answered 5xx
   latency_histogram latency;               ///< as the front measured them (read to written)
 };
@@ -213,7 +215,8 @@ struct node_metrics {
   registry::rate_history history;
 
   /// Makes the counters of one route (at start only: not thread-safe).
-  void add_route(const std::string& type, const std::string& method, const std::string& pattern);
+  void add_route(const std::string& type, const std::string& method, const std::string& pattern,
+                 bool guarded = false);
   /// The counters of the route `key` (route_key), or nullptr (thread-safe once started).
   route_counters* route(const std::string& key) const noexcept {
     auto i = routes_by_key.find(key);

@@ -219,6 +219,8 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.gauge.emplace(st.ctx->metrics, actor_kind::user);
   st.user_name = std::move(spec.user);
   st.worker_name = std::move(spec.worker);
+  if (auto* group = st.ctx->group(spec.group))
+    st.type_name = group->user_type;
   st.commander = spec.commander;
   st.global_store = spec.global_store;
   st.deposit = spec.deposit;

@@ -64,11 +64,12 @@ struct placement {
   std::string node;
   user_handle actor;  ///< the user actor
   std::string cid{};  ///< the connection he took (for login and logout: the new id the commander minted)
+  std::string type{};  ///< his actor type (his group's user_type): whose guards judge his requests on the front
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, placement& x) {
-  return f(caf::meta::type_name("troupe.placement"), x.user, x.worker, x.node, x.actor, x.cid);
+  return f(caf::meta::type_name("troupe.placement"), x.user, x.worker, x.node, x.actor, x.cid, x.type);
 }
 
 /// What a resting user leaves with his worker (group.rest_idle_seconds): all

@@ -13,7 +13,7 @@
 namespace troupe {
 
 placement user_state::where() const {
-  return placement{user_name, worker_name, ctx->node_name, self};
+  return placement{user_name, worker_name, ctx->node_name, self, {}, type_name};
 }
 
 store::parcel user_state::make_parcel(store::parcel_cause cause) {

@@ -1,6 +1,7 @@
 // The user actor's HTTP requests: admission, his type's handlers, the steps a
 // handler defers (after, the global store, a push), durable replies.
 #include "actors/errors.hpp"
+#include "actors/guards.hpp"
 #include "actors/response_headers.hpp"
 #include "actors/user_state.hpp"
 #include "config/limits_settings.hpp"
@@ -80,9 +81,7 @@ void user_state::serve(pending_call&& call) {
       respond(call.to, std::move(*refusal));
       return;
     }
-  auto found = routes->find(call.req->method, call.req->path);
-  if (!found.target && call.req->method == "HEAD")  // GET's answer; the front sends its headers only
-    found = routes->find("GET", call.req->path);
+  auto found = find_route(*routes, call.req->method, call.req->path);
   if (!found.target) {
     respond(call.to, found.other_method ? error_response(405, "method not allowed")
                                         : error_response(404, "no such route"));
@@ -91,6 +90,11 @@ void user_state::serve(pending_call&& call) {
   if (!found.out_of_range.empty()) {
     respond(call.to, error_response(400, "path parameter \"" + std::string(found.out_of_range) +
                                            "\" does not fit a 64-bit integer"));
+    return;
+  }
+  // The front judged them when it knew whose the request was; judged here in every case.
+  if (auto refusal = guard_refusal(ctx->metrics, *routes, found, *call.req, user_name)) {
+    respond(call.to, std::move(*refusal));
     return;
   }
   request q(*call.req, std::move(found.params));

@@ -100,6 +100,7 @@ struct user_state : detail::user_host, user_effects {
   std::optional<actor_gauge> gauge;
   std::string user_name;
   std::string worker_name;
+  std::string type_name;  // his group's user_type (placement::type)
   commander_for_users commander;
   global_store_handle global_store;
   deposit_handle deposit;

@@ -97,6 +97,11 @@ bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_
         .then([slot](placement& where) { slot->placed(std::move(where)); },
               [slot](caf::error& err) { slot->failed(err); });
     },
+    [=](whois_atom, std::string& cid, local_resolve& slot) {
+      self->request(commander, hold_timeout, whois_atom::value, std::move(cid))
+        .then([slot](placement& who) { slot->placed(std::move(who)); },
+              [slot](caf::error& err) { slot->failed(err); });
+    },
     [=](order_atom, operator_order& order, local_admin& slot) {
       auto run = std::make_shared<order_run>(order_run{self, census, std::move(order), std::move(slot)});
       auto& o = run->order;

@@ -55,6 +55,8 @@ namespace troupe {
 /// The bridge's typed interface.
 using bridge_handle = caf::typed_actor<
   caf::reacts_to<resolve_atom, std::string, bool, local_resolve>,
+  /// Whose is the connection (the commander's whois): for the front's guards.
+  caf::reacts_to<whois_atom, std::string, local_resolve>,
   /// POST /_troupe/users/{user}/freeze|drop, POST /_troupe/workers/{worker}/drain.
   caf::reacts_to<order_atom, operator_order, local_admin>,
   /// GET /_troupe/global: the global store's keys, sizes and leases.

@@ -1,8 +1,10 @@
 #include "transport/front.hpp"
 
 #include "actors/errors.hpp"
+#include "actors/guards.hpp"
 #include "config/channel_settings.hpp"
 #include "config/duration.hpp"
+#include "config/group_settings.hpp"
 #include "config/limits_settings.hpp"
 #include "config/node_settings.hpp"
 #include "transport/http_session.hpp"
@@ -68,8 +70,12 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
   std::sort(statics_.begin(), statics_.end(),
             [](const static_mount& a, const static_mount& b) { return a.prefix().size() > b.prefix().size(); });
   for (auto& type : ctx_->apps.names())
-    if (auto* r = ctx_->apps.routes(type))
+    if (auto* r = ctx_->apps.routes(type)) {
       app_routers_.push_back(r);
+      if (r->has_guards())
+        guarded_types_.emplace_back(type, r);
+    }
+  default_type_ = ctx_->default_group().user_type;
   for (auto& network : ctx_->node().trusted_proxies)
     if (auto parsed = registry::parse_network(network))  // the recipe's validation refused any other
       trusted_proxies_.push_back(*parsed);
@@ -103,6 +109,23 @@ const static_mount* front::static_mount_for(std::string_view path) const {
     return &m;
   }
   return nullptr;
+}
+
+bool front::may_be_guarded(std::string_view method, std::string_view path) const {
+  for (auto& [type, r] : guarded_types_) {
+    auto found = find_route(*r, method, path);
+    if (found.target && r->guarded(found.index))
+      return true;
+  }
+  return false;
+}
+
+std::optional<http_response> front::guard_refusal(const http_request& req, const std::string& user,
+                                                  const std::string& type) {
+  for (auto& [name, r] : guarded_types_)
+    if (name == type)
+      return troupe::guard_refusal(ctx_->metrics, *r, find_route(*r, req.method, req.path), req, user);
+  return std::nullopt;
 }
 
 front::~front() {

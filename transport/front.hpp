@@ -112,6 +112,16 @@ public:
   /// The [[static]] mount that serves `path` (the longest prefix), or nullptr; a
   /// path one of the app's routes takes is the app's, whatever the mounts.
   const static_mount* static_mount_for(std::string_view path) const;
+  /// True when some user type declares guards (docs/http.md "Guards"): the
+  /// front judges them before a request reaches any actor.
+  bool guards() const noexcept { return !guarded_types_.empty(); }
+  /// True when some type has a guarded route for `method` `path` (worth asking whose the connection is).
+  bool may_be_guarded(std::string_view method, std::string_view path) const;
+  /// The refusal of `req` by the guards of `user`'s type `type`, counted; nullopt when they let it through.
+  std::optional<http_response> guard_refusal(const http_request& req, const std::string& user,
+                                             const std::string& type);
+  /// The user type of the default group: a fresh guest's.
+  const std::string& default_type() const noexcept { return default_type_; }
   const front_limits& limits() const noexcept { return limits_; }
   route_cache& routes() noexcept { return *routes_; }
   const bridge_handle& bridge() const noexcept { return bridge_; }
@@ -171,6 +181,8 @@ private:
   cors_policy cors_;
   std::vector<static_mount> statics_;        // longest prefix first
   std::vector<const router*> app_routers_;  // every user type's, for static_mount_for
+  std::vector<std::pair<std::string, const router*>> guarded_types_;  // the types that declare guards
+  std::string default_type_;
   bridge_handle bridge_;
   forwarder_handle forwarder_;
   channel_hub_handle channel_hub_;

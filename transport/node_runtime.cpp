@@ -177,10 +177,12 @@ int node_runtime::impl::describe_node() {
   // Per-route figures for every route of the types the groups serve: a finite
   // set made here, read without a lock by the front afterwards.
   for (auto& g : recipe.groups)
-    if (auto* routes = types_.routes(g.user_type))
+    if (auto* routes = types_.routes(g.user_type)) {
+      std::size_t index = 0;  // for_each_route goes in declaration order: the routes' numbers
       routes->for_each_route([&](const std::string& method, const std::string& pattern) {
-        ctx_->metrics.add_route(g.user_type, method, pattern);
+        ctx_->metrics.add_route(g.user_type, method, pattern, routes->guarded(index++));
       });
+    }
   ctx_->metrics.history = registry::rate_history(recipe.node.history_seconds);
   ctx_->node_name = recipe.node.name.empty() ? host_name() : recipe.node.name;
   if (recipe.cluster.enabled() && recipe.node.name.empty()) {

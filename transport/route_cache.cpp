@@ -9,21 +9,30 @@ std::optional<user_handle> route_cache::find(const std::string& cid) const {
   auto i = by_cid_.find(cid);
   if (i == by_cid_.end())
     return std::nullopt;
-  return i->second;
+  return i->second.actor;
 }
 
-void route_cache::put(const std::string& cid, user_handle actor) {
+std::shared_ptr<const route_cache::who> route_cache::who_of(const std::string& cid) const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto i = by_cid_.find(cid);
+  return i == by_cid_.end() ? nullptr : i->second.whose;
+}
+
+void route_cache::put(const std::string& cid, user_handle actor, std::shared_ptr<const who> whose) {
   if (!actor)
     return;
   auto addr = actor.address();
   registry::short_name key(cid);
   {
     std::lock_guard<std::mutex> guard{mutex_};
-    auto [i, fresh] = by_cid_.try_emplace(key, actor);
+    auto [i, fresh] = by_cid_.try_emplace(key, entry{actor, whose});
     if (!fresh) {
-      if (i->second == actor)
+      if (i->second.actor == actor) {
+        if (whose)
+          i->second.whose = std::move(whose);
         return;  // routed there already, and watched
-      i->second = actor;
+      }
+      i->second = entry{actor, std::move(whose)};
     }
   }
   // One watch per route (its key with it): an id routed anew to another actor
@@ -47,14 +56,14 @@ std::size_t route_cache::size() const {
 
 void route_cache::forget_route(const registry::short_name& cid, const caf::actor_addr& addr) {
   std::lock_guard<std::mutex> guard{mutex_};
-  if (auto i = by_cid_.find(cid); i != by_cid_.end() && i->second.address() == addr)
+  if (auto i = by_cid_.find(cid); i != by_cid_.end() && i->second.actor.address() == addr)
     by_cid_.erase(i);
 }
 
 void route_cache::forget_node(const caf::node_id& node) {
   std::lock_guard<std::mutex> guard{mutex_};
   for (auto i = by_cid_.begin(); i != by_cid_.end();)
-    i = i->second.node() == node ? by_cid_.erase(i) : std::next(i);
+    i = i->second.actor.node() == node ? by_cid_.erase(i) : std::next(i);
   // Their watches stay attached to the proxies and find nothing when they run.
 }
 

@@ -24,11 +24,20 @@ namespace troupe {
 
 class route_cache : public std::enable_shared_from_this<route_cache> {
 public:
+  /// Whose a routed connection is: kept only while some actor type declares
+  /// guards (the front judges them with it; docs/http.md "Guards").
+  struct who {
+    std::string user;
+    std::string type;
+  };
+
   /// The actor connection `cid` was last routed to, if it is still known.
   std::optional<user_handle> find(const std::string& cid) const;
+  /// Whose connection `cid` is, if it is routed and that was kept (put's `whose`).
+  std::shared_ptr<const who> who_of(const std::string& cid) const;
 
-  /// Routes `cid` to `actor` (and starts watching the actor).
-  void put(const std::string& cid, user_handle actor);
+  /// Routes `cid` to `actor` (and starts watching the actor); `whose`: see who.
+  void put(const std::string& cid, user_handle actor, std::shared_ptr<const who> whose = nullptr);
 
   /// Forgets `cid`.
   void erase(const std::string& cid);
@@ -43,8 +52,12 @@ private:
   // The watch of route `cid` → `addr` fired: forgets it if it still goes there.
   void forget_route(const registry::short_name& cid, const caf::actor_addr& addr);
 
+  struct entry {
+    user_handle actor;
+    std::shared_ptr<const who> whose;  // null unless guards are declared: one pointer per route otherwise
+  };
   mutable std::mutex mutex_;
-  std::unordered_map<registry::short_name, user_handle, registry::short_name_hash> by_cid_;
+  std::unordered_map<registry::short_name, entry, registry::short_name_hash> by_cid_;
 };
 
 }  // namespace troupe

@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "actors/user.hpp"
 #include "config/limits_settings.hpp"
+#include "registry/ids.hpp"
 #include "transport/front.hpp"
 #include "transport/strand_link.hpp"
 
@@ -24,6 +25,8 @@ public:
 
   void start(std::chrono::milliseconds timeout) {
     arm(timeout);
+    if (front_.guards())
+      return judge();
     dispatch(false);
   }
 
@@ -89,8 +92,20 @@ public:
   void on_placed(std::uint64_t attempt, placement&& where) {
     if (attempt != attempt_ || finished_)
       return;
-    front_.routes().put(req_->cid, where.actor);
+    std::shared_ptr<const route_cache::who> whose;
+    if (front_.guards())  // kept for the guards of his next requests
+      whose = std::make_shared<route_cache::who>(route_cache::who{where.user, where.type});
+    front_.routes().put(req_->cid, where.actor, std::move(whose));
     send_to(where.actor);
+  }
+
+  // The commander's whois (null: it does not know the connection).
+  void on_whois(std::uint64_t attempt, std::optional<placement> who) {
+    if (attempt != attempt_ || finished_)
+      return;
+    if (!who)
+      return dispatch(false);  // his actor judges, once placed
+    judged(who->user, who->type);
   }
 
   void on_resolve_failed(std::uint64_t attempt, const caf::error& err) {
@@ -131,6 +146,21 @@ private:
     std::shared_ptr<const http_request> req_;
   };
 
+  class whois final : public resolve_slot, link {
+  public:
+    using link::link;
+    void placed(placement&& who) override {
+      post([w = std::move(who)](user_call& c, std::uint64_t a) mutable { c.on_whois(a, std::move(w)); });
+    }
+    void failed(const caf::error&) override {
+      post([](user_call& c, std::uint64_t a) { c.on_whois(a, std::nullopt); });
+    }
+    ~whois() override {
+      if (!answered())
+        post([](user_call& c, std::uint64_t a) { c.on_whois(a, std::nullopt); });
+    }
+  };
+
   class resolve final : public resolve_slot, link {
   public:
     using link::link;
@@ -145,6 +175,26 @@ private:
         post([](user_call& c, std::uint64_t a) { c.on_resolve_failed(a, make_error(errc::unavailable, "bridge gone")); });
     }
   };
+
+  // Guards (docs/http.md "Guards"), judged before any actor when whose the
+  // connection is is known without waking anybody: from the route cache, a
+  // fresh guest, or the commander's placement index. Else the actor judges.
+  void judge() {
+    if (auto who = front_.routes().who_of(req_->cid))
+      return judged(who->user, who->type);
+    if (minted_)
+      return judged(registry::guest_name(req_->cid), front_.default_type());
+    if (!front_.may_be_guarded(req_->method, req_->path))
+      return dispatch(false);
+    auto slot = std::make_shared<whois>(weak_from_this(), ex_, attempt_);
+    caf::anon_send(front_.bridge(), whois_atom::value, req_->cid, local_resolve{std::move(slot)});
+  }
+
+  void judged(const std::string& user, const std::string& type) {
+    if (auto refusal = front_.guard_refusal(*req_, user, type))
+      return finish(std::move(*refusal));
+    dispatch(false);
+  }
 
   void dispatch(bool retry) {
     retried_ = retry;

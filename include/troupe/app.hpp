@@ -276,6 +276,37 @@ struct tell_outcome {
 const char* to_string(tell_outcome::result r) noexcept;
 
 
+// -- guards (docs/http.md "Guards") ------------------------------------------------
+
+/// What a guard sees: the request (its method, path, path parameters, query,
+/// headers, body, client address) and the user it is for. A guard runs on the
+/// front's threads before the request reaches any actor — concurrently with
+/// other requests: it reads only this and constant data, never an actor's state.
+class guard_request : public request {
+public:
+  guard_request(const http_request& raw, params_type params, const std::string& user)
+    : request(raw, std::move(params)), user_(user) {}
+  /// The user the connection belongs to ("guest_<connection>" for a guest).
+  const std::string& user() const noexcept { return user_; }
+  /// True when the connection has nobody logged in.
+  bool guest() const noexcept;
+
+private:
+  const std::string& user_;
+};
+
+/// A guard's verdict: let the request through, or refuse it with a status.
+struct guard_verdict {
+  std::uint16_t status = 0;  ///< 0: allowed; else the refusal's status (400–499 or 503)
+  std::string message;       ///< the refusal's {"error": message}
+
+  static guard_verdict allow() { return {}; }
+  static guard_verdict refuse(std::uint16_t status = 403, std::string message = "forbidden") {
+    return {status, std::move(message)};
+  }
+  bool allowed() const noexcept { return status == 0; }
+};
+
 /// The routes of one user actor type, type-erased: method + pattern →
 /// handler. Built once per type (app_types::add), shared by all its users:
 /// an instance keeps no route of its own. Write routes with route_table<Self>.
@@ -284,8 +315,14 @@ const char* to_string(tell_outcome::result r) noexcept;
 class router {
 public:
   using handler = std::function<response(user_actor_base&, request&)>;
+  /// A guard (route_table::guard, guarded): runs before the handler, on the front.
+  using guard = std::function<guard_verdict(const guard_request&)>;
+  using guards = std::vector<std::shared_ptr<const guard>>;
 
-  router& on(std::string_view method, std::string_view pattern, handler h);
+  /// Adds a route; `route_guards` run before its handler, after the type-wide ones.
+  router& on(std::string_view method, std::string_view pattern, handler h, guards route_guards = {});
+  /// Adds a type-wide guard: it runs before every route of the type.
+  router& guard_all(guard g);
 
   /// The result of matching a request against the routes.
   struct match {
@@ -295,8 +332,20 @@ public:
     const std::string* key = nullptr;  ///< the route's metrics key (name_routes), with target
     /// A typed parameter (`{id:int}`, `{id:uint}`) whose digits do not fit 64 bits: its name (400), with target.
     std::string_view out_of_range;
+    std::size_t index = 0;  ///< the route's number (guarded, judge), with target
   };
   match find(std::string_view method, std::string_view path) const;
+
+  /// True when route `index` has a guard (its own or the type's).
+  bool guarded(std::size_t index) const noexcept;
+  /// True when any route of the type has a guard.
+  bool has_guards() const noexcept { return !type_guards_.empty() || route_guards_; }
+  /// The verdict of route `index`'s guards on `g`: the type-wide ones, then
+  /// the route's, in declaration order; the first refusal wins. A guard that
+  /// throws refuses with 500.
+  guard_verdict judge(std::size_t index, const guard_request& g) const;
+  /// The metrics key of route `index` (name_routes).
+  const std::string& key(std::size_t index) const { return routes_.at(index).key; }
 
   std::size_t size() const noexcept { return routes_.size(); }
   /// Gives each route its metrics key under user type `type` (app_types::add does).
@@ -323,8 +372,11 @@ private:
     std::vector<segment_kind> kinds;    // one per segment
     handler fn;
     std::string key;  // "<type> <method> <pattern>": its per-route figures (node_metrics::route)
+    guards own_guards;
   };
   std::vector<route> routes_;
+  std::vector<guard> type_guards_;
+  bool route_guards_ = false;  // some route has guards of its own
 };
 
 /// The routes of user actor type `Self`, as its `static void
@@ -354,21 +406,53 @@ public:
   route_table& del(std::string_view pattern, F f) { return on("DELETE", pattern, std::move(f)); }
   template <class F>
   route_table& on(std::string_view method, std::string_view pattern, F f) {
-    r_.on(method, pattern, [f = std::move(f)](user_actor_base& self, request& q) -> response {
-      if constexpr (std::is_invocable_v<F&, Self&, request&>) {
-        return std::invoke(f, static_cast<Self&>(self), q);
-      } else {
-        static_assert(std::is_invocable_v<F&, request&>,
-                      "a route handler takes (Self&, troupe::request&) or (troupe::request&)");
-        (void)self;
-        return std::invoke(f, q);
-      }
-    });
+    r_.on(
+      method, pattern,
+      [f = std::move(f)](user_actor_base& self, request& q) -> response {
+        if constexpr (std::is_invocable_v<F&, Self&, request&>) {
+          return std::invoke(f, static_cast<Self&>(self), q);
+        } else {
+          static_assert(std::is_invocable_v<F&, request&>,
+                        "a route handler takes (Self&, troupe::request&) or (troupe::request&)");
+          (void)self;
+          return std::invoke(f, q);
+        }
+      },
+      guards_);
     return *this;
   }
 
+  /// A type-wide guard (docs/http.md "Guards"): `g(const troupe::guard_request&)`
+  /// runs on the front before every route of this type (those declared before
+  /// too) and returns a troupe::guard_verdict, or a bool (false: 403). A refused
+  /// request wakes nobody and reads nothing from the deposit.
+  template <class G>
+  route_table& guard(G g) {
+    r_.guard_all(make_guard(std::move(g)));
+    return *this;
+  }
+  /// This table, its routes guarded by `g` as well (after the type-wide guards):
+  /// `auto staff = r.guarded(staff_only); staff.get("/api/staff/report", …);`
+  template <class G>
+  route_table guarded(G g) const {
+    route_table t(*this);
+    t.guards_.push_back(std::make_shared<const router::guard>(make_guard(std::move(g))));
+    return t;
+  }
+
 private:
+  template <class G>
+  static router::guard make_guard(G g) {
+    return [g = std::move(g)](const guard_request& q) -> guard_verdict {
+      if constexpr (std::is_same_v<std::invoke_result_t<const G&, const guard_request&>, bool>)
+        return std::invoke(g, q) ? guard_verdict::allow() : guard_verdict::refuse();
+      else
+        return std::invoke(g, q);
+    };
+  }
+
   router& r_;
+  router::guards guards_;
 };
 
 /// Thrown by a message handler's decoding step when the bytes are not the

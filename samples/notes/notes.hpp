@@ -213,6 +213,16 @@ public:
       });
     });
     r.get("/api/inbox", [](notes_user& u, troupe::request&) { return json({{"inbox", u.state().inbox}}); });
+    // Staff only: a guard, judged on the front before any actor (a refused
+    // request wakes nobody and reads nothing from the deposit; docs/http.md "Guards").
+    auto staff = r.guarded([](const troupe::guard_request& g) {
+      return g.user().rfind("staff_", 0) == 0 ? troupe::guard_verdict::allow()
+                                              : troupe::guard_verdict::refuse(403, "staff only");
+    });
+    staff.get("/api/staff/report", [](notes_user& u, troupe::request&) {
+      return json({{"user", u.user()}, {"count", u.state().count}, {"notes", u.state().notes.size()},
+                   {"inbox", u.state().inbox.size()}});
+    });
     // A long poll: {"timeout_ms": N} is answered with the next note another
     // user sends him (/api/tell) as {"from","text"}, or 504 after N ms. He
     // serves his other requests meanwhile (a deferred answer: docs/http.md).

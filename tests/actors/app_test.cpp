@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 namespace app_test_file {
@@ -151,6 +152,56 @@ TEST(router, an_unknown_parameter_type_is_refused_when_declared) {
   EXPECT_THROW(r.on("GET", "/a/{id:float}", fn), std::invalid_argument);
   EXPECT_THROW(r.on("GET", "/a/{:int}", fn), std::invalid_argument);
   EXPECT_NO_THROW(r.on("GET", "/a/{id:uint}", fn));
+}
+
+namespace {
+// Guards: a type-wide one (no "X-Blocked" header), one table guarded by a bool
+// guard (staff_* only), and guards that throw or refuse with a non-error status.
+struct guarded_type : user_actor<st> {
+  static void routes(route_table<guarded_type>& r) {
+    r.get("/open", [](request&) { return named("open"); });
+    r.guard([](const guard_request& g) {
+      return g.header("X-Blocked") ? guard_verdict::refuse(401, "blocked") : guard_verdict::allow();
+    });
+    auto staff = r.guarded([](const guard_request& g) { return g.user().rfind("staff_", 0) == 0; });
+    staff.get("/staff/{id:int}", [](request&) { return named("report"); });
+    auto broken = r.guarded([](const guard_request&) -> bool { throw std::runtime_error("guard bug"); });
+    broken.get("/broken", [](request&) { return named("never"); });
+    auto odd = r.guarded([](const guard_request&) { return guard_verdict::refuse(302, "not a refusal"); });
+    odd.get("/odd", [](request&) { return named("never"); });
+  }
+};
+
+guard_verdict judge(const router& r, const std::string& path, const std::string& user, bool blocked = false) {
+  auto m = r.find("GET", path);
+  EXPECT_NE(m.target, nullptr) << path;
+  http_request raw;
+  raw.method = "GET";
+  raw.path = path;
+  if (blocked)
+    raw.headers.push_back({"X-Blocked", "1"});
+  guard_request g(raw, m.params, user);
+  return r.judge(m.index, g);
+}
+}  // namespace
+
+TEST(router, guards_run_type_wide_then_per_route_and_a_failing_guard_refuses) {
+  auto types = user_types<guarded_type>("guarded");
+  const router& r = *types.routes("guarded");
+  EXPECT_TRUE(r.has_guards());
+  for (auto path : {"/open", "/staff/1", "/broken", "/odd"})
+    EXPECT_TRUE(r.guarded(r.find("GET", path).index)) << path << ": the type-wide guard covers every route";
+  EXPECT_TRUE(judge(r, "/open", "alice").allowed());
+  EXPECT_EQ(judge(r, "/open", "alice", true).status, 401);  // declared after /open, still its guard
+  EXPECT_EQ(judge(r, "/staff/7", "alice").status, 403);       // a bool guard's false: 403
+  EXPECT_EQ(judge(r, "/staff/7", "alice").message, "forbidden");
+  EXPECT_TRUE(judge(r, "/staff/7", "staff_ann").allowed());
+  EXPECT_EQ(judge(r, "/staff/7", "staff_ann", true).status, 401);  // the type-wide guard first
+  EXPECT_EQ(judge(r, "/broken", "staff_ann").status, 500);
+  EXPECT_EQ(judge(r, "/odd", "staff_ann").status, 500);
+  auto plain = user_types<routed>("routed");
+  EXPECT_FALSE(plain.routes("routed")->has_guards());
+  EXPECT_FALSE(plain.routes("routed")->guarded(0));
 }
 
 TEST(request, decodes_parameters_query_and_headers) {

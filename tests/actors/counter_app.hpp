@@ -89,6 +89,9 @@ public:
       });
     });
     r.post("/defer/throws", [](request&) { return defer(5s, [](promise) { throw std::runtime_error("no"); }); });
+    // A guarded route: the user actor judges it too (a request the front could not judge).
+    auto staff = r.guarded([](const guard_request& g) { return g.user().rfind("staff_", 0) == 0; });
+    staff.post("/staff/n", [](counter_app& u, request&) { return json({{"n", ++u.mutate().n}}); });
     r.get("/defer/seen", [](counter_app& u, request&) {
       return json({{"first", u.first_resolve}, {"second", u.second_resolve}, {"open_after", u.open_after}});
     });

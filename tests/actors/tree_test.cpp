@@ -95,6 +95,19 @@ TEST_F(tree, a_handlers_headers_reach_the_reply_and_an_invalid_one_is_a_500) {
   EXPECT_EQ(ctx->metrics.user_restarts.load(), 0u);
 }
 
+// Guards are judged in the user actor too: a request that reaches him past the
+// front (one it could not judge) is refused there, his handler not run.
+TEST_F(tree, a_guarded_route_is_judged_by_the_actor_too) {
+  auto a = ctx->cids->mint();
+  auto pa = resolve(a);
+  auto r = call(pa.actor, a, "POST", "/staff/n");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(n_of(call(pa.actor, a, "POST", "/n")), 1) << "the refused handler changed nothing";
+  auto staff = ctx->cids->mint();
+  ASSERT_EQ(serve_moving(staff, "/login", R"({"user":"staff_ann"})").status, 200);
+  EXPECT_EQ(n_of(serve(staff, "POST", "/staff/n")), 1);
+}
+
 TEST_F(tree, login_carries_the_guest_store_to_a_user_who_is_not_live) {
   auto cid = ctx->cids->mint();
   for (int i = 0; i < 3; ++i)

@@ -7,6 +7,7 @@
 
 #include "../support/eventually.hpp"
 #include "../support/http_client.hpp"
+#include "actors/errors.hpp"
 #include "actors/user.hpp"
 #include "config/recipe.hpp"
 #include "transport/forwarder.hpp"
@@ -42,8 +43,9 @@ bridge_handle::behavior_type fake_bridge(bridge_handle::pointer, std::shared_ptr
     [board](resolve_atom, std::string& cid, bool, local_resolve& slot) {
       std::lock_guard<std::mutex> guard{board->mutex};
       ++board->resolves;
-      slot->placed(placement{"alice", "w1", "n", board->actor, cid});
+      slot->placed(placement{"alice", "w1", "n", board->actor, cid, {}});
     },
+    [](whois_atom, std::string&, local_resolve& slot) { slot->failed(troupe::make_error(troupe::errc::no_such_user)); },
     [unused](order_atom, operator_order&, local_admin& slot) { unused(slot); },
     [unused](global_atom, local_admin& slot) { unused(slot); },
     [unused](census_atom, census_query&, local_admin& slot) { unused(slot); },
