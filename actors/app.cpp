@@ -141,7 +141,8 @@ std::string request::json_string(const char* key) const {
 
 // -- router --------------------------------------------------------------------
 
-router& router::on(std::string_view method, std::string_view pattern, handler h, guards route_guards) {
+router& router::on(std::string_view method, std::string_view pattern, handler h, guards route_guards,
+                   bool streamed_body) {
   route r;
   r.method = std::string(method);
   r.pattern = std::string(pattern);
@@ -170,6 +171,7 @@ router& router::on(std::string_view method, std::string_view pattern, handler h,
   });
   r.fn = std::move(h);
   r.own_guards = std::move(route_guards);
+  r.streamed_body = streamed_body;
   route_guards_ = route_guards_ || !r.own_guards.empty();
   routes_.push_back(std::move(r));
   return *this;
@@ -269,6 +271,7 @@ router::match router::find(std::string_view method, std::string_view path) const
     result.target = &r.fn;
     result.key = &r.key;
     result.index = static_cast<std::size_t>(&r - routes_.data());
+    result.streamed_body = r.streamed_body;
     result.params = std::move(params);
     result.out_of_range = out_of_range;
     result.other_method = false;
@@ -313,6 +316,14 @@ response user_actor_base::after(std::chrono::milliseconds delay, std::function<r
   r.next->what = detail::continuation::kind::after;
   r.next->delay = delay < std::chrono::milliseconds::zero() ? std::chrono::milliseconds::zero() : delay;
   r.next->then = std::move(then);
+  return r;
+}
+
+response response::receive(upload_handlers h) {
+  response r;
+  r.next = std::make_shared<detail::continuation>();
+  r.next->what = detail::continuation::kind::upload;
+  r.next->uploads = std::move(h);
   return r;
 }
 

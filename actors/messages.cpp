@@ -7,6 +7,7 @@
 #include "actors/errors.hpp"
 #include "actors/stream.hpp"
 #include "actors/tell.hpp"
+#include "actors/upload.hpp"
 #include "actors/worker_process.hpp"
 
 #include <caf/all.hpp>
@@ -66,6 +67,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<census_member_view>("troupe.census_member_view");
   cfg.add_message_type<probe_handle>("troupe.probe_handle");
   register_stream_types(cfg);
+  register_upload_types(cfg);
 }
 
 }  // namespace troupe

@@ -6,6 +6,7 @@
 /// exception is local_reply, the front's continuation, which never leaves its process.
 
 #include "actors/fwd.hpp"
+#include "actors/upload.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
@@ -174,12 +175,14 @@ struct http_request {
   /// answer goes, and under which number (invalid and 0 on the local path).
   deferred_answer_handle answer_to;
   std::uint64_t answer_ref = 0;
+  /// A streamed body (route_table::upload): where its pieces are read from; `body` is empty.
+  upload_source_handle upload_from;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_request& x) {
   return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
-           x.page, x.headers, x.deadline_ms, x.channel, x.client, x.answer_to, x.answer_ref);
+           x.page, x.headers, x.deadline_ms, x.channel, x.client, x.answer_to, x.answer_ref, x.upload_from);
 }
 
 /// What the front must do with its routing cache after a reply.

@@ -241,6 +241,12 @@ std::string node_metrics::prometheus_text() const {
        deferred.interrupted.load(std::memory_order_relaxed));
   line("troupe_deferred_answers_total", "outcome=\"late\"", deferred.late.load(std::memory_order_relaxed));
   line("troupe_deferred_answers_total", "outcome=\"refused\"", deferred.refused.load(std::memory_order_relaxed));
+  counter("troupe_upload_bytes_total", "Streamed request body bytes their user actors took.",
+          uploads.bytes.load(std::memory_order_relaxed));
+  out += "# HELP troupe_uploads_total Streamed request bodies by outcome: completed, aborted.\n"
+         "# TYPE troupe_uploads_total counter\n";
+  line("troupe_uploads_total", "outcome=\"completed\"", uploads.completed.load(std::memory_order_relaxed));
+  line("troupe_uploads_total", "outcome=\"aborted\"", uploads.aborted.load(std::memory_order_relaxed));
   out += "# HELP troupe_stream_open Streaming responses (SSE, NDJSON) open on this node's front.\n"
          "# TYPE troupe_stream_open gauge\n";
   line("troupe_stream_open", "", stream.open.load(std::memory_order_relaxed));

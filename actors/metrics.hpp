@@ -194,6 +194,12 @@ struct node_metrics {
     std::atomic<std::uint64_t> late{0};         ///< resolve() on a promise no longer open: dropped
     std::atomic<std::uint64_t> refused{0};      ///< defer() past limits.user_queue_length open promises: 503
   } deferred;
+  /// Streamed request bodies (route_table::upload): troupe_upload_bytes_total, troupe_uploads_total{outcome}.
+  struct upload_counters {
+    std::atomic<std::uint64_t> bytes{0};      ///< body bytes their actors took
+    std::atomic<std::uint64_t> completed{0};  ///< bodies read whole
+    std::atomic<std::uint64_t> aborted{0};    ///< bodies that broke (client gone, too big, malformed, user leaving)
+  } uploads;
   /// Messages between users (README "Messages between users"), counted on the
   /// sender's node: troupe_messages_sent_total, _delivered_total, and
   /// troupe_messages_refused_total{reason} by tell_outcome::result (index 0 unused).

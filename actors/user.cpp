@@ -312,6 +312,10 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
       actor_meter::scope metered{self->state.meter};
       self->state.on_stream_event(e);
     },
+    [=](upload_atom, upload_piece& piece) {
+      actor_meter::scope metered{self->state.meter};
+      self->state.on_upload_piece(piece);
+    },
   };
 }
 

@@ -55,7 +55,9 @@ using user_handle = caf::typed_actor<
   /// deferred answer number `arg` (2). Forwarded by his worker (user_supervisor).
   caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>,
   /// One of his streams: opened by its sink, credit, the client gone (docs/streaming.md).
-  caf::reacts_to<stream_msg_atom, stream_event>>;
+  caf::reacts_to<stream_msg_atom, stream_event>,
+  /// A piece of a body he reads (a streamed upload: actors/upload.hpp).
+  caf::reacts_to<upload_atom, upload_piece>>;
 
 /// Where a user lives: the answer to resolve, attach, login and logout.
 struct placement {

@@ -1,7 +1,8 @@
-// The user actor's deferred answers (user_actor_base::defer, docs/http.md
-// "Deferred answers"): a request whose handler returned defer() waits here,
-// apart from his queue, until a later event resolves its promise, its
-// deadline answers 504, or he leaves (503).
+// The user actor's parked answers: a request whose handler returned defer()
+// (docs/http.md "Deferred answers") or receive() (a streamed body, "Streamed
+// uploads") waits here, apart from his queue, until a later event resolves
+// its promise or its body's end handler answers, its deadline answers 504,
+// or he leaves (503).
 #include "actors/response_headers.hpp"
 #include "actors/user_state.hpp"
 #include "config/limits_settings.hpp"
@@ -22,13 +23,15 @@ std::chrono::milliseconds ms_until(clock::time_point t, clock::time_point now) {
 
 }  // namespace
 
-void user_state::park(pending_call&& call, detail::continuation&& next) {
+// Parks `call` for at most `timeout` (and limits.max_deferred_seconds): null,
+// and the call answered 503, past limits.user_queue_length parked answers.
+parked_answer* user_state::park(pending_call&& call, std::chrono::milliseconds timeout, std::uint64_t& id) {
   auto& m = ctx->metrics.deferred;
   if (parked.size() >= ctx->limits().user_queue_length) {
     m.refused.fetch_add(1, std::memory_order_relaxed);
     respond(call.to, routed(call, error_response(503, "this user has too many deferred answers open "
                                                       "(limits.user_queue_length)", 1)));
-    return;
+    return nullptr;
   }
   const auto now = clock::now();
   auto latest = now + node_context::timer_millis(ctx->limits().max_deferred_seconds);
@@ -37,12 +40,17 @@ void user_state::park(pending_call&& call, detail::continuation&& next) {
     auto left = call.req->deadline_ms - unix_ms(registry::wall_clock::now());
     latest = std::min(latest, now + std::chrono::milliseconds(std::max<std::int64_t>(0, left)));
   }
-  const auto id = ++parked_seq;
-  auto& p = parked.emplace(id, parked_answer{std::move(call), now + next.delay, latest}).first->second;
+  id = ++parked_seq;
+  auto& p = parked.emplace(id, parked_answer{std::move(call), now + timeout, latest, nullptr}).first->second;
   p.deadline = std::min(p.deadline, latest);
   m.pending.fetch_add(1, std::memory_order_relaxed);
   arm_deadline(id, p, now);
-  if (!next.on_deferred)
+  return &p;
+}
+
+void user_state::defer_answer(pending_call&& call, detail::continuation&& next) {
+  std::uint64_t id = 0;
+  if (!park(std::move(call), next.delay, id) || !next.on_deferred)
     return;
   // Still the handler's turn (its identity is the request's): a throw is a failed handler.
   std::string what;
@@ -59,7 +67,7 @@ void user_state::park(pending_call&& call, detail::continuation&& next) {
     return fail_outside("a defer() callback", what.c_str());
   auto failed = std::move(it->second.call);
   parked.erase(it);
-  m.pending.fetch_sub(1, std::memory_order_relaxed);
+  ctx->metrics.deferred.pending.fetch_sub(1, std::memory_order_relaxed);
   fail(failed, what.c_str());  // 502, and he restarts from his last good state
 }
 
@@ -81,31 +89,39 @@ void user_state::arm_deadline(std::uint64_t id, parked_answer& p, clock::time_po
   arm_timer(user_timer::deferred, wait, id);
 }
 
-bool user_state::promise_resolve(std::uint64_t id, response&& answer) {
-  auto& m = ctx->metrics.deferred;
+// Answers parked request `id` with `answer` (a plain answer), counted resolved.
+void user_state::resolve_parked(std::uint64_t id, response&& answer) {
   auto it = parked.find(id);
-  if (it == parked.end() || stopped()) {
-    m.late.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
+  if (it == parked.end())
+    return;
   auto call = std::move(it->second.call);
   parked.erase(it);
+  auto& m = ctx->metrics.deferred;
   m.pending.fetch_sub(1, std::memory_order_relaxed);
   m.resolved.fetch_add(1, std::memory_order_relaxed);
-  if (answer.next) {  // a promise is answered, not continued: its steps would need the request's turn
+  if (answer.next) {  // a parked answer is answered, not continued: its steps would need the request's turn
     auto route = call.route ? *call.route : call.req->method + " " + call.req->path;
-    ctx->invalid_response_log(route, "route {}: a promise was resolved with a deferred answer (after, a stream, "
-                                     "the global store …), which it cannot take; the client gets 500", route);
+    ctx->invalid_response_log(route, "route {}: a deferred answer was a deferred step (after, a stream, the "
+                                     "global store …), which it cannot take; the client gets 500", route);
     answer = response::error(500, "the deferred answer was not a plain answer");
   }
   auto headers = checked_headers(call, answer);
   respond(call.to, plain_answer(call, std::move(answer), std::move(headers)));
+}
+
+bool user_state::promise_resolve(std::uint64_t id, response&& answer) {
+  auto it = parked.find(id);
+  if (it == parked.end() || it->second.upload || stopped()) {
+    ctx->metrics.deferred.late.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  resolve_parked(id, std::move(answer));
   return true;
 }
 
 bool user_state::promise_keep_alive(std::uint64_t id, std::chrono::milliseconds from_now) {
   auto it = parked.find(id);
-  if (it == parked.end() || stopped())
+  if (it == parked.end() || it->second.upload || stopped())
     return false;
   auto& p = it->second;
   const auto now = clock::now();
@@ -114,12 +130,24 @@ bool user_state::promise_keep_alive(std::uint64_t id, std::chrono::milliseconds 
   return true;
 }
 
-// His deadline tick for promise `id`: 504 if it is due (a keep_alive may have moved it).
+// His deadline tick for parked answer `id`: 504 if it is due (a keep_alive
+// may have moved it; an upload's moves with its pieces).
 void user_state::deferred_due(std::uint64_t id) {
   auto it = parked.find(id);
-  if (it == parked.end() || clock::now() < it->second.deadline)
+  const auto now = clock::now();
+  if (it == parked.end() || now < it->second.deadline)
     return;
-  auto call = std::move(it->second.call);
+  auto& p = it->second;
+  if (p.upload) {
+    const auto idle = node_context::timer_millis(ctx->limits().request_timeout_seconds);
+    if (now - p.upload->last_piece < idle) {  // pieces still come: its deadline follows the last one
+      p.deadline = p.upload->last_piece + idle;
+      return arm_deadline(id, p, now);
+    }
+    caf::anon_send(p.upload->source, upload_atom::value, upload_reader_handle{}, id, std::uint64_t{0});
+    ctx->metrics.uploads.aborted.fetch_add(1, std::memory_order_relaxed);
+  }
+  auto call = std::move(p.call);
   parked.erase(it);
   auto& m = ctx->metrics.deferred;
   m.pending.fetch_sub(1, std::memory_order_relaxed);
@@ -136,10 +164,123 @@ void user_state::answer_parked() {
   auto& m = ctx->metrics.deferred;
   m.pending.fetch_sub(static_cast<std::int64_t>(parked.size()), std::memory_order_relaxed);
   m.interrupted.fetch_add(parked.size(), std::memory_order_relaxed);
-  for (auto& [id, p] : parked)
+  for (auto& [id, p] : parked) {
+    if (p.upload) {  // its body is read no further
+      caf::anon_send(p.upload->source, upload_atom::value, upload_reader_handle{}, id, std::uint64_t{0});
+      ctx->metrics.uploads.aborted.fetch_add(1, std::memory_order_relaxed);
+    }
     respond(p.call.to, routed(p.call, error_response(503, "the user left before the deferred answer came "
                                                           "(frozen, moved or restarted), retry", 1)));
+  }
   parked.clear();
+}
+
+// -- streamed bodies (route_table::upload) ---------------------------------------------
+
+// Upload callbacks are the request's: its identity is theirs, and a throw is
+// a failed handler (502 for it, and he restarts). False when it threw.
+template <class F>
+bool user_state::run_upload_callback(std::uint64_t id, const char* what, F&& fn) {
+  auto it = parked.find(id);
+  if (it == parked.end() || stopped())
+    return false;
+  current_cid = &it->second.call.req->cid;
+  current_page = &it->second.call.req->page;
+  std::string failure;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "unknown exception";
+  }
+  current_cid = current_page = &no_name;
+  if (failure.empty())
+    return true;
+  it = parked.find(id);
+  if (it == parked.end())
+    return fail_outside(what, failure.c_str()), false;
+  if (it->second.upload)
+    caf::anon_send(it->second.upload->source, upload_atom::value, upload_reader_handle{}, id, std::uint64_t{0});
+  auto failed = std::move(it->second.call);
+  parked.erase(it);
+  ctx->metrics.deferred.pending.fetch_sub(1, std::memory_order_relaxed);
+  ctx->metrics.uploads.aborted.fetch_add(1, std::memory_order_relaxed);
+  fail(failed, failure.c_str());
+  return false;
+}
+
+void user_state::receive_upload(pending_call&& call, detail::continuation&& next) {
+  const auto source = call.req->upload_from;
+  if (!source) {
+    // Not streamed (a channel call, a request from inside the node): its body
+    // arrived whole, and is read as one piece.
+    auto body = call.req->body;
+    std::uint64_t id = 0;
+    auto* p = park(std::move(call), node_context::timer_millis(ctx->limits().request_timeout_seconds), id);
+    if (!p)
+      return;
+    p->upload = std::make_unique<parked_answer::upload_read>();
+    p->upload->handlers = std::move(next.uploads);
+    upload_piece whole;
+    whole.id = id;
+    whole.bytes = std::move(body);
+    whole.last = true;
+    return on_upload_piece(whole);
+  }
+  std::uint64_t id = 0;
+  auto* p = park(std::move(call), node_context::timer_millis(ctx->limits().request_timeout_seconds), id);
+  if (!p) {
+    caf::anon_send(source, upload_atom::value, upload_reader_handle{}, std::uint64_t{0}, std::uint64_t{0});
+    return;
+  }
+  p->upload = std::make_unique<parked_answer::upload_read>();
+  p->upload->handlers = std::move(next.uploads);
+  p->upload->source = source;
+  p->upload->last_piece = clock::now();
+  caf::anon_send(source, upload_atom::value, upload_reader_handle{self}, id, ctx->limits().upload_chunk_bytes);
+}
+
+void user_state::on_upload_piece(upload_piece& piece) {
+  auto it = parked.find(piece.id);
+  if (it == parked.end() || !it->second.upload)
+    return;  // answered already (timed out, failed): its source was told to stop
+  const auto id = piece.id;
+  auto& u = *it->second.upload;
+  u.last_piece = clock::now();
+  u.received += piece.bytes.size();
+  upload view{id, u.received};
+  auto& m = ctx->metrics.uploads;
+  m.bytes.fetch_add(piece.bytes.size(), std::memory_order_relaxed);
+  if (!piece.aborted.empty()) {
+    m.aborted.fetch_add(1, std::memory_order_relaxed);
+    auto abort = std::move(u.handlers.abort);
+    if (abort && !run_upload_callback(id, "an upload's abort callback", [&] { abort(view, piece.aborted); }))
+      return;
+    // The client is gone, or was answered by the front (a limit): this answer is for the record.
+    return resolve_parked(id, response::error(400, "the upload broke: " + piece.aborted));
+  }
+  if (!piece.bytes.empty() && u.handlers.chunk) {
+    auto chunk = u.handlers.chunk;  // a copy: the callback may end the upload (a freeze)
+    if (!run_upload_callback(id, "an upload's chunk callback", [&] { chunk(view, piece.bytes); }))
+      return;
+  }
+  it = parked.find(id);
+  if (it == parked.end())
+    return;
+  if (!piece.last) {
+    caf::anon_send(it->second.upload->source, upload_atom::value, upload_reader_handle{self}, id,
+                   ctx->limits().upload_chunk_bytes);
+    return;
+  }
+  m.completed.fetch_add(1, std::memory_order_relaxed);
+  auto end = std::move(it->second.upload->handlers.end);
+  response answer = response::json({{"bytes", view.received}});
+  if (end && !run_upload_callback(id, "an upload's end callback", [&] { answer = end(view); }))
+    return;
+  if (core->take_change())
+    keeper->keep_as_good();
+  resolve_parked(id, std::move(answer));
 }
 
 }  // namespace troupe

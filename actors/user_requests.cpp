@@ -87,6 +87,10 @@ void user_state::serve(pending_call&& call) {
                                         : error_response(404, "no such route"));
     return;
   }
+  if (call.req->upload_from && !found.streamed_body) {  // the front streamed it for a route of another type
+    respond(call.to, error_response(400, "this route does not take a streamed body"));
+    return;
+  }
   if (!found.out_of_range.empty()) {
     respond(call.to, error_response(400, "path parameter \"" + std::string(found.out_of_range) +
                                            "\" does not fit a 64-bit integer"));
@@ -158,11 +162,14 @@ void user_state::finish(pending_call&& call, response&& out) {
   }
   auto next = std::move(out.next);
   using kind = detail::continuation::kind;
-  if (next->what == kind::stream || next->what == kind::defer) {  // neither is a pending request: his queue goes on
+  if (next->what == kind::stream || next->what == kind::defer || next->what == kind::upload) {
+    // None is a pending request: his queue goes on meanwhile.
     if (core->take_change())
       keeper->keep_as_good();
     if (next->what == kind::defer)
-      return park(std::move(call), std::move(*next));  // the answer's headers are the resolving answer's
+      return defer_answer(std::move(call), std::move(*next));  // the answer's headers are the resolving answer's
+    if (next->what == kind::upload)
+      return receive_upload(std::move(call), std::move(*next));
     return open_stream(std::move(call), std::move(*next), std::move(headers));
   }
   switch (next->what) {
@@ -181,7 +188,8 @@ void user_state::finish(pending_call&& call, response&& out) {
       core->defer(deferral::elsewhere);
       return await_global(std::move(call), std::move(*next));
     case kind::stream:
-    case kind::defer: return;  // handled above
+    case kind::defer:
+    case kind::upload: return;  // handled above
     case kind::push:
       core->defer(deferral::elsewhere);
       return await_push(std::move(call), std::move(*next));

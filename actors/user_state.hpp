@@ -54,9 +54,17 @@ struct pending_call {
 /// waits here, not in his queue, until the actor resolves it or its deadline.
 struct parked_answer {
   using clock = std::chrono::steady_clock;
+  /// A streamed body being read for it (response::receive).
+  struct upload_read {
+    upload_handlers handlers;
+    upload_source_handle source;
+    std::uint64_t received = 0;
+    clock::time_point last_piece;  // its deadline moves with the pieces
+  };
   pending_call call;
   clock::time_point deadline;  // 504 then
   clock::time_point latest;    // keep_alive() moves the deadline up to here, never past
+  std::unique_ptr<upload_read> upload;
 };
 
 /// A message from another user waiting for its turn (README "Messages between users").
@@ -252,7 +260,13 @@ struct user_state : detail::user_host, user_effects {
   void run_timer(std::uint64_t id);
 
   // -- deferred answers (user_promises.cpp) ---------------------------------------------
-  void park(pending_call&& call, detail::continuation&& next);
+  parked_answer* park(pending_call&& call, std::chrono::milliseconds timeout, std::uint64_t& id);
+  void defer_answer(pending_call&& call, detail::continuation&& next);
+  void receive_upload(pending_call&& call, detail::continuation&& next);
+  void on_upload_piece(upload_piece& piece);
+  template <class F>
+  bool run_upload_callback(std::uint64_t id, const char* what, F&& fn);
+  void resolve_parked(std::uint64_t id, response&& answer);
   void arm_deadline(std::uint64_t id, parked_answer& p, parked_answer::clock::time_point now);
   void deferred_due(std::uint64_t id);
   void answer_parked();

@@ -34,6 +34,8 @@ struct limits_settings {
   std::uint64_t stream_max_event_bytes = 65536; ///< one framed event, at most (≤ stream_credit_bytes)
   double stream_keepalive_seconds = 15;        ///< an SSE comment on a stream quiet this long; 0: none
   double tls_handshake_timeout_seconds = 10;   ///< a TLS handshake (and a TLS close) must complete within this
+  std::uint64_t max_stream_body_bytes = 1073741824; ///< a streamed request body (route_table::upload); 413 past it
+  std::uint64_t upload_chunk_bytes = 65536;    ///< one piece of a streamed body, at most: what an upload holds in memory
   double max_deferred_seconds = 300;           ///< a deferred answer (defer, keep_alive) waits at most this; then 504
   std::uint64_t max_message_bytes = 65536;     ///< an encoded message between users (tell); refused too_big past it
   // The gates in front of CAF's middleman (the worker gate, the cluster port; docs/CLUSTER.md "The gate").

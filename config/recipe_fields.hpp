@@ -168,6 +168,8 @@ inline const std::vector<field<limits_settings>>& limits_fields() {
     {"stream_max_event_bytes", &L::stream_max_event_bytes, at_least(16)},
     {"stream_keepalive_seconds", &L::stream_keepalive_seconds, between(0, max_seconds)},
     {"tls_handshake_timeout_seconds", &L::tls_handshake_timeout_seconds, positive(max_seconds)},
+    {"max_stream_body_bytes", &L::max_stream_body_bytes, at_least(1)},
+    {"upload_chunk_bytes", &L::upload_chunk_bytes, at_least(512)},
     {"max_deferred_seconds", &L::max_deferred_seconds, positive(max_seconds)},
     {"max_message_bytes", &L::max_message_bytes, at_least(1)},
     {"gate_max_pending", &L::gate_max_pending, at_least(1)},

@@ -8,7 +8,7 @@ namespace troupe {
 
 namespace {
 
-std::string joined(const std::vector<std::string>& items) {
+std::string comma_list(const std::vector<std::string>& items) {
   std::string out;
   for (auto& i : items)
     out.append(out.empty() ? "" : ", ").append(i);
@@ -47,7 +47,7 @@ cors_policy::preflight_answer cors_policy::preflight(std::string_view origin, st
   }
   if (std::find(entry->methods.begin(), entry->methods.end(), method) == entry->methods.end()) {
     a.why = "method " + std::string(method) + " is not allowed for origin " + std::string(origin) +
-            " ([[cors]] methods: " + joined(entry->methods) + ")";
+            " ([[cors]] methods: " + comma_list(entry->methods) + ")";
     return a;
   }
   while (!request_headers.empty()) {
@@ -58,15 +58,15 @@ cors_policy::preflight_answer cors_policy::preflight(std::string_view origin, st
       continue;
     if (std::none_of(entry->headers.begin(), entry->headers.end(), [&](auto& h) { return registry::iequals(h, name); })) {
       a.why = "header " + std::string(name) + " is not allowed for origin " + std::string(origin) +
-              " ([[cors]] headers: " + joined(entry->headers) + ")";
+              " ([[cors]] headers: " + comma_list(entry->headers) + ")";
       return a;
     }
   }
   a.allowed = true;
   allow_origin(*entry, origin, a.headers);
-  a.headers.push_back({"Access-Control-Allow-Methods", joined(entry->methods)});
+  a.headers.push_back({"Access-Control-Allow-Methods", comma_list(entry->methods)});
   if (!entry->headers.empty())
-    a.headers.push_back({"Access-Control-Allow-Headers", joined(entry->headers)});
+    a.headers.push_back({"Access-Control-Allow-Headers", comma_list(entry->headers)});
   a.headers.push_back({"Access-Control-Max-Age", std::to_string(entry->max_age_seconds)});
   return a;
 }

@@ -46,7 +46,9 @@ front_limits front_limits::from(const config::limits_settings& l) {
                       to_millis(l.read_timeout_seconds),
                       l.max_connections,
                       l.max_buffered_body_bytes,
-                      to_millis(l.tls_handshake_timeout_seconds)};
+                      to_millis(l.tls_handshake_timeout_seconds),
+                      l.max_stream_body_bytes,
+                      l.upload_chunk_bytes};
 }
 
 // -- the listener: accept loop, TLS, connection limit, shutdown ---------------------
@@ -74,7 +76,15 @@ front::front(node_context_ptr ctx, bridge_handle bridge, forwarder_handle forwar
       app_routers_.push_back(r);
       if (r->has_guards())
         guarded_types_.emplace_back(type, r);
+      bool streams = false;
+      for (std::size_t i = 0; i < r->size(); ++i)
+        streams = streams || r->streams_body(i);
+      if (streams)
+        streaming_types_.push_back(r);
     }
+  parse_body_limit_ = limits_.max_body_bytes;
+  if (!streaming_types_.empty())
+    parse_body_limit_ = std::max(parse_body_limit_, limits_.max_stream_body_bytes);
   default_type_ = ctx_->default_group().user_type;
   for (auto& network : ctx_->node().trusted_proxies)
     if (auto parsed = registry::parse_network(network))  // the recipe's validation refused any other
@@ -109,6 +119,15 @@ const static_mount* front::static_mount_for(std::string_view path) const {
     return &m;
   }
   return nullptr;
+}
+
+bool front::streams_body(std::string_view method, std::string_view path) const {
+  for (auto* r : streaming_types_) {
+    auto found = r->find(method, path);
+    if (found.target && found.streamed_body)
+      return true;
+  }
+  return false;
 }
 
 bool front::may_be_guarded(std::string_view method, std::string_view path) const {

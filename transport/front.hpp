@@ -51,6 +51,8 @@ struct front_limits {
   std::uint64_t max_connections;
   std::uint64_t max_buffered_body_bytes;
   std::chrono::milliseconds tls_handshake_timeout;
+  std::uint64_t max_stream_body_bytes;  ///< a streamed body (route_table::upload), at most
+  std::uint64_t upload_chunk_bytes;     ///< one piece of it, at most
 
   static front_limits from(const config::limits_settings& limits);
 };
@@ -120,6 +122,11 @@ public:
   /// The refusal of `req` by the guards of `user`'s type `type`, counted; nullopt when they let it through.
   std::optional<http_response> guard_refusal(const http_request& req, const std::string& user,
                                              const std::string& type);
+  /// True when some type streams the body of its route for `method` `path` (route_table::upload).
+  bool streams_body(std::string_view method, std::string_view path) const;
+  /// The body limit a request's parser starts with: the larger of max_body_bytes and,
+  /// when some route streams its body, max_stream_body_bytes (the head decides which applies).
+  std::uint64_t parse_body_limit() const noexcept { return parse_body_limit_; }
   /// The user type of the default group: a fresh guest's.
   const std::string& default_type() const noexcept { return default_type_; }
   const front_limits& limits() const noexcept { return limits_; }
@@ -183,6 +190,8 @@ private:
   std::vector<const router*> app_routers_;  // every user type's, for static_mount_for
   std::vector<std::pair<std::string, const router*>> guarded_types_;  // the types that declare guards
   std::string default_type_;
+  std::vector<const router*> streaming_types_;  // the types with a route_table::upload route
+  std::uint64_t parse_body_limit_ = 0;
   bridge_handle bridge_;
   forwarder_handle forwarder_;
   channel_hub_handle channel_hub_;

@@ -61,6 +61,7 @@ http_session::http_session(tcp::socket&& socket, front& owner, std::shared_ptr<n
     deadline_(stream_.get_executor()) {}
 
 http_session::~http_session() {
+  end_upload();
   release_body();
   front_.session_ended();
 }
@@ -126,8 +127,9 @@ void http_session::on_first_bytes(beast::error_code ec, std::size_t n) {
 void http_session::do_read() {
   idle_ = false;
   over_budget_ = false;
+  upload_parser_.reset();
   parser_.emplace();
-  http_framing::configure(*parser_, {limits_.max_body_bytes, limits_.max_header_bytes});
+  http_framing::configure(*parser_, {front_.parse_body_limit(), limits_.max_header_bytes});
   if (!on_chunk_)
     on_chunk_ = [this](std::uint64_t size, beast::string_view, beast::error_code& ec) {
       if (size > 0 && !reserve_body(size)) {
@@ -147,6 +149,14 @@ void http_session::on_read_header(beast::error_code ec, std::size_t) {
   const auto& head = parser_->get();
   if (auto why = http_framing::header_refusal(head.base()); !why.empty())
     return refuse_and_close(400, why);
+  if (front_.parse_body_limit() > limits_.max_body_bytes) {  // some route streams its body: is it this one?
+    auto target = sv(head.target());
+    if (front_.streams_body(sv(head.method_string()), target.substr(0, target.find('?'))))
+      return begin_upload();
+    if (auto length = parser_->content_length(); length && *length > limits_.max_body_bytes)
+      return refuse_and_close(413, "request body too large");
+    parser_->body_limit(limits_.max_body_bytes);  // a chunked one counts from here
+  }
   // A known length is reserved whole now (Beast has checked it against
   // limits.max_body_bytes); a chunked body is reserved chunk by chunk.
   if (auto length = parser_->content_length(); length && *length > 0 && !reserve_body(*length))
@@ -252,6 +262,10 @@ void http_session::handle() {
   call->body = std::move(req_.body());
   call->cid = std::move(cid);
   call->client = client_address();
+  if (upload_parser_ && !upload_source_) {  // a streamed body: its source reads it as the actor asks
+    upload_source_ = spawn_upload_source(front_.bridge()->home_system(), make_upload_port());
+    call->upload_from = upload_source_;
+  }
   call->deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch() + limits_.request_timeout)
                         .count();
@@ -397,6 +411,7 @@ void http_session::on_deadline() {
 }
 
 void http_session::finish(http_response&& r) {
+  end_upload();
   current_call_ = 0;
   deadline_.cancel();
   if (counted_) {
@@ -411,6 +426,7 @@ void http_session::finish(http_response&& r) {
 
 void http_session::do_write(std::uint16_t status, std::string body, std::string_view content_type,
                             std::uint32_t retry_after, bool challenge, const std::vector<http_header>* app_headers) {
+  end_upload();
   auto& ctx = front_.context();
   ctx.metrics.count_answer(status, std::chrono::steady_clock::now() - started_, route_key_);
   route_key_.clear();

@@ -19,12 +19,15 @@
 #include "transport/front_stream.hpp"
 #include "transport/http_framing.hpp"
 #include "transport/static_files.hpp"
+#include "transport/upload_source.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <caf/actor.hpp>
 
@@ -85,6 +88,12 @@ public:
     start(std::move(stream_), std::move(req_));
   }
 
+  // -- for the upload source (transport/upload_session.cpp) ----------------------------
+  /// Reads at most `max` more bytes of the streamed body and hands them to the source.
+  void upload_read(std::uint64_t max);
+  /// Its reader is done with the body: nothing more is read (the connection closes after the answer).
+  void upload_stop();
+
   // -- for the stream writer (transport/stream_writer.cpp) ----------------------------
   front_stream& stream() noexcept { return stream_; }
   const front_limits& limits() const noexcept { return limits_; }
@@ -105,6 +114,13 @@ private:
   void on_read(boost::system::error_code ec, std::size_t n);
   // Which answer a failed read gets (431/413/400/503), or a silent close.
   void on_read_error(boost::system::error_code ec);
+  // A streamed body (route_table::upload; transport/upload_session.cpp): the
+  // head goes to the actor now, the body as its reader asks for it.
+  void begin_upload();
+  void on_read_piece(boost::system::error_code ec, std::size_t asked);
+  void send_piece(upload_piece piece);
+  void end_upload();  // an answer is going out: a body not read whole is not read further
+  std::shared_ptr<upload_port> make_upload_port();
   // The node-wide budget of buffered bodies (limits.max_buffered_body_bytes).
   bool reserve_body(std::uint64_t bytes);
   void release_body();
@@ -132,6 +148,11 @@ private:
   const front_limits& limits_;
   boost::beast::flat_buffer buffer_;
   std::optional<http_framing::request_parser> parser_;
+  // A streamed body: its parser (the head's, moved), its source, what was read.
+  std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body>> upload_parser_;
+  upload_source_actor upload_source_;
+  std::vector<char> upload_buffer_;  // one piece, limits.upload_chunk_bytes
+  bool upload_continue_ = false;     // Expect: 100-continue: written before the first read
   request_type req_;
   boost::beast::http::response<boost::beast::http::string_body> res_;
   boost::asio::steady_timer deadline_;

@@ -156,6 +156,29 @@ private:
   std::uint64_t id_ = 0;
 };
 
+struct response;
+
+/// One streamed request body being received (route_table::upload; docs/http.md
+/// "Streamed uploads"), as its callbacks see it.
+struct upload {
+  std::uint64_t id = 0;        ///< this upload's number in its actor
+  std::uint64_t received = 0;  ///< body bytes received so far (the piece at hand included)
+};
+
+/// What a streamed body tells its actor, each called in the actor, in order,
+/// between his other requests and messages. A callback that throws is a
+/// failed handler (502; his restart starts from his last good state).
+struct upload_handlers {
+  /// The next piece of the body (at most limits.upload_chunk_bytes): the front
+  /// reads the next one only once this returns.
+  std::function<void(const upload&, std::string_view piece)> chunk;
+  /// The body is complete: the request's answer (a plain answer). Empty: 200 {"bytes": N}.
+  std::function<response(const upload&)> end;
+  /// The body broke: the client went away, it passed limits.max_stream_body_bytes,
+  /// it was malformed, or its user is leaving. The client gets an error, if anybody.
+  std::function<void(const upload&, const std::string& why)> abort;
+};
+
 /// What a stream tells its actor, each called in the actor with the stream's
 /// writer; any may be empty. A callback that throws is a failed handler (the
 /// actor restarts, his streams are cut).
@@ -219,6 +242,9 @@ struct response {
   static response sse(stream_handlers h);
   /// An NDJSON stream (application/x-ndjson, one JSON value per line), as sse().
   static response ndjson(stream_handlers h);
+  /// Reads the request's streamed body (a route declared with route_table::upload)
+  /// piece by piece with `h`; `h.end`'s answer is the request's.
+  static response receive(upload_handlers h);
 };
 
 /// The answer of one deferred request (user_actor_base::defer): a small
@@ -320,7 +346,10 @@ public:
   using guards = std::vector<std::shared_ptr<const guard>>;
 
   /// Adds a route; `route_guards` run before its handler, after the type-wide ones.
-  router& on(std::string_view method, std::string_view pattern, handler h, guards route_guards = {});
+  /// `streamed_body`: the handler gets the request before its body, which it
+  /// reads with response::receive (route_table::upload).
+  router& on(std::string_view method, std::string_view pattern, handler h, guards route_guards = {},
+             bool streamed_body = false);
   /// Adds a type-wide guard: it runs before every route of the type.
   router& guard_all(guard g);
 
@@ -333,9 +362,14 @@ public:
     /// A typed parameter (`{id:int}`, `{id:uint}`) whose digits do not fit 64 bits: its name (400), with target.
     std::string_view out_of_range;
     std::size_t index = 0;  ///< the route's number (guarded, judge), with target
+    bool streamed_body = false;  ///< declared with route_table::upload, with target
   };
   match find(std::string_view method, std::string_view path) const;
 
+  /// True when route `index` streams its body in (route_table::upload).
+  bool streams_body(std::size_t index) const noexcept {
+    return index < routes_.size() && routes_[index].streamed_body;
+  }
   /// True when route `index` has a guard (its own or the type's).
   bool guarded(std::size_t index) const noexcept;
   /// True when any route of the type has a guard.
@@ -373,6 +407,7 @@ private:
     handler fn;
     std::string key;  // "<type> <method> <pattern>": its per-route figures (node_metrics::route)
     guards own_guards;
+    bool streamed_body = false;
   };
   std::vector<route> routes_;
   std::vector<guard> type_guards_;
@@ -406,20 +441,21 @@ public:
   route_table& del(std::string_view pattern, F f) { return on("DELETE", pattern, std::move(f)); }
   template <class F>
   route_table& on(std::string_view method, std::string_view pattern, F f) {
-    r_.on(
-      method, pattern,
-      [f = std::move(f)](user_actor_base& self, request& q) -> response {
-        if constexpr (std::is_invocable_v<F&, Self&, request&>) {
-          return std::invoke(f, static_cast<Self&>(self), q);
-        } else {
-          static_assert(std::is_invocable_v<F&, request&>,
-                        "a route handler takes (Self&, troupe::request&) or (troupe::request&)");
-          (void)self;
-          return std::invoke(f, q);
-        }
-      },
-      guards_);
-    return *this;
+    return add(method, pattern, std::move(f), false);
+  }
+
+  /// A route whose request body streams in (docs/http.md "Streamed uploads"): the
+  /// handler runs once the head has arrived (q.body() is empty) and answers
+  /// `response::receive(handlers)` to read the body piece by piece with credit,
+  /// up to limits.max_stream_body_bytes, or any other answer to refuse it (the
+  /// connection is closed then: its body is not read).
+  template <class F>
+  route_table& upload(std::string_view method, std::string_view pattern, F f) {
+    return add(method, pattern, std::move(f), true);
+  }
+  template <class F>
+  route_table& upload(std::string_view pattern, F f) {
+    return add("POST", pattern, std::move(f), true);
   }
 
   /// A type-wide guard (docs/http.md "Guards"): `g(const troupe::guard_request&)`
@@ -441,6 +477,24 @@ public:
   }
 
 private:
+  template <class F>
+  route_table& add(std::string_view method, std::string_view pattern, F f, bool streamed) {
+    r_.on(
+      method, pattern,
+      [f = std::move(f)](user_actor_base& self, request& q) -> response {
+        if constexpr (std::is_invocable_v<F&, Self&, request&>) {
+          return std::invoke(f, static_cast<Self&>(self), q);
+        } else {
+          static_assert(std::is_invocable_v<F&, request&>,
+                        "a route handler takes (Self&, troupe::request&) or (troupe::request&)");
+          (void)self;
+          return std::invoke(f, q);
+        }
+      },
+      guards_, streamed);
+    return *this;
+  }
+
   template <class G>
   static router::guard make_guard(G g) {
     return [g = std::move(g)](const guard_request& q) -> guard_verdict {

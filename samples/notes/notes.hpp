@@ -4,6 +4,8 @@
 
 #include <troupe/troupe.hpp>
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -213,6 +216,40 @@ public:
       });
     });
     r.get("/api/inbox", [](notes_user& u, troupe::request&) { return json({{"inbox", u.state().inbox}}); });
+    // A streamed upload (docs/http.md "Streamed uploads"): the body is read
+    // piece by piece with credit, never whole in memory, and answered
+    // {"bytes": N, "sha256": "<hex>"}. GET /api/uploads counts what his actor saw.
+    r.upload("/api/upload", [](notes_user& u, troupe::request&) {
+      std::shared_ptr<EVP_MD_CTX> digest(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+      if (!digest || EVP_DigestInit_ex(digest.get(), EVP_sha256(), nullptr) != 1)
+        throw std::runtime_error("notes sample: no SHA-256 digest");
+      troupe::upload_handlers h;
+      h.chunk = [digest](const troupe::upload&, std::string_view piece) {
+        EVP_DigestUpdate(digest.get(), piece.data(), piece.size());
+      };
+      h.end = [&u, digest](const troupe::upload& up) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0;
+        EVP_DigestFinal_ex(digest.get(), md, &n);
+        static constexpr char hex[] = "0123456789abcdef";
+        std::string text;
+        for (unsigned int i = 0; i < n; ++i) {
+          text += hex[md[i] >> 4];
+          text += hex[md[i] & 15];
+        }
+        ++u.uploads_.completed;
+        return json({{"bytes", up.received}, {"sha256", text}});
+      };
+      h.abort = [&u](const troupe::upload&, const std::string& why) {
+        ++u.uploads_.aborted;
+        u.uploads_.last_abort = why;
+      };
+      return troupe::response::receive(std::move(h));
+    });
+    r.get("/api/uploads", [](notes_user& u, troupe::request&) {
+      return json({{"completed", u.uploads_.completed}, {"aborted", u.uploads_.aborted},
+                   {"last_abort", u.uploads_.last_abort}});
+    });
     // Staff only: a guard, judged on the front before any actor (a refused
     // request wakes nobody and reads nothing from the deposit; docs/http.md "Guards").
     auto staff = r.guarded([](const troupe::guard_request& g) {
@@ -392,6 +429,7 @@ private:
   };
   std::map<std::uint64_t, ticker> tickers_;  // by stream id
   std::vector<troupe::promise> note_waiters_;  // /api/wait-note requests waiting for a note
+  struct { std::int64_t completed = 0, aborted = 0; std::string last_abort; } uploads_;  // /api/upload, in memory only
   struct { std::int64_t opened = 0, slow = 0, ready = 0, gone = 0, ended = 0; } seen_;
 
   troupe::stream_handlers feed(std::function<void(troupe::stream&)> open) {

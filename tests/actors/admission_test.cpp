@@ -113,7 +113,7 @@ protected:
   int spin(const user_handle& h, const std::string& user, int ms, const std::string& route = "/spin/",
            std::chrono::seconds budget = 5s) {
     int status = 0;
-    http_request req{"POST", route + std::to_string(ms), "", "", "c-" + user, "", {}, 0, {}, {}, {}, 0};
+    http_request req{"POST", route + std::to_string(ms), "", "", "c-" + user, "", {}, 0, {}, {}, {}, 0, {}};
     (*driver)
       ->request(h, budget, http_atom::value, std::move(req))
       .receive([&](http_response& r) { status = r.status; },

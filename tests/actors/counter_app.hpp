@@ -92,6 +92,14 @@ public:
     // A guarded route: the user actor judges it too (a request the front could not judge).
     auto staff = r.guarded([](const guard_request& g) { return g.user().rfind("staff_", 0) == 0; });
     staff.post("/staff/n", [](counter_app& u, request&) { return json({{"n", ++u.mutate().n}}); });
+    // A streamed body (route_table::upload): here, without a front, it arrives whole as one piece.
+    r.upload("/upload", [](counter_app& u, request&) {
+      upload_handlers h;
+      h.chunk = [&u](const upload&, std::string_view piece) { u.mutate().n += static_cast<std::int64_t>(piece.size()); };
+      h.end = [&u](const upload& up) { return json({{"received", up.received}, {"n", u.state().n}}); };
+      return response::receive(std::move(h));
+    });
+    r.post("/not-an-upload", [](request&) { return response::receive({}); });
     r.get("/defer/seen", [](counter_app& u, request&) {
       return json({{"first", u.first_resolve}, {"second", u.second_resolve}, {"open_after", u.open_after}});
     });

@@ -35,4 +35,18 @@ TEST_F(tree, a_deferred_answer_is_resolved_once_kept_alive_timed_out_or_refused)
   EXPECT_EQ(n_of(serve(a, "POST", "/n")), 2) << "the timer's change was kept";
 }
 
+// A streamed body's handlers, without a front: the body is one piece, then
+// the end answers; its changes are kept. receive() on a plain route still reads
+// the body whole (the front streams only route_table::upload routes).
+TEST_F(tree, an_upload_without_a_front_reads_the_body_as_one_piece) {
+  auto a = ctx->cids->mint();
+  auto pa = resolve(a);
+  auto r = call(pa.actor, a, "POST", "/upload", "hello");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, R"({"n":5,"received":5})");
+  EXPECT_EQ(call(pa.actor, a, "POST", "/not-an-upload", "abc").body, R"({"bytes":3})");
+  EXPECT_EQ(ctx->metrics.uploads.completed.load(), 2u);
+  EXPECT_EQ(n_of(call(pa.actor, a, "POST", "/n")), 6);
+}
+
 }  // namespace deferred_test_file

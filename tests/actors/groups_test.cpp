@@ -107,7 +107,7 @@ protected:
                      const std::string& path) {
     http_response out;
     out.status = 0;
-    http_request req{method, path, "", "", cid, "", {}, 0, {}, {}, {}, 0};
+    http_request req{method, path, "", "", cid, "", {}, 0, {}, {}, {}, 0, {}};
     (*self)
       ->request(target, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); }, [&](caf::error& e) { out.body = sys->render(e); });
@@ -311,7 +311,7 @@ protected:
         out.body = sys->render(p.error());
         return out;
       }
-      http_request req{method, path, "", body, cid, "", {}, 0, {}, {}, {}, 0};
+      http_request req{method, path, "", body, cid, "", {}, 0, {}, {}, {}, 0, {}};
       (*self)
         ->request(caf::actor_cast<user_handle>(p->actor), 5s, http_atom::value, std::move(req))
         .receive([&](http_response& r) { out = std::move(r); },

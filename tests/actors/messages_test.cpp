@@ -55,7 +55,7 @@ protected:
 
 http_request sample_request() {
   return http_request{"POST", "/api/notes", "a=1&b=2", R"({"text":"hi"})", "cid-123", "p1",
-                      {{"Content-Type", "application/json"}, {"X-Troupe-Page", "p1"}}, 0, {}, "203.0.113.9", {}, 0};
+                      {{"Content-Type", "application/json"}, {"X-Troupe-Page", "p1"}}, 0, {}, "203.0.113.9", {}, 0, {}};
 }
 
 void expect_same(const http_request& a, const http_request& b) {

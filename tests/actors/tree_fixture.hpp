@@ -61,7 +61,7 @@ protected:
                      const std::string& path, const std::string& body = "") {
     http_response out;
     out.status = 0;
-    http_request req{method, path, "", body, cid, "", {}, 0, {}, {}, {}, 0};
+    http_request req{method, path, "", body, cid, "", {}, 0, {}, {}, {}, 0, {}};
     (*self)
       ->request(target, 5s, http_atom::value, std::move(req))
       .receive([&](http_response& r) { out = std::move(r); },

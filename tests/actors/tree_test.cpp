@@ -242,7 +242,7 @@ private:
 };
 
 void send_local(const user_handle& target, recorder& rec, const std::string& cid, const std::string& path) {
-  http_request req{"POST", path, "", "", cid, "", {}, 0, {}, {}, {}, 0};
+  http_request req{"POST", path, "", "", cid, "", {}, 0, {}, {}, {}, 0, {}};
   caf::anon_send(target, http_atom::value,
                  local_reply{std::make_shared<recording_slot>(rec, std::move(req))});
 }

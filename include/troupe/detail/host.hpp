@@ -39,10 +39,11 @@ struct tell_order {
 
 /// A deferred answer, completed by the user actor's host.
 struct continuation {
-  enum class kind { after, login, logout, global, stream, push, tell, defer } what;
+  enum class kind { after, login, logout, global, stream, push, tell, defer, upload } what;
   std::chrono::milliseconds delay{0};                      // after; defer: the timeout
   std::function<response()> then;                          // after
   std::function<void(promise)> on_deferred;                // defer
+  upload_handlers uploads;                                 // upload
   std::string user;                                        // login
   global_op op;                                            // global
   std::function<response(const global_reply&)> on_reply;  // global
