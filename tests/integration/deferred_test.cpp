@@ -19,19 +19,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string token = "deferred-admin-" + random_token(16);
-const headers_t auth{{"Authorization", "Bearer " + token}};
-
-class Deferred : public node_test {
+class Deferred : public admin_node_test {
 protected:
-  node_process& start_with(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--admin-token", token};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return start(args);
-  }
-  static void login(http_client& c, const std::string& user) {
-    ASSERT_STATUS(c.post_json("/api/login", {{"user", user}}), 200);
-  }
   // alice's /api/wait-note on a connection of her own (her cookie), answered whenever.
   std::future<response> wait_note(http_client& alice, std::int64_t timeout_ms) {
     auto cookie = alice.cookie();
@@ -44,9 +33,9 @@ protected:
     });
   }
   double deferred(const std::string& outcome) {
-    return metric(port(), auth, "troupe_deferred_answers_total", "outcome=\"" + outcome + "\"");
+    return m("troupe_deferred_answers_total", "outcome=\"" + outcome + "\"");
   }
-  double pending() { return metric(port(), auth, "troupe_deferred_pending"); }
+  double pending() { return m("troupe_deferred_pending"); }
   // Her deferred answers as her census entry shows them (also of a user in a worker process).
   int parked(const std::string& user) {
     http_client admin(port());

@@ -15,20 +15,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string token = "guards-admin-" + random_token(16);
-const headers_t auth{{"Authorization", "Bearer " + token}};
-
-class Guards : public node_test {
+class Guards : public admin_node_test {
 protected:
-  node_process& start_with(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--admin-token", token};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return start(args);
-  }
-  static void login(http_client& c, const std::string& user) {
-    ASSERT_STATUS(c.post_json("/api/login", {{"user", user}}), 200);
-  }
-  double m(const std::string& name, const std::string& labels = "") { return metric(port(), auth, name, labels); }
   double refused() { return m("troupe_guard_rejections_total", "type=\"notes\",route=\"/api/staff/report\""); }
 };
 

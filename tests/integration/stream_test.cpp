@@ -120,14 +120,6 @@ std::string get_request(const std::string& target, const std::string& cid) {
   return "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: troupe_cid=" + cid + "\r\n\r\n";
 }
 
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stol(line.substr(6));
-  return -1;
-}
 
 double sample(uint16_t port, const std::string& name) {
   return metric(port, auth, name);

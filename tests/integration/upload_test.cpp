@@ -22,9 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string token = "upload-admin-" + random_token(16);
-const headers_t auth{{"Authorization", "Bearer " + token}};
-
 // SHA-256 of a stream of pieces, in hex.
 class sha256 {
 public:
@@ -45,29 +42,12 @@ private:
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
 };
 
-// The resident memory of process `pid` in KiB (0 once it is gone).
-long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stol(line.substr(6));
-  return 0;
-}
 
 std::string head(const std::string& framing, const std::string& extra = {}) {
   return "POST /api/upload HTTP/1.1\r\nHost: x\r\n" + framing + extra + "\r\n";
 }
 
-class Upload : public node_test {
-protected:
-  node_process& start_with(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--admin-token", token};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return start(args);
-  }
-  double m(const std::string& name, const std::string& labels = "") { return metric(port(), auth, name, labels); }
-};
+class Upload : public admin_node_test {};
 
 }  // namespace
 

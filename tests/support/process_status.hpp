@@ -3,6 +3,9 @@
 
 #include <sys/wait.h>
 
+#include <sys/types.h>
+
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,16 @@ inline std::string join_args(const std::vector<std::string>& args) {
     s += a;
   }
   return s;
+}
+
+// The resident memory of process `pid` in KiB (VmRSS); -1 once it is gone.
+inline long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stol(line.substr(6));
+  return -1;
 }
 
 }  // namespace troupe::test

@@ -26,6 +26,7 @@
 #include "background_load.hpp"
 #include "eventually.hpp"
 #include "node_process.hpp"
+#include "process_status.hpp"
 #include "prometheus.hpp"
 
 namespace troupe::test {
@@ -255,5 +256,24 @@ inline double metric(uint16_t port, const headers_t& auth, const std::string& na
   }
   return *v;
 }
+
+// A node with an admin token of its own (metrics, census, operators' orders),
+// and the calls the tests of an app's surface share.
+class admin_node_test : public node_test {
+protected:
+  node_process& start_with(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--admin-token", token};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return start(args);
+  }
+  static void login(http_client& c, const std::string& user) {
+    ASSERT_STATUS(c.post_json("/api/login", {{"user", user}}), 200);
+  }
+  // The node's metric `name`{labels}.
+  double m(const std::string& name, const std::string& labels = "") { return metric(port(), auth, name, labels); }
+
+  const std::string token = "admin-" + random_token(16);
+  const headers_t auth{{"Authorization", "Bearer " + token}};
+};
 
 }  // namespace troupe::test
