@@ -7,6 +7,6 @@
 /// Everything under include/troupe/ is installed; nothing here includes the
 /// platform's internal modules (no CAF, Asio or Beast types).
 
-#include <troupe/app.hpp>        // user_actor<State>, route_table, request, response, app_types
+#include <troupe/app.hpp>        // user_actor<State>, route_table, app_types (and <troupe/http.hpp>: request, response, promise, upload)
 #include <troupe/node_main.hpp>  // node_main: the app's main()
 #include <troupe/version.hpp>    // TROUPE_VERSION
