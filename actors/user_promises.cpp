@@ -238,7 +238,8 @@ void user_state::receive_upload(pending_call&& call, detail::continuation&& next
   p->upload->handlers = std::move(next.uploads);
   p->upload->source = source;
   p->upload->last_piece = clock::now();
-  caf::anon_send(source, upload_atom::value, upload_reader_handle{self}, id, ctx->limits().upload_chunk_bytes);
+  // Two pieces of credit: the front reads the next while this actor takes one.
+  caf::anon_send(source, upload_atom::value, upload_reader_handle{self}, id, 2 * ctx->limits().upload_chunk_bytes);
 }
 
 void user_state::on_upload_piece(upload_piece& piece) {
@@ -268,9 +269,9 @@ void user_state::on_upload_piece(upload_piece& piece) {
   it = parked.find(id);
   if (it == parked.end())
     return;
-  if (!piece.last) {
+  if (!piece.last) {  // taken: its bytes are credit again
     caf::anon_send(it->second.upload->source, upload_atom::value, upload_reader_handle{self}, id,
-                   ctx->limits().upload_chunk_bytes);
+                   std::max<std::uint64_t>(piece.bytes.size(), 1));
     return;
   }
   m.completed.fetch_add(1, std::memory_order_relaxed);

@@ -109,8 +109,14 @@ void http_session::on_read_piece(boost::system::error_code ec, std::size_t asked
       return close();
     return;
   }
-  if (got == 0 && !upload_parser_->is_done())  // framing only (a chunk's size line): read on
-    return upload_read(asked);
+  if (upload_parser_->get().body().size > 0 && !upload_parser_->is_done()) {
+    // Not full yet: read on into the rest of it (pieces of what one read
+    // returns would be a few KiB each, and cost a message each).
+    return http::async_read_some(stream_, buffer_, *upload_parser_,
+                                 [self = shared_from_this(), asked](boost::system::error_code ec, std::size_t) {
+                                   self->on_read_piece(ec, asked);
+                                 });
+  }
   upload_piece piece;
   piece.bytes.assign(upload_buffer_.data(), got);
   piece.last = upload_parser_->is_done();

@@ -11,7 +11,16 @@ struct upload_source_state {
   std::shared_ptr<upload_port> port;
   upload_reader_handle reader;
   std::uint64_t id = 0;
-  bool reading = false;  // one read in flight at most
+  std::uint64_t credit = 0;  // bytes the reader may still be sent
+  bool reading = false;      // one read in flight at most
+
+  // Reads on while the reader has credit left.
+  void read_on() {
+    if (reading || credit == 0)
+      return;
+    reading = true;
+    port->read(credit);
+  }
 };
 
 upload_source_actor::behavior_type upload_source_impl(upload_source_actor::stateful_pointer<upload_source_state> self,
@@ -33,20 +42,20 @@ upload_source_actor::behavior_type upload_source_impl(upload_source_actor::state
         st.id = id;
         self->monitor(st.reader);
       }
-      if (st.reading)
-        return;
-      st.reading = true;
-      st.port->read(credit);
+      st.credit += credit;
+      st.read_on();
     },
     [self](upload_atom, upload_piece& piece) {
       auto& st = self->state;
       st.reading = false;
+      st.credit -= std::min<std::uint64_t>(st.credit, piece.bytes.size());
       bool ends = piece.last || !piece.aborted.empty();
       piece.id = st.id;
       if (st.reader)
         self->send(st.reader, upload_atom::value, std::move(piece));
       if (ends)
-        self->quit();
+        return self->quit();
+      st.read_on();  // the next piece while the reader takes this one, within its credit
     },
   };
 }

@@ -3,9 +3,11 @@
 /// (Internal to transport/.) The front side of one streamed request body
 /// (docs/http.md "Streamed uploads"): a small actor per body in flight, on the
 /// node whose front holds the socket. Its reader (the user actor, maybe on
-/// another node) asks it for credit; it asks its HTTP session to read at most
-/// that many bytes, and sends what was read to the reader. Nothing is read
-/// that was not asked for, so one piece at most is held per upload. It
+/// another node) grants it credit; it asks its HTTP session to read within
+/// it, a piece at a time, and sends what was read to the reader. Nothing is
+/// read that was not granted: the reader grants two pieces at first and each
+/// piece back once it has taken it, so at most two are held per upload (one
+/// read while the reader takes the other). It
 /// watches its reader: gone, the session stops reading (and closes the
 /// connection once answered).
 

@@ -164,4 +164,23 @@ TEST_F(Upload, PastItsLimitABodyIs413AndOtherRoutesKeepTheirs) {
   EXPECT_STATUS(notes.post("/api/upload", std::string(100001, 'n')), 200);
 }
 
+// A user in a worker process: the head crosses the forwarder, the pieces go
+// between his actor and the front's source the same way.
+TEST_F(Upload, AUserInAWorkerProcessReadsTheBodyAcrossTheProcesses) {
+  start_with({"--set", "group.default.isolation=process"});
+  std::string block(1 << 20, 'p');
+  sha256 expected;
+  http_client c(port());
+  c.send_raw(head("Content-Length: " + std::to_string(32 * block.size()) + "\r\n"));
+  for (int i = 0; i < 32; ++i) {
+    c.send_raw(block, 60s);
+    expected.add(block);
+  }
+  auto r = c.read_response(60s);
+  ASSERT_STATUS(r, 200);
+  EXPECT_EQ(r.json().value("bytes", 0), 32 << 20);
+  EXPECT_EQ(r.json().value("sha256", ""), expected.hex());
+  EXPECT_STATUS(c.get("/api/counter"), 200);  // the connection goes on
+}
+
 }  // namespace upload_test_file
