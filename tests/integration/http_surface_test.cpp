@@ -283,4 +283,32 @@ TEST_F(HttpSurface, TheNotesSamplesRecipeServesItsPageAtTheRoot) {
   EXPECT_STATUS(c.get("/api/counter"), 200);  // the app's, beside the "/" mount
 }
 
+// The same answers as curl sees them on the wire (`curl -i`: the status line
+// and every header as sent): the app's cookie and Cache-Control, a redirect,
+// an attachment; a decoded CR/LF never becomes a header.
+TEST_F(HttpSurface, CurlSeesTheHeadersCookiesAndRedirectsOnTheWire) {
+  start();
+  const auto base = "http://127.0.0.1:" + std::to_string(port());
+  auto curl = [&](const std::string& args) {
+    auto [code, out] = run_command("curl -s -i --max-time 10 " + args + " 2>&1");
+    EXPECT_EQ(code, 0) << args << "\n" << out;
+    return out;
+  };
+  auto has_line = [](const std::string& out, const std::string& line) {
+    return out.find("\r\n" + line + "\r\n") != std::string::npos;
+  };
+  auto prefs = curl("-X POST -d '{\"theme\":\"dark\"}' " + base + "/api/prefs");
+  EXPECT_EQ(prefs.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << prefs;
+  EXPECT_TRUE(has_line(prefs, "Set-Cookie: theme=dark; Path=/; SameSite=Lax")) << prefs;
+  EXPECT_TRUE(has_line(prefs, "Cache-Control: no-store")) << prefs;
+  auto go = curl("'" + base + "/api/go?to=/notes'");
+  EXPECT_EQ(go.rfind("HTTP/1.1 302 Found\r\n", 0), 0u) << go;
+  EXPECT_TRUE(has_line(go, "Location: /notes")) << go;
+  auto injected = curl("'" + base + "/api/go?to=/a%0d%0aSet-Cookie:%20stolen=1'");
+  EXPECT_EQ(injected.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << injected;
+  EXPECT_EQ(injected.find("stolen=1\r\n"), std::string::npos) << injected;
+  auto text = curl(base + "/api/notes.txt");
+  EXPECT_TRUE(has_line(text, "Content-Disposition: attachment; filename=\"notes.txt\"")) << text;
+}
+
 }  // namespace http_surface_test_file
