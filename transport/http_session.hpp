@@ -152,7 +152,6 @@ private:
   std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body>> upload_parser_;
   upload_source_actor upload_source_;
   std::vector<char> upload_buffer_;  // one piece, limits.upload_chunk_bytes
-  bool upload_continue_ = false;     // Expect: 100-continue: written before the first read
   request_type req_;
   boost::beast::http::response<boost::beast::http::string_body> res_;
   boost::asio::steady_timer deadline_;

@@ -44,32 +44,30 @@ void http_session::begin_upload() {
   auto expect = head.find(http::field::expect);
   if (expect != head.end() && head.version() >= 11 && !boost::beast::iequals(expect->value(), "100-continue"))
     return refuse_and_close(417, "only Expect: 100-continue is understood");
-  upload_continue_ = expect != head.end() && head.version() >= 11;
+  const bool continue_first = expect != head.end() && head.version() >= 11;
   upload_parser_.emplace(std::move(*parser_));
   upload_parser_->body_limit(limits_.max_stream_body_bytes);
   parser_.reset();
   req_ = request_type(upload_parser_->get().base());
   close_after_ = !upload_parser_->is_done();  // until the body is read whole
   stream_.expires_never();
-  handle();
+  if (!continue_first)
+    return handle();
+  // The client waits for this before it sends the body (RFC 9110 §10.1.1).
+  // Written before the head goes on, so that no answer can be written beside it.
+  interim_ = "HTTP/1.1 100 Continue\r\n\r\n";
+  stream_.expires_after(limits_.read_timeout);
+  net::async_write(stream_, net::buffer(interim_), [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+    if (ec)
+      return self->close();
+    self->stream_.expires_never();
+    self->handle();
+  });
 }
 
 void http_session::upload_read(std::uint64_t max) {
   if (!upload_parser_ || !upload_source_)
     return;
-  if (upload_continue_) {  // the client waits for this before it sends the body (RFC 9110 §10.1.1)
-    upload_continue_ = false;
-    interim_ = "HTTP/1.1 100 Continue\r\n\r\n";
-    return net::async_write(stream_, net::buffer(interim_),
-                            [self = shared_from_this(), max](boost::system::error_code ec, std::size_t) {
-                              if (ec) {
-                                upload_piece broke;
-                                broke.aborted = "the client went away";
-                                return self->send_piece(std::move(broke));
-                              }
-                              self->upload_read(max);
-                            });
-  }
   if (upload_parser_->is_done()) {  // nothing left (an empty body): its end
     upload_piece end;
     end.last = true;
