@@ -142,8 +142,13 @@ std::string request::json_string(const char* key) const {
 // -- router --------------------------------------------------------------------
 
 router& router::on(std::string_view method, std::string_view pattern, handler h, guards route_guards,
-                   bool streamed_body) {
+                   bool streamed_body, std::shared_ptr<const socket_handlers> socket) {
   route r;
+  if (socket)
+    for (auto& p : socket->subprotocols)  // what the handshake's Sec-WebSocket-Protocol may carry (RFC 6455 §4.1)
+      if (p.empty() || p.size() > 255 || !registry::is_http_token(p))
+        throw std::invalid_argument("route " + std::string(pattern) + ": subprotocol \"" + p +
+                                    "\" is not an HTTP token");
   r.method = std::string(method);
   r.pattern = std::string(pattern);
   split_path(pattern, [&](std::string_view seg) {
@@ -172,6 +177,7 @@ router& router::on(std::string_view method, std::string_view pattern, handler h,
   r.fn = std::move(h);
   r.own_guards = std::move(route_guards);
   r.streamed_body = streamed_body;
+  r.socket = std::move(socket);
   route_guards_ = route_guards_ || !r.own_guards.empty();
   routes_.push_back(std::move(r));
   return *this;
@@ -272,6 +278,7 @@ router::match router::find(std::string_view method, std::string_view path) const
     result.key = &r.key;
     result.index = static_cast<std::size_t>(&r - routes_.data());
     result.streamed_body = r.streamed_body;
+    result.socket = r.socket.get();
     result.params = std::move(params);
     result.out_of_range = out_of_range;
     result.other_method = false;
@@ -291,6 +298,13 @@ nlohmann::json user_actor_base::identity() const {
   if (!page().empty())
     j["page"] = page();
   return j;
+}
+
+app_socket user_actor_base::socket(const std::string& id) const {
+  for (auto& s : host_->socket_list())
+    if (s.id() == id)
+      return s;
+  return app_socket(host_, id, {}, {});  // its writes are refused: not open for him
 }
 
 response user_actor_base::login(const std::string& name) const {

@@ -23,18 +23,29 @@
 
 namespace troupe {
 
+/// What a queued frame is on the wire.
+enum class frame_kind : std::uint8_t {
+  text = 0,  ///< a text message
+  binary,    ///< a binary message (app WebSockets)
+  close,     ///< the close handshake, after what was queued before it (app WebSockets)
+};
+
 /// One frame pushed to one page: delivered only when `page` of connection
 /// `cid` is bound to socket number `socket` of the receiving hub.
 struct channel_push {
   std::uint64_t socket = 0;
   std::string cid;
   std::string page;
-  std::string frame;  ///< the whole JSON text written on the socket: {"push": path, "data": data}
+  /// A page channel's: the whole JSON text {"push": path, "data": data}; an
+  /// app WebSocket's: the message (a close's reason).
+  std::string frame;
+  frame_kind kind = frame_kind::text;
+  std::uint16_t close_code = 0;  ///< frame_kind::close only
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, channel_push& x) {
-  return f(caf::meta::type_name("troupe.channel_push"), x.socket, x.cid, x.page, x.frame);
+  return f(caf::meta::type_name("troupe.channel_push"), x.socket, x.cid, x.page, x.frame, x.kind, x.close_code);
 }
 
 /// A page's open channel as its user froze with it: handed to his next
@@ -45,11 +56,16 @@ struct channel_binding {
   std::string page;
   channel_ref socket;
   bool sequential = false;
+  /// An app WebSocket's (route_table::websocket): the path of its upgrade and
+  /// its subprotocol; "" for a page channel.
+  std::string app_path;
+  std::string subprotocol;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, channel_binding& x) {
-  return f(caf::meta::type_name("troupe.channel_binding"), x.cid, x.page, x.socket, x.sequential);
+  return f(caf::meta::type_name("troupe.channel_binding"), x.cid, x.page, x.socket, x.sequential, x.app_path,
+           x.subprotocol);
 }
 
 // channel_handle, the hub's typed interface, and the atoms of its messages

@@ -60,6 +60,15 @@ connection_table::touched connection_table::touch_page(connection_record& conn, 
   return {touch_outcome::added, &conn.pages.back(), reclaimed};
 }
 
+bool connection_table::erase_page(connection_record& conn, std::string_view page_id) {
+  auto i = std::find_if(conn.pages.begin(), conn.pages.end(), [&](const page_record& p) { return p.id == page_id; });
+  if (i == conn.pages.end())
+    return false;
+  conn.pages.erase(i);
+  --page_count_;
+  return true;
+}
+
 bool connection_table::reclaim_idle_page(const connection_record& keep) {
   auto has_channel = [](const page_record& p) { return p.channel != nullptr; };
   std::vector<page_record>* owner = nullptr;

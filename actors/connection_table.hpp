@@ -28,6 +28,10 @@ namespace troupe {
 struct page_channel {
   channel_ref socket;       ///< its socket: its front's channel hub and number (actors/channel.hpp)
   bool sequential = false;  ///< its calls are served one at a time, in order (by the socket's session)
+  /// An app WebSocket (the page is the socket): its upgrade's path, whose
+  /// route serves its messages, and its subprotocol. "" for a page channel.
+  std::string app_path;
+  std::string subprotocol;
 };
 
 struct page_record {
@@ -73,6 +77,8 @@ public:
   /// `max_per_connection` nothing does.
   touched touch_page(connection_record& conn, std::string_view page_id, std::size_t max_per_connection,
                      std::size_t max_per_user);
+  /// Forgets page `page_id` of `conn` (a record of this table); false when it had none.
+  bool erase_page(connection_record& conn, std::string_view page_id);
 
   bool empty() const noexcept { return connections_.empty(); }
   std::size_t size() const noexcept { return connections_.size(); }

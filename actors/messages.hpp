@@ -155,6 +155,14 @@ struct http_response;
 /// forwarder takes an interim answer (http_response::deferred_ms) first.
 using deferred_answer_handle = caf::typed_actor<caf::reacts_to<http_atom, std::uint64_t, http_response>>;
 
+/// What a request carries for an app WebSocket (route_table::websocket; docs/http.md "App WebSockets").
+enum class socket_event : std::uint8_t {
+  none = 0,  ///< an HTTP request or a page-channel call
+  open,      ///< the upgrade request: `channel` is the socket, `page` its page id; accepted with 101
+  text,      ///< a text message from the socket's client, in `body`
+  binary,    ///< a binary message, in `body`
+};
+
 /// A request as the front hands it to an actor: already size-checked and
 /// attributed to a connection (and page, when the request names one).
 struct http_request {
@@ -177,12 +185,14 @@ struct http_request {
   std::uint64_t answer_ref = 0;
   /// A streamed body (route_table::upload): where its pieces are read from; `body` is empty.
   upload_source_handle upload_from;
+  /// An app WebSocket's upgrade or message (socket_event::none otherwise).
+  socket_event socket = socket_event::none;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_request& x) {
   return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
-           x.page, x.headers, x.deadline_ms, x.channel, x.client, x.answer_to, x.answer_ref, x.upload_from);
+           x.page, x.headers, x.deadline_ms, x.channel, x.client, x.answer_to, x.answer_ref, x.upload_from, x.socket);
 }
 
 /// What the front must do with its routing cache after a reply.

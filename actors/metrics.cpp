@@ -310,6 +310,16 @@ std::string node_metrics::prometheus_text() const {
           "Channel sockets closed at once (no valid cookie, past max_sockets, max_sockets_per_connection or "
           "max_sockets_per_user).",
           channel.sockets_refused.load());
+  out += "# HELP troupe_app_sockets Open app WebSockets (route_table::websocket).\n"
+         "# TYPE troupe_app_sockets gauge\n";
+  line("troupe_app_sockets", "", app_sockets.open.load(std::memory_order_relaxed));
+  out += "# HELP troupe_app_socket_messages_total Messages of app WebSockets, read (in) and written (out).\n"
+         "# TYPE troupe_app_socket_messages_total counter\n";
+  line("troupe_app_socket_messages_total", "direction=\"in\"", app_sockets.messages_in.load());
+  line("troupe_app_socket_messages_total", "direction=\"out\"", app_sockets.messages_out.load());
+  counter("troupe_app_socket_upgrades_refused_total",
+          "App WebSocket upgrades answered with an HTTP status (guard, no subprotocol, open handler, limits).",
+          app_sockets.upgrades_refused.load());
   if (deposit) {
     counter("troupe_deposit_reads_total", "Parcels read from the deposit.", deposit->reads.load());
     counter("troupe_deposit_writes_total", "Parcels written durably to the deposit.", deposit->writes.load());

@@ -162,6 +162,13 @@ struct node_metrics {
     std::atomic<std::uint64_t> overflow_drops{0};     ///< queued frames dropped (overflow = drop_oldest)
     std::atomic<std::uint64_t> sockets_refused{0};    ///< sockets closed at once: no valid cookie, past a max_sockets* limit
   } channel;
+  /// App WebSockets (route_table::websocket; docs/http.md): troupe_app_socket*.
+  struct app_socket_counters {
+    std::atomic<std::int64_t> open{0};             ///< open now
+    std::atomic<std::uint64_t> messages_in{0};     ///< messages read from clients
+    std::atomic<std::uint64_t> messages_out{0};    ///< messages written to clients
+    std::atomic<std::uint64_t> upgrades_refused{0};  ///< upgrades answered with an HTTP status, not 101
+  } app_sockets;
   std::atomic<std::uint64_t> channel_pushes_delivered{0};      ///< pages a push reached (their socket queued it)
   std::atomic<std::uint64_t> channel_pushes_not_delivered{0};  ///< pages (or users) a push did not reach
   /// Pages of idle connections forgotten to make room for a new page at limits.max_pages_per_user.

@@ -134,4 +134,20 @@ bool promise::is_open() const {
   return host_ && host_->promise_open(id_);
 }
 
+bool app_socket::send_text(std::string text) {
+  return host_ && host_->socket_send(id_, std::move(text), 0, 0);
+}
+
+bool app_socket::send_binary(std::string bytes) {
+  return host_ && host_->socket_send(id_, std::move(bytes), 1, 0);
+}
+
+bool app_socket::close(std::uint16_t code, std::string reason) {
+  return host_ && host_->socket_send(id_, std::move(reason), 2, code);
+}
+
+bool app_socket::is_open() const {
+  return host_ && host_->socket_open(id_);
+}
+
 }  // namespace troupe

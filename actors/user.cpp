@@ -86,9 +86,12 @@ actor_probe user_state::probe(std::uint64_t query, bool detail) {
   for (auto& conn : connections) {
     auto ref = connection_ref(conn.cid);
     nlohmann::json pages = nlohmann::json::array();
-    for (auto& page : conn.pages)  // "actor": null while the page is a record only (virtual)
+    for (auto& page : conn.pages) {  // "actor": null while the page is a record only (virtual)
       pages.push_back({{"id", "page:" + user_name + "/" + ref + "/" + page.id}, {"page", page.id},
                        {"actor", nullptr}, {"clocks", clocks_of(page.clocks)}});
+      if (page.channel && !page.channel->app_path.empty())  // an app WebSocket
+        pages.back()["socket"] = {{"path", page.channel->app_path}, {"subprotocol", page.channel->subprotocol}};
+    }
     conns.push_back({{"id", "connection:" + user_name + "/" + ref},
                      {"ref", ref},
                      {"actor", nullptr},

@@ -72,6 +72,8 @@ std::optional<http_response> user_state::channel_gate(connection_record& conn, c
   if (auto refusal = touch_page(conn, id, now))
     return refusal;
   auto* p = conn.find_page(id);
+  if (p->channel && !p->channel->app_path.empty())
+    return error_response(409, "page '" + id + "' is an app WebSocket");
   if (!p->channel)
     p->channel = std::make_unique<page_channel>();
   // Opening twice on the same socket changes nothing; a new socket (a
@@ -101,7 +103,7 @@ void user_state::restore_channels(std::vector<channel_binding>& bound) {
                                     ctx->limits().max_pages_per_user);
     if (!t.page || t.page->channel)
       continue;
-    t.page->channel = std::make_unique<page_channel>(page_channel{b.socket, b.sequential});
+    t.page->channel = std::make_unique<page_channel>(page_channel{b.socket, b.sequential, b.app_path, b.subprotocol});
     self->send(b.socket.hub, bind_atom::value, b.socket.socket, b.cid, b.page,
                channel_owner_handle{self});
   }
@@ -113,15 +115,20 @@ std::vector<channel_binding> user_state::open_channels() const {
   for (auto& conn : connections)
     for (auto& page : conn.pages)
       if (page.channel && page.channel->socket)
-        out.push_back(channel_binding{conn.cid, page.id, page.channel->socket, page.channel->sequential});
+        out.push_back(channel_binding{conn.cid, page.id, page.channel->socket, page.channel->sequential,
+                                      page.channel->app_path, page.channel->subprotocol});
   return out;
 }
 
 // The socket `socket` went (or refused): page `page` of `cid` has no channel any more.
 void user_state::forget_channel(const std::string& cid, const std::string& page, const channel_ref& socket) {
-  if (auto* conn = connections.find(cid))
-    if (auto* p = conn->find_page(page); p && p->channel && p->channel->socket == socket)
-      p->channel.reset();
+  auto* conn = connections.find(cid);
+  auto* p = conn ? conn->find_page(page) : nullptr;
+  if (!p || !p->channel || p->channel->socket != socket)
+    return;
+  if (!p->channel->app_path.empty())  // an app WebSocket: the page is the socket
+    return socket_gone(*conn, *p);
+  p->channel.reset();
 }
 
 void user_state::detach(const std::string& cid) {

@@ -71,6 +71,8 @@ void user_state::serve(pending_call&& call) {
   auto now = registry::wall_clock::now();
   clocks.stamp_rpc(now);
   conn->clocks.stamp_rpc(now);
+  if (call.req->socket != socket_event::none)  // an app WebSocket's upgrade or message
+    return serve_socket(std::move(call), *conn, now);
   if (call.req->channel) {  // a channel call: openchannel, or a page that must have opened it (docs/channels.md)
     if (auto answer = channel_gate(*conn, *call.req, now)) {
       respond(call.to, std::move(*answer));
@@ -99,6 +101,12 @@ void user_state::serve(pending_call&& call) {
   // The front judged them when it knew whose the request was; judged here in every case.
   if (auto refusal = guard_refusal(ctx->metrics, *routes, found, *call.req, user_name)) {
     respond(call.to, std::move(*refusal));
+    return;
+  }
+  if (found.socket) {  // a WebSocket route asked without the upgrade (RFC 9110 §15.5.22)
+    auto r = routed(call, error_response(426, "this route is a WebSocket: send a WebSocket upgrade"));
+    r.headers.push_back({"Upgrade", "websocket"});
+    respond(call.to, std::move(r));
     return;
   }
   request q(*call.req, std::move(found.params));

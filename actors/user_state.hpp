@@ -9,6 +9,7 @@
 ///   user_channels.cpp   pages, channels, pushes
 ///   user_streams.cpp    streams and later() timers
 ///   user_promises.cpp   deferred answers (defer(), promises)
+///   user_sockets.cpp    app WebSockets (route_table::websocket)
 ///   user_lifecycle.cpp  wake, freeze, checkpoints, rest, login/logout, leaving
 
 #include "actors/census.hpp"
@@ -182,6 +183,9 @@ struct user_state : detail::user_host, user_effects {
   bool promise_resolve(std::uint64_t id, response&& answer) override;
   bool promise_keep_alive(std::uint64_t id, std::chrono::milliseconds from_now) override;
   bool promise_open(std::uint64_t id) const override { return parked.count(id) > 0; }
+  bool socket_send(const std::string& id, std::string data, std::uint8_t kind, std::uint16_t code) override;
+  bool socket_open(const std::string& id) const override;
+  std::vector<app_socket> socket_list() override;
 
   // -- user_effects (user.cpp, user_lifecycle.cpp) ------------------------------------
   void arm_timer(user_timer which, std::chrono::milliseconds delay, std::uint64_t arg) override;
@@ -246,6 +250,14 @@ struct user_state : detail::user_host, user_effects {
   void forget_channel(const std::string& cid, const std::string& page, const channel_ref& socket);
   void push_now(detail::push_order order, const std::string* encoded = nullptr);
   void detach(const std::string& cid);
+
+  // -- app WebSockets (user_sockets.cpp) -------------------------------------------------
+  void serve_socket(pending_call&& call, connection_record& conn, registry::wall_clock::time_point now);
+  void open_socket(pending_call&& call, connection_record& conn, registry::wall_clock::time_point now);
+  app_socket socket_value(const page_record& p);
+  page_record* find_socket(const std::string& id, connection_record** conn = nullptr);
+  void drop_socket(const std::string& cid, const std::string& id);
+  void socket_gone(connection_record& conn, page_record& p);
 
   // -- streams and later() (user_streams.cpp) -------------------------------------------
   stream_book& the_books();

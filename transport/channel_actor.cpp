@@ -81,7 +81,7 @@ channel_hub_handle::behavior_type hub_impl(channel_hub_handle::stateful_pointer<
       if (!b || b->cid != p.cid)  // not this socket's page (gone, rebound, another connection's)
         return false;
       std::size_t dropped = 0;
-      auto r = e->link->outbox->offer(std::move(p.frame), &dropped);
+      auto r = e->link->outbox->offer(ws_frame(std::move(p.frame), p.kind, p.close_code), &dropped);
       if (dropped)
         st.metrics->channel.overflow_drops.fetch_add(dropped, std::memory_order_relaxed);
       using res = channel_outbox::offer_result;

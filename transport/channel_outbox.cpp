@@ -2,15 +2,15 @@
 
 namespace troupe {
 
-channel_outbox::offer_result channel_outbox::offer(std::string frame, std::size_t* dropped) {
+channel_outbox::offer_result channel_outbox::offer(ws_frame frame, std::size_t* dropped) {
   std::lock_guard<std::mutex> guard{mutex_};
   if (dropped)
     *dropped = 0;
   if (closed_)
     return offer_result::closed;
-  if (frame.size() > limits_.max_bytes)
+  if (frame.data.size() > limits_.max_bytes)
     return offer_result::too_big;
-  auto full = [&] { return frames_.size() + 1 > limits_.max_frames || bytes_ + frame.size() > limits_.max_bytes; };
+  auto full = [&] { return frames_.size() + 1 > limits_.max_frames || bytes_ + frame.data.size() > limits_.max_bytes; };
   if (full()) {
     if (limits_.overflow == policy::close) {
       overflowed_ = closed_ = true;
@@ -19,24 +19,24 @@ channel_outbox::offer_result channel_outbox::offer(std::string frame, std::size_
       return offer_result::overflow;
     }
     while (!frames_.empty() && full()) {
-      bytes_ -= frames_.front().size();
+      bytes_ -= frames_.front().data.size();
       frames_.pop_front();
       if (dropped)
         ++*dropped;
     }
   }
-  bytes_ += frame.size();
+  bytes_ += frame.data.size();
   frames_.push_back(std::move(frame));
   return offer_result::queued;
 }
 
-std::optional<std::string> channel_outbox::take() {
+std::optional<ws_frame> channel_outbox::take() {
   std::lock_guard<std::mutex> guard{mutex_};
   if (closed_ || frames_.empty())
     return std::nullopt;
   auto f = std::move(frames_.front());
   frames_.pop_front();
-  bytes_ -= f.size();
+  bytes_ -= f.data.size();
   return f;
 }
 

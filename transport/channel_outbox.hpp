@@ -6,6 +6,8 @@
 /// frames make room). Shared by the socket's session (which writes, one frame
 /// in flight) and its actor (which queues pushes): a short lock, no waiting.
 
+#include "transport/ws_frame.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -34,9 +36,12 @@ public:
   explicit channel_outbox(limits l) : limits_(l) {}
 
   /// Queues `frame`; `dropped` (if given) receives how many older frames were dropped for it.
-  offer_result offer(std::string frame, std::size_t* dropped = nullptr);
+  offer_result offer(ws_frame frame, std::size_t* dropped = nullptr);
+  offer_result offer(std::string text, std::size_t* dropped = nullptr) {
+    return offer(ws_frame(std::move(text)), dropped);
+  }
   /// The oldest queued frame (the writer's next), if any.
-  std::optional<std::string> take();
+  std::optional<ws_frame> take();
   /// No frame is taken any more; what is queued is dropped.
   void close();
   bool closed() const;
@@ -48,7 +53,7 @@ public:
 private:
   mutable std::mutex mutex_;
   limits limits_;
-  std::list<std::string> frames_;  // a list: an empty deque allocates ~600 bytes, per socket
+  std::list<ws_frame> frames_;  // a list: an empty deque allocates ~600 bytes, per socket
   std::size_t bytes_ = 0;
   bool closed_ = false;
   bool overflowed_ = false;

@@ -337,7 +337,7 @@ private:
     kick();
   }
 
-  std::optional<std::string> next_frame() override {
+  std::optional<ws_frame> next_frame() override {
     return outbox_->take();
   }
 

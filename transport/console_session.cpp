@@ -145,7 +145,7 @@ private:
     write_next();
   }
 
-  std::optional<std::string> next_frame() override {
+  std::optional<ws_frame> next_frame() override {
     if (queued_.empty())
       return std::nullopt;
     auto next = std::move(queued_.front());

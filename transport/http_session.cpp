@@ -5,6 +5,7 @@
 #include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 #include "transport/admin_routes.hpp"
+#include "transport/app_socket_session.hpp"
 #include "transport/front.hpp"
 #include "transport/strand_link.hpp"
 #include "transport/stream_writer.hpp"
@@ -15,6 +16,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
@@ -251,6 +253,15 @@ void http_session::handle() {
     return do_write(503, error_body("this node is not serving: it is not in contact with the cluster's majority"),
                     "application/json", 1);
   }
+  // An app WebSocket's upgrade (route_table::websocket): its socket is
+  // registered before the user sees it (his `open` may write to it).
+  if (beast::websocket::is_upgrade(req_)) {
+    http_response refusal;
+    if (!(socket_ticket_ = app_socket_ticket::issue(front_, stream_.get_executor(), cid, refusal))) {
+      ctx.metrics.app_sockets.upgrades_refused.fetch_add(1, std::memory_order_relaxed);
+      return do_write(refusal.status, std::move(refusal.body), refusal.content_type, refusal.retry_after);
+    }
+  }
   ctx.metrics.inflight.fetch_add(1, std::memory_order_relaxed);
   counted_ = true;
 
@@ -269,8 +280,13 @@ void http_session::handle() {
   call->deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch() + limits_.request_timeout)
                         .count();
-  if (auto page = req_.find("X-Troupe-Page"); page != req_.end())
+  if (socket_ticket_) {
+    call->socket = socket_event::open;
+    call->channel = socket_ticket_->socket();
+    call->page = socket_ticket_->page();
+  } else if (auto page = req_.find("X-Troupe-Page"); page != req_.end()) {
     call->page.assign(page->value().data(), page->value().size());
+  }
   call->headers.reserve(8);
   for (auto& field : req_)
     call->headers.push_back({std::string(field.name_string()), std::string(field.value())});
@@ -419,9 +435,29 @@ void http_session::finish(http_response&& r) {
     front_.context().metrics.inflight.fetch_sub(1, std::memory_order_relaxed);
   }
   route_key_ = std::move(r.route_key);
+  if (auto ticket = std::move(socket_ticket_)) {  // an app WebSocket's upgrade: not accepted, the ticket goes back
+    if (r.status == 101)
+      return accept_socket(std::move(ticket), r);
+    front_.context().metrics.app_sockets.upgrades_refused.fetch_add(1, std::memory_order_relaxed);
+  }
   if (r.stream_id != 0)
     return start_stream(std::move(r));
   do_write(r.status, std::move(r.body), r.content_type, r.retry_after, false, &r.headers);
+}
+
+// The user accepted the upgrade: the socket's session takes the connection over.
+void http_session::accept_socket(std::unique_ptr<app_socket_ticket> ticket, const http_response& accepted) {
+  front_.context().metrics.count_answer(101, std::chrono::steady_clock::now() - started_, route_key_);
+  route_key_.clear();
+  release_body();
+  std::vector<http_header> headers;
+  if (auto cookie = take_cookie(); !cookie.empty())  // a new connection's id, as any first answer carries
+    headers.push_back({"Set-Cookie", std::move(cookie)});
+  auto call = call_req_;
+  upgrade([&](front_stream&& stream, request_type&& upgrade) {
+    start_app_socket(std::move(stream), std::move(upgrade), front_, std::move(ticket), accepted, *call,
+                     std::move(headers));
+  });
 }
 
 void http_session::do_write(std::uint16_t status, std::string body, std::string_view content_type,

@@ -44,6 +44,7 @@ namespace troupe {
 class front;
 struct front_limits;
 class stream_writer;
+class app_socket_ticket;
 
 class http_session : public std::enable_shared_from_this<http_session> {
 public:
@@ -128,6 +129,8 @@ private:
   void dispatch_call();
   void on_deadline();
   void finish(http_response&& r);
+  // An app WebSocket's upgrade, accepted (101) by its user.
+  void accept_socket(std::unique_ptr<app_socket_ticket> ticket, const http_response& accepted);
   // A streaming reply (docs/streaming.md): refused, or handed to its writer.
   void start_stream(http_response&& r);
   // The Set-Cookie value this reply carries ("" for none); given once.
@@ -178,6 +181,7 @@ private:
   std::chrono::steady_clock::time_point started_;
   user_handle target_;                   // the actor that answered the current call (a stream's writer)
   std::weak_ptr<stream_writer> writer_;  // the streaming reply this connection carries now, if any
+  std::unique_ptr<app_socket_ticket> socket_ticket_;  // an app WebSocket's upgrade, while its user answers
 };
 
 }  // namespace troupe

@@ -26,10 +26,16 @@ ws_session::ws_session(front_stream&& stream)
 
 ws_session::~ws_session() = default;
 
-void ws_session::accept(const upgrade_request& upgrade, const timeouts& t, std::size_t max_message) {
+void ws_session::accept(const upgrade_request& upgrade, const timeouts& t, std::size_t max_message,
+                        std::vector<http_header> headers) {
   beast::get_lowest_layer(ws_->ws).expires_never();
   ws_->ws.set_option(t);
   ws_->ws.read_message_max(max_message);
+  if (!headers.empty())
+    ws_->ws.set_option(websocket::stream_base::decorator([headers = std::move(headers)](websocket::response_type& res) {
+      for (auto& h : headers)
+        res.insert(h.name, h.value);
+    }));
   ws_->ws.async_accept(upgrade, [self = shared_from_this()](beast::error_code ec) {
     if (ec)
       return;
@@ -62,9 +68,11 @@ void ws_session::write_next() {
   auto next = next_frame();
   if (!next)
     return;
-  out_ = std::move(*next);
+  if (next->kind == frame_kind::close)
+    return close(close_reason(static_cast<websocket::close_code>(next->close_code), beast::string_view(next->data.data(), next->data.size())));
+  out_ = std::move(next->data);
   writing_ = true;
-  ws_->ws.text(true);
+  ws_->ws.text(next->kind == frame_kind::text);
   ws_->ws.async_write(net::buffer(out_),
                       [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
 }

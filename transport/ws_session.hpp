@@ -13,6 +13,7 @@
 /// session's strand.
 
 #include "transport/front_stream.hpp"
+#include "transport/ws_frame.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/beast/http/message.hpp>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace troupe {
 
@@ -42,14 +44,17 @@ protected:
 
   // -- what a derived session calls ---------------------------------------------------
   /// Answers the upgrade `upgrade` with `t` and the largest message read
-  /// (past it Beast closes with 1009): on_accepted() once the handshake is
-  /// done; a failed handshake ends the session silently.
-  void accept(const upgrade_request& upgrade, const timeouts& t, std::size_t max_message);
+  /// (past it Beast closes with 1009), its 101 carrying `headers` (a
+  /// subprotocol, a cookie): on_accepted() once the handshake is done; a
+  /// failed handshake ends the session silently.
+  void accept(const upgrade_request& upgrade, const timeouts& t, std::size_t max_message,
+              std::vector<http_header> headers = {});
   /// Reads the next whole message: on_message(), or finish() when the read
   /// fails (closed, idle past the timeout, too big, cut).
   void read_next();
   /// Writes the frame next_frame() gives, unless one is in flight or the
-  /// session is closed (its completion asks for the next one: kick()).
+  /// session is closed (its completion asks for the next one: kick()); a
+  /// close frame closes the session (close()).
   void write_next();
   /// Closes with `reason` (once): after the write in flight, if any. on_closed() runs now.
   void close(close_reason reason);
@@ -76,7 +81,7 @@ protected:
   /// A whole message (text or binary: got_text()). The session reads on only when asked (read_next()).
   virtual void on_message(std::string&& message) = 0;
   /// The next frame to write, if any is queued.
-  virtual std::optional<std::string> next_frame() = 0;
+  virtual std::optional<ws_frame> next_frame() = 0;
   /// A frame is out.
   virtual void on_written() {}
   /// Something may be written now: by default write_next().

@@ -59,6 +59,22 @@ struct tell_outcome {
 const char* to_string(tell_outcome::result r) noexcept;
 
 
+/// What an app WebSocket route does with its sockets (route_table::websocket),
+/// type-erased. Declared with the route, not per socket: a user woken after a
+/// freeze serves the sockets he had open with the same handlers.
+struct socket_handlers {
+  /// The subprotocols the route speaks, in order of preference: the first the
+  /// client offers is agreed; a client offering none of them is refused 400.
+  /// Empty: no subprotocol is agreed (whatever the client offers).
+  std::vector<std::string> subprotocols;
+  /// The largest message read from the client (past it the socket is closed
+  /// with 1009); 0: channel.max_frame_bytes. At most limits.max_body_bytes.
+  std::size_t max_message_bytes = 0;
+  std::function<void(user_actor_base&, app_socket&, request&)> open;
+  std::function<void(user_actor_base&, app_socket&, const socket_message&)> message;
+  std::function<void(user_actor_base&, app_socket&)> closed;
+};
+
 /// The routes of one user actor type, type-erased: method + pattern →
 /// handler. Built once per type (app_types::add), shared by all its users:
 /// an instance keeps no route of its own. Write routes with route_table<Self>.
@@ -74,8 +90,9 @@ public:
   /// Adds a route; `route_guards` run before its handler, after the type-wide ones.
   /// `streamed_body`: the handler gets the request before its body, which it
   /// reads with response::receive (route_table::upload).
+  /// `socket`: an app WebSocket route's handlers (route_table::websocket).
   router& on(std::string_view method, std::string_view pattern, handler h, guards route_guards = {},
-             bool streamed_body = false);
+             bool streamed_body = false, std::shared_ptr<const socket_handlers> socket = nullptr);
   /// Adds a type-wide guard: it runs before every route of the type.
   router& guard_all(guard g);
 
@@ -89,6 +106,7 @@ public:
     std::string_view out_of_range;
     std::size_t index = 0;  ///< the route's number (guarded, judge), with target
     bool streamed_body = false;  ///< declared with route_table::upload, with target
+    const socket_handlers* socket = nullptr;  ///< an app WebSocket route's, with target
   };
   match find(std::string_view method, std::string_view path) const;
 
@@ -134,10 +152,33 @@ private:
     std::string key;  // "<type> <method> <pattern>": its per-route figures (node_metrics::route)
     guards own_guards;
     bool streamed_body = false;
+    std::shared_ptr<const socket_handlers> socket;
   };
   std::vector<route> routes_;
   std::vector<guard> type_guards_;
   bool route_guards_ = false;  // some route has guards of its own
+};
+
+/// An app WebSocket route of user actor type `Self` (route_table::websocket):
+/// what it speaks and its handlers, each run in the user's actor, one at a
+/// time with his requests and messages; any may be empty. A handler that
+/// throws is a failed handler (his restart starts from his last good state):
+/// in `open` the upgrade is refused (an http_error: with its status; anything
+/// else: 502), in `message` the socket is closed with 1011.
+template <class Self>
+struct socket_route {
+  /// As socket_handlers::subprotocols.
+  std::vector<std::string> subprotocols;
+  /// As socket_handlers::max_message_bytes.
+  std::size_t max_message_bytes = 0;
+  /// The upgrade passed the guards and is accepted: the socket is open (it
+  /// may be written to); the request is the upgrade's (path parameters, query, headers).
+  std::function<void(Self&, app_socket&, request&)> open;
+  /// A whole message from the client. The next one is read when this returns.
+  std::function<void(Self&, app_socket&, const socket_message&)> message;
+  /// The socket closed (by its client, by close(), by the front: its
+  /// connection changed, the node stops …); writes to it are refused now.
+  std::function<void(Self&, app_socket&)> closed;
 };
 
 /// The routes of user actor type `Self`, as its `static void
@@ -184,6 +225,31 @@ public:
     return add("POST", pattern, std::move(f), true);
   }
 
+  /// An app WebSocket route (docs/http.md "App WebSockets"): a GET upgrade of
+  /// `pattern` that passes the guards opens a socket, a page of the user it
+  /// came from, served by `route`'s handlers; a GET without an upgrade gets
+  /// 426. `r.websocket("/api/echo", {{"echo.v1"}, 0, nullptr, echo});`
+  route_table& websocket(std::string_view pattern, socket_route<Self> route) {
+    auto erased = std::make_shared<socket_handlers>();
+    erased->subprotocols = std::move(route.subprotocols);
+    erased->max_message_bytes = route.max_message_bytes;
+    if (route.open)
+      erased->open = [f = std::move(route.open)](user_actor_base& u, app_socket& s, request& q) {
+        f(static_cast<Self&>(u), s, q);
+      };
+    if (route.message)
+      erased->message = [f = std::move(route.message)](user_actor_base& u, app_socket& s, const socket_message& m) {
+        f(static_cast<Self&>(u), s, m);
+      };
+    if (route.closed)
+      erased->closed = [f = std::move(route.closed)](user_actor_base& u, app_socket& s) {
+        f(static_cast<Self&>(u), s);
+      };
+    r_.on("GET", pattern, [](user_actor_base&, request&) { return response::error(426, upgrade_required); },
+          guards_, false, std::move(erased));
+    return *this;
+  }
+
   /// A type-wide guard (docs/http.md "Guards"): `g(const troupe::guard_request&)`
   /// runs on the front before every route of this type (those declared before
   /// too) and returns a troupe::guard_verdict, or a bool (false: 403). A refused
@@ -203,6 +269,8 @@ public:
   }
 
 private:
+  static constexpr const char* upgrade_required = "this route is a WebSocket: send a WebSocket upgrade";
+
   template <class F>
   route_table& add(std::string_view method, std::string_view pattern, F f, bool streamed) {
     r_.on(
@@ -466,6 +534,14 @@ protected:
   /// Pushes to the pages of `users` (as push_users()) and answers with `then(outcome)`.
   static response after_push_users(std::vector<std::string> users, std::string path, nlohmann::json data,
                                    std::function<response(const push_outcome&)> then);
+
+  // -- app WebSockets (docs/http.md "App WebSockets") ---------------------------------
+
+  /// This user's app socket `id` (app_socket::id()): its writes are refused
+  /// (false) when it is not open for him.
+  app_socket socket(const std::string& id) const;
+  /// Every app socket this user has open (e.g. to write to each of his browsers).
+  std::vector<app_socket> sockets() const { return host_->socket_list(); }
 
   /// Runs `fn` in this actor after `delay`, blocking nothing (a timer, e.g.
   /// to feed a stream). False, and nothing scheduled, when

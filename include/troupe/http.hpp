@@ -273,6 +273,55 @@ private:
 };
 
 
+// -- app WebSockets (docs/http.md "App WebSockets") --------------------------------
+
+/// One whole message from an app WebSocket's client (route_table::websocket).
+struct socket_message {
+  std::string_view data;  ///< its payload: UTF-8 text, or bytes (valid during the handler only)
+  bool binary = false;    ///< a binary message, else a text one
+};
+
+/// One app WebSocket of the user (route_table::websocket), as his handlers see
+/// it: a page of his (the census lists it with his pages) open on a socket of
+/// the front that accepted it. A small value; its id() reaches it again from
+/// any later handler (user_actor_base::socket), after a freeze and wake too.
+/// Valid in its user actor only.
+class app_socket {
+public:
+  app_socket() = default;
+  /// Made by the platform.
+  app_socket(detail::user_host* host, std::string id, std::string path, std::string subprotocol)
+    : host_(host), id_(std::move(id)), path_(std::move(path)), subprotocol_(std::move(subprotocol)) {}
+
+  /// Its page id ("ws-…"), unique among the user's pages.
+  const std::string& id() const noexcept { return id_; }
+  /// The path its upgrade asked for (its route's pattern, parameters filled in).
+  const std::string& path() const noexcept { return path_; }
+  /// The subprotocol agreed at the upgrade ("" for none).
+  const std::string& subprotocol() const noexcept { return subprotocol_; }
+
+  /// Queues a text message (UTF-8) for the client. True when it went toward
+  /// the socket; false when the socket is not open for this user (closed,
+  /// gone with its connection, never his). The queue is bounded as a page
+  /// channel's (channel.max_queued_frames, max_queued_bytes, overflow): a
+  /// client that reads too slowly is closed with 1013 (or loses the oldest messages).
+  bool send_text(std::string text);
+  /// Queues a binary message, as send_text().
+  bool send_binary(std::string bytes);
+  /// Closes the socket with `code` (1000, 1001, 1003, 1007, 1008, 1011,
+  /// 1013, or 3000–4999; another is sent as 1000) and `reason` (cut at 123
+  /// bytes) once what was queued before is written. `closed` runs when it is.
+  bool close(std::uint16_t code = 1000, std::string reason = {});
+  /// True while the socket is open for this user.
+  bool is_open() const;
+
+private:
+  detail::user_host* host_ = nullptr;
+  std::string id_;
+  std::string path_;
+  std::string subprotocol_;
+};
+
 // -- guards (docs/http.md "Guards") ------------------------------------------------
 
 /// What a guard sees: the request (its method, path, path parameters, query,

@@ -260,6 +260,50 @@ public:
       return json({{"user", u.user()}, {"count", u.state().count}, {"notes", u.state().notes.size()},
                    {"inbox", u.state().inbox.size()}});
     });
+    // An app WebSocket (docs/http.md "App WebSockets"): subprotocol echo.v1;
+    // each message goes back as it came, text or binary.
+    troupe::socket_route<notes_user> echo;
+    echo.subprotocols = {"echo.v1"};
+    echo.message = [](notes_user&, troupe::app_socket& s, const troupe::socket_message& m) {
+      if (m.binary)
+        s.send_binary(std::string(m.data));
+      else
+        s.send_text(std::string(m.data));
+    };
+    r.websocket("/api/echo", std::move(echo));
+    // A socket for trying what sockets do (the tests use it): "crash" fails
+    // the handler (closed 1011), "close CODE REASON" closes, "flood N" writes N
+    // messages of 200 bytes at once, "all TEXT" writes to every socket of the user; any
+    // other text is answered "lab: TEXT". At most 1 KiB a message (1009 past it).
+    troupe::socket_route<notes_user> lab;
+    lab.max_message_bytes = 1024;
+    lab.open = [](notes_user& u, troupe::app_socket& s, troupe::request& q) {
+      if (q.query("refuse"))
+        throw troupe::http_error(403, "refused by the open handler");
+      s.send_text("hello " + u.user());
+    };
+    lab.message = [](notes_user& u, troupe::app_socket& s, const troupe::socket_message& m) {
+      std::string text(m.data);
+      if (text == "crash")
+        throw std::runtime_error("the lab socket was told to crash");
+      if (text.rfind("close ", 0) == 0) {
+        auto rest = text.substr(6);
+        auto space = rest.find(' ');
+        s.close(static_cast<std::uint16_t>(std::stoi(rest.substr(0, space))),
+                space == std::string::npos ? "" : rest.substr(space + 1));
+      } else if (text.rfind("flood ", 0) == 0) {  // N messages of 200 bytes
+        for (int i = 0, n = std::stoi(text.substr(6)); i < n; ++i) {
+          auto line = std::to_string(i);
+          s.send_text(line + std::string(200 - line.size(), '.'));
+        }
+      } else if (text.rfind("all ", 0) == 0) {
+        for (auto& other : u.sockets())
+          other.send_text(text.substr(4));
+      } else {
+        s.send_text("lab: " + text);
+      }
+    };
+    r.websocket("/api/socket-lab", std::move(lab));
     // A long poll: {"timeout_ms": N} is answered with the next note another
     // user sends him (/api/tell) as {"from","text"}, or 504 after N ms. He
     // serves his other requests meanwhile (a deferred answer: docs/http.md).

@@ -204,6 +204,57 @@ TEST(router, guards_run_type_wide_then_per_route_and_a_failing_guard_refuses) {
   EXPECT_FALSE(plain.routes("routed")->guarded(0));
 }
 
+// App WebSockets: a route of its own kind (GET), its handlers reached through
+// the match with the user served as argument; a subprotocol must be a token.
+namespace {
+struct socketed : user_actor<st> {
+  static void routes(route_table<socketed>& r) {
+    socket_route<socketed> echo;
+    echo.subprotocols = {"echo.v1", "echo.v2"};
+    echo.max_message_bytes = 512;
+    echo.message = [](socketed& u, app_socket& s, const socket_message& m) {
+      u.heard.push_back(s.id() + ":" + std::string(m.data) + (m.binary ? ":binary" : ""));
+    };
+    r.websocket("/ws/{room}", std::move(echo));
+    r.get("/plain", [](request&) { return named("plain"); });
+  }
+  std::vector<std::string> heard;
+};
+struct badly_socketed : user_actor<st> {
+  static void routes(route_table<badly_socketed>& r) {
+    socket_route<badly_socketed> bad;
+    bad.subprotocols = {"has space"};
+    r.websocket("/ws", std::move(bad));
+  }
+};
+}  // namespace
+
+TEST(router, a_websocket_route_carries_its_handlers_and_a_plain_get_is_426) {
+  auto types = user_types<socketed>("socketed");
+  const router& r = *types.routes("socketed");
+  auto m = r.find("GET", "/ws/lobby");
+  ASSERT_NE(m.target, nullptr);
+  ASSERT_NE(m.socket, nullptr);
+  EXPECT_EQ(m.socket->subprotocols, (std::vector<std::string>{"echo.v1", "echo.v2"}));
+  EXPECT_EQ(m.socket->max_message_bytes, 512u);
+  EXPECT_FALSE(m.socket->open);  // not given: empty
+  EXPECT_FALSE(m.socket->closed);
+  socketed alice;
+  app_socket s(nullptr, "ws-1-ab", "/ws/lobby", "echo.v1");
+  m.socket->message(alice, s, socket_message{"hi", false});
+  m.socket->message(alice, s, socket_message{std::string_view("\0\1", 2), true});
+  EXPECT_EQ(alice.heard, (std::vector<std::string>{"ws-1-ab:hi", std::string("ws-1-ab:\0\1:binary", 17)}));
+  // Without the platform behind it, a write says the socket is not open.
+  EXPECT_FALSE(s.send_text("x"));
+  EXPECT_FALSE(s.is_open());
+  http_request raw;
+  request q(raw, m.params);
+  EXPECT_EQ((*m.target)(alice, q).status, 426);
+  EXPECT_EQ(r.find("POST", "/ws/lobby").other_method, true);
+  EXPECT_EQ(r.find("GET", "/plain").socket, nullptr);
+  EXPECT_THROW(user_types<badly_socketed>("bad"), std::invalid_argument);
+}
+
 TEST(request, decodes_parameters_query_and_headers) {
   http_request raw;
   raw.method = "GET";

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # ctest install.cart: troupe as an application author gets it.
-#   install_test.sh BUILD_DIR SOURCE_DIR VERSION LIBDIR
+#   install_test.sh BUILD_DIR SOURCE_DIR VERSION LIBDIR WS_PROBE
 # Installs BUILD_DIR into a temporary prefix (`cmake --install --prefix`), checks
 # what is there (the app API alone under include/troupe/, the CMake package, the
 # pkg-config file, the binary), configures and builds examples/cart against that
 # prefix only (find_package(troupe 0.2)), runs it on 127.0.0.1:0 with a fresh
 # deposit, calls its routes over HTTP, freezes its user through the admin API,
 # wakes him with his next request and checks his cart survived the round trip
-# through the deposit; then a soft quit (SIGTERM, exit 0).
+# through the deposit; then a soft quit (SIGTERM, exit 0). Then examples/chat the
+# same way: two users join a room, one socket each (WS_PROBE: a WebSocket from
+# the command line), the listener is frozen and the speaker's line wakes him
+# and reaches his open socket.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
 version=$3
 libdir=$4
+ws_probe=$5
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/troupe-install.XXXXXX")
 node_pid=""
@@ -24,7 +28,7 @@ trap cleanup EXIT
 fail() {
   echo "install_test: FAIL: $*" >&2
   if [ -s "$tmp/node.err" ]; then
-    echo "--- the cart node's stderr (last 30 lines):" >&2
+    echo "--- the node's stderr (last 30 lines):" >&2
     tail -n 30 "$tmp/node.err" >&2
   fi
   exit 1
@@ -94,21 +98,39 @@ say "pkg-config: compiled and linked in $(since "$t2") s"
 
 # -- run it ------------------------------------------------------------------------
 token="install-test-$RANDOM$RANDOM"
-"$tmp/cart/cart" node --listen 127.0.0.1:0 --deposit "$tmp/deposit" --app cart --admin-token "$token" \
-  > "$tmp/node.out" 2> "$tmp/node.err" &
-node_pid=$!
-port=""
-deadline=$((SECONDS + 30))
-while [ -z "$port" ]; do
-  port=$(sed -n 's|^troupe node listening on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/node.out")
-  [ -n "$port" ] && break
-  running "$node_pid" || fail "the cart node exited before its ready line"
-  [ "$SECONDS" -lt "$deadline" ] || fail "no ready line within 30 s"
-  sleep 0.05
-done
-base="http://127.0.0.1:$port"
+# start_node BINARY APP: a node of BINARY serving user type APP on 127.0.0.1:$port, a fresh deposit.
+start_node() {
+  rm -rf "$tmp/deposit"
+  "$1" node --listen 127.0.0.1:0 --deposit "$tmp/deposit" --app "$2" --admin-token "$token" \
+    > "$tmp/node.out" 2> "$tmp/node.err" &
+  node_pid=$!
+  port=""
+  local deadline=$((SECONDS + 30))
+  while [ -z "$port" ]; do
+    port=$(sed -n 's|^troupe node listening on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/node.out")
+    [ -n "$port" ] && break
+    running "$node_pid" || fail "the $2 node exited before its ready line"
+    [ "$SECONDS" -lt "$deadline" ] || fail "no ready line within 30 s"
+    sleep 0.05
+  done
+  base="http://127.0.0.1:$port"
+}
+# stop_node: a soft quit (SIGTERM), which ends with exit 0 (everything in the deposit).
+stop_node() {
+  kill -TERM "$node_pid"
+  local deadline=$((SECONDS + 30))
+  while running "$node_pid"; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "the node did not stop within 30 s of SIGTERM"
+    sleep 0.05
+  done
+  local rc=0
+  wait "$node_pid" || rc=$?
+  node_pid=""
+  expect "the node's exit code after SIGTERM" "$rc" 0
+}
+start_node "$tmp/cart/cart" cart
 jar="$tmp/jar"
-# call METHOD PATH [BODY] → "STATUS BODY"
+# call METHOD PATH [BODY] → "STATUS BODY" (with the cookies of $jar)
 call() {
   local args=(-sS -o "$tmp/body" -w '%{http_code}' -c "$jar" -b "$jar" -X "$1" "$base$2")
   [ $# -ge 3 ] && args+=(-H 'Content-Type: application/json' --data "$3")
@@ -145,14 +167,53 @@ expect "troupe_user_wakes_total" "$wakes_after" "$((wakes_before + 1))"
 expect "add a plum after the wake" "$(call POST /cart/plum)" '200 {"items":{"plum":4},"user":"ann"}'
 
 # A soft quit ends it with exit 0 (everything in the deposit).
-kill -TERM "$node_pid"
-deadline=$((SECONDS + 30))
-while running "$node_pid"; do
-  [ "$SECONDS" -lt "$deadline" ] || fail "the cart node did not stop within 30 s of SIGTERM"
+stop_node
+say "ok: cart: routes, freeze, wake, soft quit"
+
+# -- examples/chat: app WebSockets, rooms as messages between users ----------------------
+t0=$(now)
+cmake -S "$src/examples/chat" -B "$tmp/chat" -G Ninja -DCMAKE_PREFIX_PATH="$p" > "$tmp/chat.configure.log" 2>&1 \
+  || { cat "$tmp/chat.configure.log"; fail "configuring examples/chat against the prefix"; }
+cmake --build "$tmp/chat" > "$tmp/chat.build.log" 2>&1 || { cat "$tmp/chat.build.log"; fail "building examples/chat"; }
+say "examples/chat: configured and built in $(since "$t0") s"
+start_node "$tmp/chat/chat" chat
+got=$(curl -sS "$base/") || fail "GET / of chat"
+[[ "$got" == *"new WebSocket("* ]] || fail "GET / is not the chat page"
+jar="$tmp/ann.jar"
+expect "ann logs in" "$(call POST /login '{"user":"ann"}' | cut -c1-3)" 200
+expect "ann joins" "$(call POST /rooms/lobby/join)" '200 {"members":["ann"],"room":"lobby"}'
+ann=$(awk '$6 == "troupe_cid" { print "troupe_cid=" $7 }' "$jar")
+jar="$tmp/bob.jar"
+expect "bob logs in" "$(call POST /login '{"user":"bob"}' | cut -c1-3)" 200
+expect "a bad room name" "$(call POST /rooms/Lobby!/join | cut -c1-3)" 400
+expect "bob joins" "$(call POST /rooms/lobby/join)" '200 {"members":["ann","bob"],"room":"lobby"}'
+bob=$(awk '$6 == "troupe_cid" { print "troupe_cid=" $7 }' "$jar")
+jar="$tmp/ann.jar"
+deadline=$((SECONDS + 20))
+until [[ "$(call GET /rooms)" == *'"lobby":["ann","bob"]'* ]]; do  # bob's join is a message to ann
+  [ "$SECONDS" -lt "$deadline" ] || fail "ann never learnt that bob joined: $(call GET /rooms)"
   sleep 0.05
 done
-rc=0
-wait "$node_pid" || rc=$?
-node_pid=""
-expect "the cart node's exit code after SIGTERM" "$rc" 0
-say "ok: routes, freeze, wake, soft quit"
+jar="$tmp/bob.jar"
+expect "the socket route without an upgrade" "$(call GET /rooms/lobby/socket | cut -c1-3)" 426
+# Bob's page listens; an operator freezes him with it open.
+"$ws_probe" --port "$port" --target /rooms/lobby/socket --cookie "$bob" --protocol chat.v1 --read 1 \
+  --timeout-ms 20000 > "$tmp/bob.ws" 2>&1 &
+bob_ws=$!
+deadline=$((SECONDS + 20))
+until grep -q '^open$' "$tmp/bob.ws"; do
+  running "$bob_ws" || fail "bob's socket: $(cat "$tmp/bob.ws")"
+  [ "$SECONDS" -lt "$deadline" ] || fail "bob's socket did not open"
+  sleep 0.05
+done
+expect "freeze bob" "$(admin POST /_troupe/users/bob/freeze)" '{"frozen":"bob"}'
+# Ann says hello over her socket: told to bob, he wakes, his open socket hears it.
+said=$("$ws_probe" --port "$port" --target /rooms/lobby/socket --cookie "$ann" --protocol chat.v1 \
+  --send "hello bob" --read 1) || fail "ann's socket: $said"
+expect "ann hears herself" "$said" "$(printf 'open\n{"from":"ann","room":"lobby","text":"hello bob"}')"
+wait "$bob_ws" || fail "bob's socket heard nothing: $(cat "$tmp/bob.ws")"
+expect "bob's socket hears ann" "$(cat "$tmp/bob.ws")" "$(printf 'open\n{"from":"ann","room":"lobby","text":"hello bob"}')"
+expect "a socket before joining" "$("$ws_probe" --port "$port" --target /rooms/other/socket --cookie "$bob" \
+  --protocol chat.v1 | grep -o "status 403" || true)" "status 403"
+stop_node
+say "ok: chat: rooms, app WebSockets, a frozen listener woken by a line"

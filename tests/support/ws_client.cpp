@@ -20,6 +20,8 @@ struct ws_client::impl {
   int close_code = 0;
   std::string close_reason;
   bool failed = false;
+  bool last_binary = false;
+  websocket::response_type handshake;
   // A read that timed out stays pending: the next read() waits for it.
   bool reading = false;
   bool read_done = false;
@@ -52,12 +54,15 @@ ws_client::ws_client(uint16_t port, const std::string& target, const headers_t& 
       req.set(name, value);
   }));
   done = false;
-  p_->ws.async_handshake("127.0.0.1:" + std::to_string(port), target, [&](beast::error_code e) {
+  p_->ws.async_handshake(p_->handshake, "127.0.0.1:" + std::to_string(port), target, [&](beast::error_code e) {
     ec = e;
     done = true;
   });
   if (!p_->run(done, timeout) || ec)
-    throw transport_error(failure::other, "ws handshake: " + (done ? ec.message() : std::string("timeout")));
+    throw transport_error(failure::other, "ws handshake: " + (done ? ec.message() : std::string("timeout")) +
+                                            (done ? ", status " + std::to_string(p_->handshake.result_int()) + " " +
+                                                      p_->handshake.body()
+                                                  : std::string()));
   beast::get_lowest_layer(p_->ws).expires_never();
 }
 
@@ -73,6 +78,37 @@ void ws_client::send(const std::string& text, milliseconds timeout) {
   });
   if (!p_->run(done, timeout) || ec)
     throw transport_error(failure::other, "ws write: " + ec.message());
+}
+
+void ws_client::send_binary(const std::string& bytes, milliseconds timeout) {
+  beast::error_code ec;
+  bool done = false;
+  p_->ws.binary(true);
+  p_->ws.async_write(net::buffer(bytes), [&](beast::error_code e, std::size_t) {
+    ec = e;
+    done = true;
+  });
+  if (!p_->run(done, timeout) || ec)
+    throw transport_error(failure::other, "ws write: " + ec.message());
+}
+
+bool ws_client::last_binary() const {
+  return p_->last_binary;
+}
+
+std::string ws_client::handshake_header(const std::string& name) const {
+  auto it = p_->handshake.find(name);
+  return it == p_->handshake.end() ? std::string() : std::string(it->value());
+}
+
+void ws_client::close(int code, milliseconds timeout) {
+  beast::error_code ec;
+  bool done = false;
+  p_->ws.async_close(websocket::close_reason(static_cast<websocket::close_code>(code)), [&](beast::error_code e) {
+    ec = e;
+    done = true;
+  });
+  p_->run(done, timeout);
 }
 
 std::optional<std::string> ws_client::read(milliseconds timeout) {
@@ -98,6 +134,7 @@ std::optional<std::string> ws_client::read(milliseconds timeout) {
     }
     return std::nullopt;
   }
+  p.last_binary = p.ws.got_binary();
   auto text = beast::buffers_to_string(p.buffer.data());
   p.buffer.consume(p.buffer.size());
   return text;

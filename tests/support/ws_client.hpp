@@ -14,12 +14,20 @@ namespace troupe::test {
 class ws_client {
 public:
   // Connects to 127.0.0.1:port and upgrades `target` (with extra request headers).
-  // Throws transport_error when the connection or the upgrade fails.
+  // Throws transport_error when the connection or the upgrade fails (an
+  // upgrade answered with an HTTP status: the message names it, "status 400").
   ws_client(uint16_t port, const std::string& target, const headers_t& headers = {},
             milliseconds timeout = default_timeout);
   ~ws_client();
 
   void send(const std::string& text, milliseconds timeout = default_timeout);
+  void send_binary(const std::string& bytes, milliseconds timeout = default_timeout);
+  // Whether the last message read() returned was a binary one.
+  bool last_binary() const;
+  // A header of the handshake's answer (the 101), "" when absent.
+  std::string handshake_header(const std::string& name) const;
+  // Sends a close frame with `code` and waits (up to `timeout`) for the server's.
+  void close(int code = 1000, milliseconds timeout = default_timeout);
   // The next message, or nullopt when the server closed the socket (see close_code)
   // or nothing came within `timeout` (the read stays pending: the next call goes on
   // waiting for the same message).

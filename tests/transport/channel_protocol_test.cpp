@@ -121,4 +121,22 @@ TEST(ChannelOutbox, BytesAreBoundedToo) {
   EXPECT_EQ(c.offer("123456"), channel_outbox::offer_result::overflow);
 }
 
+// An app WebSocket's frames keep their kind through the queue, in order: a
+// binary message, then the close (its code and reason) after what came before it.
+TEST(ChannelOutbox, FramesKeepTheirKindAndOrder) {
+  channel_outbox q({8, 1000, channel_outbox::policy::close});
+  EXPECT_EQ(q.offer(ws_frame("text")), channel_outbox::offer_result::queued);
+  EXPECT_EQ(q.offer(ws_frame(std::string("\0\xff", 2), frame_kind::binary)), channel_outbox::offer_result::queued);
+  EXPECT_EQ(q.offer(ws_frame("bye", frame_kind::close, 4001)), channel_outbox::offer_result::queued);
+  auto a = q.take(), b = q.take(), c = q.take();
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->kind, frame_kind::text);
+  EXPECT_EQ(b->kind, frame_kind::binary);
+  EXPECT_EQ(b->data, std::string("\0\xff", 2));
+  EXPECT_EQ(c->kind, frame_kind::close);
+  EXPECT_EQ(c->close_code, 4001);
+  EXPECT_EQ(c->data, "bye");
+  EXPECT_EQ(q.bytes(), 0u);
+}
+
 }  // namespace channel_protocol_test_file

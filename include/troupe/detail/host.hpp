@@ -90,6 +90,14 @@ public:
   virtual bool promise_open(std::uint64_t) const { return false; }
   /// Runs `fn` in this actor after `delay`; false when too many are pending.
   virtual bool later(std::chrono::milliseconds, std::function<void()>) { return false; }
+  // App WebSockets (app_socket); the defaults: a host without sockets (tests).
+  /// Queues `data` as a frame of `kind` (0 text, 1 binary, 2 close with
+  /// `code`) on this user's socket `id`; false when it is not open here.
+  virtual bool socket_send(const std::string&, std::string, std::uint8_t, std::uint16_t) { return false; }
+  /// True while this user's socket `id` is open here.
+  virtual bool socket_open(const std::string&) const { return false; }
+  /// This user's open app sockets.
+  virtual std::vector<app_socket> socket_list() { return {}; }
   /// The sender of the message being handled ("" otherwise).
   virtual const std::string& message_sender() const {
     static const std::string none;
