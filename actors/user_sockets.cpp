@@ -8,6 +8,7 @@
 #include "actors/user_state.hpp"
 #include "config/channel_settings.hpp"
 #include "config/limits_settings.hpp"
+#include "registry/url.hpp"
 
 #include <caf/all.hpp>
 
@@ -17,31 +18,17 @@ namespace troupe {
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // The first of the route's subprotocols (its order of preference) that the
 // client offers in Sec-WebSocket-Protocol (one or more lines, comma-separated).
 std::optional<std::string> agreed_subprotocol(const socket_handlers& route, const http_request& req) {
   for (auto& wanted : route.subprotocols)
     for (auto& h : req.headers) {
-      if (!iequals(h.name, "Sec-WebSocket-Protocol"))
+      if (!registry::iequals(h.name, "Sec-WebSocket-Protocol"))
         continue;
       std::string_view rest = h.value;
       while (!rest.empty()) {
         auto comma = rest.find(',');
-        if (trimmed(rest.substr(0, comma)) == wanted)
+        if (registry::trim_ows(rest.substr(0, comma)) == wanted)
           return wanted;
         rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
       }
@@ -53,17 +40,6 @@ std::optional<std::string> agreed_subprotocol(const socket_handlers& route, cons
 std::uint16_t sendable_close_code(std::uint16_t code) {
   bool defined = code == 1000 || code == 1001 || code == 1003 || (code >= 1007 && code <= 1014 && code != 1010);
   return defined || (code >= 3000 && code <= 4999) ? code : 1000;
-}
-
-// A close frame's reason holds at most 123 bytes: cut, never inside a UTF-8 sequence.
-void cut_reason(std::string& reason) {
-  constexpr std::size_t max_reason = 123;
-  if (reason.size() <= max_reason)
-    return;
-  auto n = max_reason;
-  while (n > 0 && (static_cast<unsigned char>(reason[n]) & 0xC0) == 0x80)
-    --n;
-  reason.resize(n);
 }
 
 }  // namespace
@@ -211,7 +187,7 @@ bool user_state::socket_send(const std::string& id, std::string data, std::uint8
   auto what = static_cast<frame_kind>(std::min<std::uint8_t>(kind, 2));
   if (what == frame_kind::close) {
     code = sendable_close_code(code);
-    cut_reason(data);
+    data = std::string(registry::utf8_prefix(data, 123));  // what a close frame holds (RFC 6455 §5.5)
   }
   auto socket = p->channel->socket;
   core->asked();

@@ -77,4 +77,13 @@ std::string_view trim_ows(std::string_view s) noexcept {
   return s;
 }
 
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes) noexcept {
+  if (s.size() <= max_bytes)
+    return s;
+  auto n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)  // s[n] continues a character
+    --n;
+  return s.substr(0, n);
+}
+
 }  // namespace troupe::registry

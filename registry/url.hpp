@@ -38,6 +38,10 @@ bool iequals(std::string_view a, std::string_view b) noexcept;
 /// `s` without the spaces and tabs around it (HTTP's optional whitespace).
 std::string_view trim_ows(std::string_view s) noexcept;
 
+/// The longest start of UTF-8 text `s` of at most `max_bytes` that does not cut a
+/// character (e.g. a WebSocket close reason: 123 bytes).
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes) noexcept;
+
 /// The decoded name=value pairs of a query string ("a=1&b=x%20y"), in order;
 /// nullopt when a piece does not decode.
 std::optional<std::vector<std::pair<std::string, std::string>>> parse_query(std::string_view query);

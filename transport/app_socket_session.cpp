@@ -47,18 +47,6 @@ std::string random_suffix() {
   return out;
 }
 
-// A close frame's reason holds at most 123 bytes: cut, never inside a UTF-8 sequence.
-websocket::close_reason close_with(websocket::close_code code, std::string_view text) {
-  constexpr std::size_t max_reason = 123;
-  if (text.size() > max_reason) {
-    auto n = max_reason;
-    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80)
-      --n;
-    text = text.substr(0, n);
-  }
-  return websocket::close_reason(code, beast::string_view(text.data(), text.size()));
-}
-
 // How the socket closes when its user did not take a message: he is
 // unavailable for now (1013), his handler failed or he lost the socket with a
 // restart (409; 1011), or the message was refused (1008).
@@ -67,12 +55,12 @@ websocket::close_reason close_for(const http_response& r) {
   std::string why = j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
                                                                                    : "status " + std::to_string(r.status);
   if (r.status == 503 || r.status == 504 || r.status == 429)
-    return close_with(websocket::close_code::try_again_later, why);
+    return ws_session::reason(websocket::close_code::try_again_later, why);
   if (r.status >= 500)
-    return close_with(websocket::close_code::internal_error, "the message handler failed");
+    return ws_session::reason(websocket::close_code::internal_error, "the message handler failed");
   if (r.status == 409)
-    return close_with(websocket::close_code::internal_error, why);
-  return close_with(websocket::close_code::policy_error, why);
+    return ws_session::reason(websocket::close_code::internal_error, why);
+  return ws_session::reason(websocket::close_code::policy_error, why);
 }
 
 }  // namespace
@@ -107,10 +95,10 @@ public:
     if (!subprotocol.empty())
       headers.push_back({"Sec-WebSocket-Protocol", subprotocol});
     if (!front_.socket_quota().try_admit(ticket_->socket_, user))
-      refusal_ = close_with(websocket::close_code::try_again_later,
+      refusal_ = ws_session::reason(websocket::close_code::try_again_later,
                             "too many open WebSockets for this user (channel.max_sockets_per_user)");
     if (ticket_->slot_->connection_changed)
-      refusal_ = close_with(websocket::close_code::policy_error, connection_moved_text);
+      refusal_ = ws_session::reason(websocket::close_code::policy_error, connection_moved_text);
     timeouts t{};
     t.handshake_timeout = front_.limits().read_timeout;
     t.idle_timeout = node_context::timer_millis(front_.context().channel().idle_timeout_seconds);
@@ -122,17 +110,17 @@ public:
     if (closed() || !accepted())  // what `open` queued waits for the handshake (on_accepted kicks)
       return;
     if (ticket_->outbox_->overflowed())
-      return close(close_with(websocket::close_code::try_again_later,
+      return close(ws_session::reason(websocket::close_code::try_again_later,
                               "the outgoing queue is full (channel.overflow = close)"));
     write_next();
   }
 
   void connection_ended() {
     if (!accepted()) {  // a close cannot overtake the handshake
-      refusal_ = close_with(websocket::close_code::policy_error, connection_moved_text);
+      refusal_ = ws_session::reason(websocket::close_code::policy_error, connection_moved_text);
       return;
     }
-    close(close_with(websocket::close_code::policy_error, connection_moved_text));
+    close(ws_session::reason(websocket::close_code::policy_error, connection_moved_text));
   }
 
 private:
@@ -147,11 +135,11 @@ private:
   void on_message(std::string&& data) override {
     auto& ctx = front_.context();
     if (front_.closing())
-      return close(close_with(websocket::close_code::going_away, "the node is shutting down"));
+      return close(ws_session::reason(websocket::close_code::going_away, "the node is shutting down"));
     if (static_cast<std::uint64_t>(ctx.metrics.inflight.load(std::memory_order_relaxed)) >= front_.limits().max_inflight)
-      return close(close_with(websocket::close_code::try_again_later, "the node is at its in-flight request limit"));
+      return close(ws_session::reason(websocket::close_code::try_again_later, "the node is at its in-flight request limit"));
     if (ctx.serving && !ctx.serving->may_serve())
-      return close(close_with(websocket::close_code::try_again_later, "this node is not serving"));
+      return close(ws_session::reason(websocket::close_code::try_again_later, "this node is not serving"));
     ctx.metrics.app_sockets.messages_in.fetch_add(1, std::memory_order_relaxed);
     auto req = std::make_shared<http_request>(template_);
     req->body = std::move(data);

@@ -42,19 +42,6 @@ constexpr const char* openchannel_path = "/_troupe/openchannel";
 constexpr auto connection_changed_code = static_cast<websocket::close_code>(4001);
 constexpr const char* connection_changed = "the connection changed (login or logout): open the channel again";
 
-// A close frame's reason holds at most 123 bytes (RFC 6455 §5.5): a longer
-// text is cut, never inside a UTF-8 sequence.
-websocket::close_reason close_reason_of(websocket::close_code code, std::string_view text) {
-  constexpr std::size_t max_reason = 123;
-  if (text.size() > max_reason) {
-    auto n = max_reason;
-    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80)
-      --n;
-    text = text.substr(0, n);
-  }
-  return websocket::close_reason(code, beast::string_view(text.data(), text.size()));
-}
-
 // The "user" an answer names (the admission's, a login's or logout's): "" when none.
 std::string user_named(const std::string& body) {
   auto j = json::parse(body, nullptr, false);
@@ -170,7 +157,7 @@ private:
   // the socket counts under (channel.max_sockets_per_user). It may wake him.
   void admit() {
     if (auto refusal = refusal_now())
-      return refuse(close_reason_of(websocket::close_code::try_again_later, error_text(*refusal)));
+      return refuse(reason(websocket::close_code::try_again_later, error_text(*refusal)));
     auto req = std::make_shared<http_request>();
     req->method = "GET";  // it changes nothing: safe to send again when his actor went away with it
     req->path = socket_admission_path;
@@ -184,7 +171,7 @@ private:
     if (closed())
       return;
     if (r.status != 200)
-      return refuse(close_reason_of(websocket::close_code::try_again_later, error_text(r)));
+      return refuse(reason(websocket::close_code::try_again_later, error_text(r)));
     if (!front_.socket_quota().try_admit(socket_, user_named(r.body)))
       return refuse(too_many_for_user());
     read_next();

@@ -1,5 +1,7 @@
 #include "transport/ws_session.hpp"
 
+#include "registry/url.hpp"
+
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -20,6 +22,11 @@ struct ws_session::socket {
   // the whole message (read_message_max: 1009 past it).
   std::array<char, 256> chunk;
 };
+
+ws_session::close_reason ws_session::reason(websocket::close_code code, std::string_view text) {
+  text = registry::utf8_prefix(text, 123);
+  return close_reason(code, beast::string_view(text.data(), text.size()));
+}
 
 ws_session::ws_session(front_stream&& stream)
   : ws_(std::make_unique<socket>(std::move(stream))), executor_(ws_->ws.get_executor()) {}

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe {
@@ -34,6 +35,10 @@ public:
   using close_reason = boost::beast::websocket::close_reason;
   using timeouts = boost::beast::websocket::stream_base::timeout;
   using upgrade_request = boost::beast::http::request<boost::beast::http::string_body>;
+
+  /// A close frame's reason: `text` cut at the 123 bytes it holds (RFC 6455
+  /// §5.5), never inside a UTF-8 character.
+  static close_reason reason(boost::beast::websocket::close_code code, std::string_view text);
 
   ws_session(const ws_session&) = delete;
   ws_session& operator=(const ws_session&) = delete;

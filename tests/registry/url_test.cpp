@@ -104,4 +104,26 @@ TEST(url, each_caller_decodes_as_it_did_before) {
   }
 }
 
+TEST(Utf8Prefix, CutsAtTheLimitButNeverInsideACharacter) {
+  EXPECT_EQ(utf8_prefix("short", 123), "short");
+  EXPECT_EQ(utf8_prefix("abcdef", 3), "abc");
+  const std::string e_acute = "\xC3\xA9";        // é: 2 bytes
+  const std::string euro = "\xE2\x82\xAC";       // €: 3 bytes
+  EXPECT_EQ(utf8_prefix("a" + e_acute, 2), "a");  // the 2nd byte would split é
+  EXPECT_EQ(utf8_prefix("a" + e_acute, 3), "a" + e_acute);
+  EXPECT_EQ(utf8_prefix(euro + euro, 5), euro);
+  EXPECT_EQ(utf8_prefix(euro, 2), "");
+  EXPECT_EQ(utf8_prefix("", 0), "");
+  // Every cut of a long mixed text is a whole-character prefix of it, at most the limit.
+  std::string text;
+  for (int i = 0; i < 50; ++i)
+    text += "x" + e_acute + euro;
+  for (std::size_t max = 0; max <= 130; ++max) {
+    auto p = utf8_prefix(text, max);
+    EXPECT_LE(p.size(), max);
+    EXPECT_GT(p.size() + 3, std::min(max, text.size()));
+    EXPECT_TRUE(p.empty() || (static_cast<unsigned char>(text[p.size()]) & 0xC0) != 0x80) << max;
+  }
+}
+
 }  // namespace url_test_file
