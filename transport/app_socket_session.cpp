@@ -217,11 +217,7 @@ std::unique_ptr<app_socket_ticket> app_socket_ticket::issue(front& owner, net::a
     refusal = error_response(429, "too many open WebSockets for this connection (channel.max_sockets_per_connection)");
     return nullptr;  // the ticket's destructor gives back what it took
   }
-  channel_outbox::limits l;
-  l.max_frames = settings.max_queued_frames;
-  l.max_bytes = settings.max_queued_bytes;
-  l.overflow = settings.overflow == "drop_oldest" ? channel_outbox::policy::drop_oldest : channel_outbox::policy::close;
-  t->outbox_ = std::make_shared<channel_outbox>(l);
+  t->outbox_ = std::make_shared<channel_outbox>(outbox_limits(settings));
   auto link = std::make_shared<channel_link>();
   link->outbox = t->outbox_;
   link->wake = [weak = std::weak_ptr<app_socket_slot>(t->slot_), strand] {

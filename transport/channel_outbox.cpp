@@ -1,5 +1,7 @@
 #include "transport/channel_outbox.hpp"
 
+#include "config/channel_settings.hpp"
+
 namespace troupe {
 
 channel_outbox::offer_result channel_outbox::offer(ws_frame frame, std::size_t* dropped) {
@@ -65,6 +67,14 @@ std::size_t channel_outbox::size() const {
 std::size_t channel_outbox::bytes() const {
   std::lock_guard<std::mutex> guard{mutex_};
   return bytes_;
+}
+
+channel_outbox::limits outbox_limits(const config::channel_settings& c) {
+  channel_outbox::limits l;
+  l.max_frames = c.max_queued_frames;
+  l.max_bytes = c.max_queued_bytes;
+  l.overflow = c.overflow == "drop_oldest" ? channel_outbox::policy::drop_oldest : channel_outbox::policy::close;
+  return l;
 }
 
 }  // namespace troupe

@@ -17,6 +17,10 @@
 
 namespace troupe {
 
+namespace config {
+struct channel_settings;
+}
+
 class channel_outbox {
 public:
   enum class policy : std::uint8_t { close, drop_oldest };
@@ -58,5 +62,8 @@ private:
   bool closed_ = false;
   bool overflowed_ = false;
 };
+
+/// The limits of recipe [channel]: max_queued_frames, max_queued_bytes, overflow.
+channel_outbox::limits outbox_limits(const config::channel_settings& c);
 
 }  // namespace troupe

@@ -28,14 +28,6 @@ using nlohmann::json;
 
 namespace {
 
-channel_outbox::limits outbox_limits(const config::channel_settings& c) {
-  channel_outbox::limits l;
-  l.max_frames = c.max_queued_frames;
-  l.max_bytes = c.max_queued_bytes;
-  l.overflow = c.overflow == "drop_oldest" ? channel_outbox::policy::drop_oldest : channel_outbox::policy::close;
-  return l;
-}
-
 constexpr const char* openchannel_path = "/_troupe/openchannel";
 
 // Login or logout over another socket (or HTTP) ended this socket's connection id.
