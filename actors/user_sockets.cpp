@@ -74,7 +74,6 @@ void user_state::serve_socket(pending_call&& call, connection_record& conn, regi
   }
   p->clocks.stamp_rpc(now);
   auto s = socket_value(*p);
-  request q(req, std::move(found.params));
   call.route = found.key;
   const auto* route = found.socket;
   run(std::move(call), [&] {
