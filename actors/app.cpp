@@ -8,6 +8,8 @@
 #include "registry/ids.hpp"
 #include "registry/url.hpp"
 
+#include <boost/container/small_vector.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -228,8 +230,7 @@ void router::name_routes(const std::string& type) {
 
 router::match router::find(std::string_view method, std::string_view path) const {
   match result;
-  std::vector<std::string_view> parts;
-  parts.reserve(8);
+  boost::container::small_vector<std::string_view, 16> parts;  // on the stack: find runs twice per request
   split_path(path, [&](std::string_view s) { parts.push_back(s); });
   for (auto& r : routes_) {
     const auto& segments = r.segments;

@@ -310,6 +310,9 @@ std::string node_metrics::prometheus_text() const {
           "Channel sockets closed at once (no valid cookie, past max_sockets, max_sockets_per_connection or "
           "max_sockets_per_user).",
           channel.sockets_refused.load());
+  counter("troupe_shard_stalls_total",
+          "Handlers that ran on an io thread of the front past limits.shard_stall_ms (its sockets waited).",
+          shard_stalls.load());
   out += "# HELP troupe_app_sockets Open app WebSockets (route_table::websocket).\n"
          "# TYPE troupe_app_sockets gauge\n";
   line("troupe_app_sockets", "", app_sockets.open.load(std::memory_order_relaxed));

@@ -162,6 +162,8 @@ struct node_metrics {
     std::atomic<std::uint64_t> overflow_drops{0};     ///< queued frames dropped (overflow = drop_oldest)
     std::atomic<std::uint64_t> sockets_refused{0};    ///< sockets closed at once: no valid cookie, past a max_sockets* limit
   } channel;
+  /// Handlers that ran on an io thread past limits.shard_stall_ms (transport/inline_unit.hpp).
+  std::atomic<std::uint64_t> shard_stalls{0};
   /// App WebSockets (route_table::websocket; docs/http.md): troupe_app_socket*.
   struct app_socket_counters {
     std::atomic<std::int64_t> open{0};             ///< open now

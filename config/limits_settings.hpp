@@ -37,6 +37,7 @@ struct limits_settings {
   std::uint64_t max_stream_body_bytes = 1073741824; ///< a streamed request body (route_table::upload); 413 past it
   std::uint64_t upload_chunk_bytes = 65536;    ///< one piece of a streamed body, at most: what an upload holds in memory
   double max_deferred_seconds = 300;           ///< a deferred answer (defer, keep_alive) waits at most this; then 504
+  double shard_stall_ms = 100;                 ///< a handler run on an io thread longer than this is reported
   std::uint64_t max_message_bytes = 65536;     ///< an encoded message between users (tell); refused too_big past it
   // The gates in front of CAF's middleman (the worker gate, the cluster port; docs/CLUSTER.md "The gate").
   std::uint64_t gate_max_pending = 64;         ///< connections being vetted at once per gate; one more is closed

@@ -19,6 +19,9 @@ struct node_settings {
   int io_threads = 1;                      ///< threads running the HTTP front
   int actor_threads = 1;                   ///< CAF scheduler threads (1 io + 1 actor thread fit 2 cores)
   std::string actor_scheduler = "sharing"; ///< CAF scheduler policy: sharing | stealing
+  /// An io thread runs the handler of an idle local user it sends a request to,
+  /// instead of handing it to an actor thread (transport/inline_unit.hpp).
+  bool inline_handlers = true;
   double shutdown_grace_seconds = 10;      ///< in-flight requests get this long on SIGTERM
   double shutdown_freeze_seconds = 60;     ///< then the soft quit gets this long to make every user durable
   std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit

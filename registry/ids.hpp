@@ -44,6 +44,7 @@ public:
 private:
   // HMAC-SHA256 keyed once; each tag works on a copy (keying costs more than tagging).
   std::shared_ptr<const EVP_MAC_CTX> keyed_;
+  std::uint64_t number_ = 0;  // this signer's (and its copies'): whose working copy a thread holds
 };
 
 /// Bytes of a generated cookie secret.

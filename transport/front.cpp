@@ -8,10 +8,10 @@
 #include "config/limits_settings.hpp"
 #include "config/node_settings.hpp"
 #include "transport/http_session.hpp"
+#include "transport/inline_unit.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <caf/all.hpp>
@@ -220,9 +220,14 @@ void front::listen(const std::string& host, std::uint16_t port) {
 }
 
 void front::do_accept(listener& l) {
-  l.acceptor.async_accept(net::make_strand(ioc_), [this, &l](beast::error_code ec, tcp::socket socket) {
+  l.acceptor.async_accept(next_shard(), [this, &l](beast::error_code ec, tcp::socket socket) {
     on_accept(l, ec, std::move(socket));
   });
+}
+
+net::io_context& front::next_shard() noexcept {
+  auto i = next_shard_++ % (shards_.size() + 1);
+  return i == 0 ? ioc_ : *shards_[i - 1];
 }
 
 void front::on_accept(listener& l, const beast::error_code& ec, tcp::socket socket) {
@@ -329,9 +334,40 @@ void front::refuse_connection(tcp::socket socket, bool tls) {
   });
 }
 
+namespace {
+// Messages one resume of a user on an io thread may handle; the rest of his mailbox goes to an actor thread.
+constexpr std::size_t inline_throughput = 8;
+}  // namespace
+
 void front::start(int threads) {
+  auto& sys = bridge_->home_system();
+  auto stall = node_context::timer_millis(ctx_->limits().shard_stall_ms / 1000.0);
+  const bool inline_handlers = ctx_->node().inline_handlers;
+  if (inline_handlers)
+    watchdog_ = std::make_unique<stall_watchdog>(stall, [this, stall](std::chrono::milliseconds running) {
+      stuck_log("front: an io thread has been running one handler for {} ms (limits.shard_stall_ms = {}): the "
+                "sockets of that thread wait", running.count(), stall.count());
+    });
+  for (int i = 1; i < threads; ++i) {
+    shards_.push_back(std::make_unique<net::io_context>(1));
+    shard_work_.push_back(net::make_work_guard(*shards_.back()));
+  }
   for (int i = 0; i < threads; ++i)
-    threads_.emplace_back([this] { ioc_.run(); });
+    threads_.emplace_back([this, &sys, stall, inline_handlers, &ioc = i == 0 ? ioc_ : *shards_[i - 1]] {
+      // This io thread runs the handlers of the idle local users it sends requests to (transport/inline_unit.hpp).
+      inline_unit unit(sys, inline_throughput, stall, [this, stall](std::chrono::milliseconds took) {
+        ctx_->metrics.shard_stalls.fetch_add(1, std::memory_order_relaxed);
+        stall_log("front: a handler ran {} ms on an io thread (limits.shard_stall_ms = {}): the sockets of "
+                  "that thread waited as long", took.count(), stall.count());
+      });
+      if (inline_handlers) {
+        unit.install();
+        watchdog_->watch(&unit);
+      }
+      ioc.run();
+      if (inline_handlers)
+        watchdog_->unwatch(&unit);
+    });
 }
 
 void front::session_started(const std::shared_ptr<http_session>& s) {
@@ -423,10 +459,14 @@ bool front::wait_drained(std::chrono::milliseconds grace) {
 
 void front::stop() {
   ioc_.stop();
+  for (auto& shard : shards_)
+    shard->stop();
   for (auto& t : threads_)
     if (t.joinable())
       t.join();
   threads_.clear();
+  shard_work_.clear();  // the shards themselves live as long as ioc_: a late answer may still be posted to one
+  watchdog_.reset();
   if (channel_hub_)  // no socket is left: the actor system's shutdown does not wait for it
     caf::anon_send_exit(channel_hub_, caf::exit_reason::user_shutdown);
 }

@@ -19,6 +19,7 @@
 #include "transport/static_files.hpp"
 #include "transport/tls_credentials.hpp"
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -56,6 +57,8 @@ struct front_limits {
 
   static front_limits from(const config::limits_settings& limits);
 };
+
+class stall_watchdog;
 
 class front {
 public:
@@ -156,7 +159,7 @@ public:
   void console_authenticated_or_gone(std::uint64_t ticket);
   void session_ended() noexcept;
   /// Per-request warnings, at most one line a second each (overload must not flood the log).
-  rate_limited_log no_placement_log, timeout_log, tls_handshake_log{spdlog::level::info};
+  rate_limited_log no_placement_log, timeout_log, tls_handshake_log{spdlog::level::info}, stall_log, stuck_log;
   /// Reserves `bytes` of limits.max_buffered_body_bytes for a body being read; false past it.
   bool reserve_body(std::uint64_t bytes) noexcept;
   void release_body(std::uint64_t bytes) noexcept {
@@ -176,6 +179,8 @@ private:
   };
   void bind(listener& l, const std::string& host, std::uint16_t port);
   void do_accept(listener& l);
+  // The io_context of the next connection: each io thread's in turn.
+  boost::asio::io_context& next_shard() noexcept;
   void on_accept(listener& l, const boost::system::error_code& ec, boost::asio::ip::tcp::socket socket);
   // Past limits.max_connections: a canned 503, then the socket is closed
   // (on a TLS listener it is closed unanswered: a handshake to refuse costs what it saves).
@@ -220,6 +225,14 @@ private:
   std::uint64_t accept_failures_unlogged_ = 0;
   std::uint16_t port_ = 0;
   std::vector<std::thread> threads_;
+  // The io_contexts of the io threads besides ioc_'s (node.io_threads > 1), one
+  // thread each: a connection is served by one of them from its accept to its
+  // close, so its handlers never run concurrently and need no strand (a strand
+  // in an any_io_executor costs a heap allocation per handler).
+  std::vector<std::unique_ptr<boost::asio::io_context>> shards_;
+  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> shard_work_;
+  std::size_t next_shard_ = 0;  // on ioc_'s thread (the acceptors')
+  std::unique_ptr<stall_watchdog> watchdog_;  // with node.inline_handlers
 };
 
 }  // namespace troupe

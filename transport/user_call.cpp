@@ -5,6 +5,7 @@
 #include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
 #include "transport/front.hpp"
+#include "transport/inline_unit.hpp"
 #include "transport/strand_link.hpp"
 
 #include <boost/asio/post.hpp>
@@ -212,7 +213,7 @@ private:
     forwarded_ = front_.is_remote(actor);
     if (forwarded_)  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
       return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
-    caf::anon_send(actor, http_atom::value, local_reply{std::move(slot)});
+    send_here(actor, http_atom::value, local_reply{std::move(slot)});  // idle, he runs here (transport/inline_unit.hpp)
   }
 
   void finish(http_response&& r) {

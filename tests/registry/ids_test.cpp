@@ -221,4 +221,28 @@ TEST(ids, guests_and_redaction) {
   EXPECT_EQ(redact("alice"), "alice");
 }
 
+// A thread keeps a working copy of a signer's HMAC (registry/ids.cpp): signers
+// used in turn on one thread, and one made where a freed one was, never mix keys.
+TEST(ids, signers_used_in_turn_on_one_thread_keep_their_own_keys) {
+  cid_signer a("secret-a"), b("secret-b");
+  for (int i = 0; i < 20; ++i) {
+    auto from_a = a.mint(), from_b = b.mint();
+    EXPECT_TRUE(a.verify(from_a));
+    EXPECT_FALSE(b.verify(from_a));
+    EXPECT_TRUE(b.verify(from_b));
+    EXPECT_FALSE(a.verify(from_b));
+  }
+  std::string minted;
+  {
+    cid_signer gone("secret-gone");
+    minted = gone.mint();
+    EXPECT_TRUE(gone.verify(minted));
+  }
+  for (int i = 0; i < 10; ++i) {  // new signers, some likely where the gone one was
+    cid_signer fresh("secret-fresh-" + std::to_string(i));
+    EXPECT_FALSE(fresh.verify(minted));
+    EXPECT_TRUE(fresh.verify(fresh.mint()));
+  }
+}
+
 }  // namespace ids_test_file
