@@ -8,13 +8,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}; shift || true
 bin=build/bin
+troupe_bin=${TROUPE:-$bin/troupe}  # another build: TROUPE=/path/to/troupe
 lib=$PWD/$bin/libtroupe_alloc_count.so
 [ -f "$lib" ] || { echo "allocs.sh: build $lib first (ninja -C build troupe_alloc_count)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 ALLOC_COUNT_FILE="$tmp/beast.count" LD_PRELOAD="$lib" "$bin/minimal_beast" 0 > "$tmp/beast.out" &
 beast_pid=$!
-ALLOC_COUNT_FILE="$tmp/troupe.count" LD_PRELOAD="$lib" "$bin/troupe" node --listen 127.0.0.1:0 \
+ALLOC_COUNT_FILE="$tmp/troupe.count" LD_PRELOAD="$lib" "$troupe_bin" node --listen 127.0.0.1:0 \
   --deposit "$tmp/deposit" "$@" > "$tmp/troupe.out" 2> "$tmp/troupe.err" &
 troupe_pid=$!
 for f in beast troupe; do
