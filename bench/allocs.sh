@@ -18,12 +18,7 @@ beast_pid=$!
 ALLOC_COUNT_FILE="$tmp/troupe.count" LD_PRELOAD="$lib" "$troupe_bin" node --listen 127.0.0.1:0 \
   --deposit "$tmp/deposit" "$@" > "$tmp/troupe.out" 2> "$tmp/troupe.err" &
 troupe_pid=$!
-for f in beast troupe; do
-  for _ in $(seq 100); do grep -q listening "$tmp/$f.out" 2>/dev/null && break; sleep 0.1; done
-done
-beast_url=$(grep -o 'http://[0-9.:]*' "$tmp/beast.out")
-troupe_url=$(grep -o 'http://[0-9.:]*' "$tmp/troupe.out")
-bench/cookies.sh "$troupe_url" 1000 "$tmp/cookies.txt"
+. bench/peers.sh  # beast_url, troupe_url, $tmp/cookies.txt
 # count NAME PID: the process's allocations so far (it appends one line per SIGUSR2).
 count() {
   local before=0

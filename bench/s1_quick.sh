@@ -34,12 +34,7 @@ CONF
   nginx_url="http://127.0.0.1:$port"
   for _ in $(seq 100); do curl -sf "$nginx_url/api/counter" -o /dev/null && break; sleep 0.1; done
 fi
-for f in beast troupe; do
-  for _ in $(seq 100); do grep -q listening "$tmp/$f.out" 2>/dev/null && break; sleep 0.1; done
-done
-beast_url=$(grep -o 'http://[0-9.:]*' "$tmp/beast.out")
-troupe_url=$(grep -o 'http://[0-9.:]*' "$tmp/troupe.out")
-bench/cookies.sh "$troupe_url" 1000 "$tmp/cookies.txt"
+. bench/peers.sh  # beast_url, troupe_url, $tmp/cookies.txt
 run() { COOKIES="$tmp/cookies.txt" wrk -t2 -c64 -d"${secs}s" --latency -s bench/sticky.lua "$1/api/counter" \
           | awk '/Requests\/sec/ {rps=$2} / 99%/ {p99=$2} /Non-2xx/ {bad=$4} END {print rps, p99, bad+0}'; }
 beast_ratios=(); nginx_ratios=()
