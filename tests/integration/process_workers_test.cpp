@@ -25,8 +25,7 @@ headers_t bearer() { return {{"Authorization", "Bearer " + token}}; }
 
 // The command line of process `pid`, its NUL separators as spaces ("" once it is gone).
 std::string cmdline_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto s = proc_text("/proc/" + std::to_string(pid) + "/cmdline");
   for (auto& c : s)
     if (c == '\0')
       c = ' ';
@@ -34,8 +33,7 @@ std::string cmdline_of(pid_t pid) {
 }
 
 pid_t parent_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto stat = proc_text("/proc/" + std::to_string(pid) + "/stat");
   auto close = stat.rfind(')');
   if (close == std::string::npos)
     return -1;
@@ -47,8 +45,7 @@ pid_t parent_of(pid_t pid) {
 }
 
 bool is_zombie(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto stat = proc_text("/proc/" + std::to_string(pid) + "/stat");
   auto close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
 }

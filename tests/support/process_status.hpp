@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <sys/types.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -32,14 +34,33 @@ inline std::string join_args(const std::vector<std::string>& args) {
   return s;
 }
 
+// The text of a /proc file ("" when it cannot be read): with read(2), since a
+// process that dies while its file is read fails the read with ESRCH, which a
+// std::ifstream turns into an exception.
+inline std::string proc_text(const std::string& path) {
+  std::string out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return out;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) {
+      if (n < 0)
+        out.clear();
+      break;
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
 // The resident memory of process `pid` in KiB (VmRSS); -1 once it is gone.
 inline long rss_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stol(line.substr(6));
-  return -1;
+  auto text = proc_text("/proc/" + std::to_string(pid) + "/status");
+  auto at = text.find("\nVmRSS:");
+  return at == std::string::npos ? -1 : std::stol(text.substr(at + 7));
 }
 
 }  // namespace troupe::test
