@@ -334,7 +334,10 @@ TEST_P(Deposit, LoggedInUserFreezesUnderHisNameAndLoginCarriesTheConnection) {
 }
 
 TEST_P(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
-  start_tok({"--set", "group.default.user_idle_freeze_minutes=0.02"});  // 1.2 s
+  // 3 s: ten times the busy user's 300 ms between requests, so that a loaded
+  // machine (the test command runs 4 tests at a time on 2 cores) never makes him
+  // look idle (a freeze begun and thawed by his next request leaves his parcel).
+  start_tok({"--set", "group.default.user_idle_freeze_minutes=0.05"});
   const auto& dep = node().deposit_dir();
   http_client idle(port()), busy(port());
   ASSERT_EQ(incr(idle), 1);
@@ -351,7 +354,7 @@ TEST_P(Deposit, IdleUserIsFrozenAndWokenWithHisState) {
     EXPECT_EQ(incr(busy), ++busy_count);
     return prometheus_sample(metrics_text(port()), "troupe_user_freezes_total").value_or(0) >= 1;
   }, milliseconds(10000), milliseconds(300));
-  ASSERT_TRUE(frozen) << "the idle user was not frozen within 10 s (idle freeze 1.2 s)";
+  ASSERT_TRUE(frozen) << "the idle user was not frozen within 10 s (idle freeze 3 s)";
   EXPECT_TRUE(has_parcel(dep, idle_user)) << listing(dep);
   {
     auto t = metrics_text(port());
