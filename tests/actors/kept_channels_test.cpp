@@ -14,7 +14,7 @@ namespace {
 std::vector<channel_binding> pages(const std::string& cid, int n) {
   std::vector<channel_binding> out;
   for (int i = 0; i < n; ++i)
-    out.push_back(channel_binding{cid, "p" + std::to_string(i), {}, i % 2 == 1});
+    out.push_back(channel_binding{cid, "p" + std::to_string(i), {}, i % 2 == 1, {}, {}});
   return out;
 }
 
@@ -66,7 +66,7 @@ TEST(kept_channels, bindings_whose_sockets_are_gone_are_forgotten) {
   kept_channels kept(100);
   kept.keep("ann", pages("gone", 2));
   auto mixed = pages("gone", 1);
-  mixed.push_back(channel_binding{"kept", "p", {}, false});
+  mixed.push_back(channel_binding{"kept", "p", {}, false, {}, {}});
   kept.keep("bob", mixed);
   kept.forget_if([](const channel_binding& b) { return b.cid == "gone"; });
   EXPECT_EQ(kept.users(), 1u);
