@@ -16,6 +16,8 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/detail/handler_cont_helpers.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/role.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -37,16 +39,22 @@ namespace troupe {
 /// transport/front_stream.cpp, instead of once per Beast operation that reads
 /// or writes and once more for TLS (a quarter of the front's compile time,
 /// docs/building.md). It keeps what Asio asks of the handler it wraps: its
-/// associated executor (the session's strand) and whether it is a continuation.
+/// associated executor (its io thread's) and whether it is a continuation.
 /// The cost is one allocation per read or write.
 class io_handler {
 public:
   using executor_type = boost::asio::any_io_executor;
 
   /// `fallback`: the executor when the handler has none of its own (the stream's).
+  /// The executor is kept untracked: Beast's and Asio's composed operations hand
+  /// their handlers a work-tracked copy of the stream's executor, which compares
+  /// unequal to the socket's own, and Asio then dispatches every completion
+  /// through the polymorphic executor (an allocation each) instead of calling it
+  /// (the pending operation keeps the io_context's work count either way).
   template <class Handler>
   io_handler(Handler&& handler, const executor_type& fallback)
-    : executor_(boost::asio::get_associated_executor(handler, fallback)),
+    : executor_(boost::asio::prefer(boost::asio::get_associated_executor(handler, fallback),
+                                    boost::asio::execution::outstanding_work.untracked)),
       continuation_(boost_asio_handler_cont_helpers::is_continuation(handler)),
       call_(new holder<std::decay_t<Handler>>(std::forward<Handler>(handler))) {}
 

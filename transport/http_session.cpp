@@ -140,7 +140,10 @@ void http_session::do_read() {
       }
     };
   parser_->on_chunk_header(on_chunk_);
-  stream_.expires_after(limits_.read_timeout);
+  stream_.expires_after(limits_.read_timeout);  // the header and the body, however they are read
+  beast::error_code ec;
+  if (parse_buffered(&request_parser_base::is_header_done, ec) || ec)
+    return on_read_header(ec, 0);
   http::async_read_header(stream_, buffer_, *parser_,
                           beast::bind_front_handler(&http_session::on_read_header, shared_from_this()));
 }
@@ -181,7 +184,29 @@ void http_session::on_read_header(beast::error_code ec, std::size_t) {
 }
 
 void http_session::do_read_body() {
+  beast::error_code ec;
+  parser_->eager(true);
+  if (parse_buffered(&request_parser_base::is_done, ec) || ec)
+    return on_read(ec, 0);
   http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&http_session::on_read, shared_from_this()));
+}
+
+// What the buffer holds already is parsed here, as Beast's read would parse
+// it; but a read that reads nothing posts its completion (a queued handler and
+// an allocation), and a keep-alive request's first bytes are always here
+// (do_wait read them). True once `stage_done`; false when more bytes are needed.
+bool http_session::parse_buffered(bool (request_parser_base::*stage_done)() const, beast::error_code& ec) {
+  auto& parser = static_cast<request_parser_base&>(*parser_);
+  while (!(parser.*stage_done)() && buffer_.size() > 0) {
+    buffer_.consume(parser.put(buffer_.data(), ec));
+    if (ec == http::error::need_more) {
+      ec = {};
+      return false;
+    }
+    if (ec)
+      return false;
+  }
+  return (parser.*stage_done)();
 }
 
 void http_session::on_read(beast::error_code ec, std::size_t) {

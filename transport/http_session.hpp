@@ -113,6 +113,8 @@ private:
   // The head passed every check: read the body (after a 100 Continue when asked for).
   void do_read_body();
   void on_read(boost::system::error_code ec, std::size_t n);
+  using request_parser_base = boost::beast::http::basic_parser<true>;
+  bool parse_buffered(bool (request_parser_base::*stage_done)() const, boost::system::error_code& ec);
   // Which answer a failed read gets (431/413/400/503), or a silent close.
   void on_read_error(boost::system::error_code ec);
   // A streamed body (route_table::upload; transport/upload_session.cpp): the
