@@ -7,6 +7,7 @@
 #include "config/group_settings.hpp"
 #include "config/limits_settings.hpp"
 #include "config/node_settings.hpp"
+#include "transport/deadline_list.hpp"
 #include "transport/http_session.hpp"
 #include "transport/inline_unit.hpp"
 
@@ -364,6 +365,8 @@ void front::start(int threads) {
         unit.install();
         watchdog_->watch(&unit);
       }
+      deadline_list deadlines(ioc.get_executor());  // this thread's calls' and connections' deadlines, one timer
+      deadlines.install();
       ioc.run();
       if (inline_handlers)
         watchdog_->unwatch(&unit);

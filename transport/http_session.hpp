@@ -15,6 +15,7 @@
 #include "actors/messages.hpp"
 #include "actors/user.hpp"
 #include "transport/bridge.hpp"
+#include "transport/deadline_list.hpp"
 #include "transport/file_range_body.hpp"
 #include "transport/front_stream.hpp"
 #include "transport/http_framing.hpp"
@@ -148,6 +149,22 @@ private:
   void refuse_and_close(std::uint16_t status, const std::string& text, std::uint32_t retry_after = 0);
   void linger_close();
 
+  // The deadline of this connection's own reads and writes (the idle wait, the
+  // request, the reply), on its io thread's deadline list: set while one of
+  // them is pending (that operation keeps the session alive), it closes the
+  // connection when it passes. Beast's per-operation timers stay for the rest
+  // (TLS, uploads, files, streams, the linger).
+  class io_deadline final : public deadline_entry {
+  public:
+    explicit io_deadline(http_session& s) : session_(s) {}
+
+  private:
+    void expired() override { session_.close(); }
+    http_session& session_;
+  };
+  void watch(deadline_entry::clock::duration d);
+  void unwatch() noexcept;
+
   front_stream stream_;
   front& front_;
   const front_limits& limits_;
@@ -184,6 +201,9 @@ private:
   user_handle target_;                   // the actor that answered the current call (a stream's writer)
   std::weak_ptr<stream_writer> writer_;  // the streaming reply this connection carries now, if any
   std::unique_ptr<app_socket_ticket> socket_ticket_;  // an app WebSocket's upgrade, while its user answers
+  io_deadline io_deadline_{*this};
+  std::unique_ptr<deadline_list> own_deadlines_;  // off the front's io threads only (none today)
+  deadline_list* deadlines_ = nullptr;            // the io thread's, found at the first watch
 };
 
 }  // namespace troupe

@@ -50,6 +50,7 @@ void http_session::begin_upload() {
   parser_.reset();
   req_ = request_type(upload_parser_->get().base());
   close_after_ = !upload_parser_->is_done();  // until the body is read whole
+  unwatch();  // the upload times its reads itself
   stream_.expires_never();
   if (!continue_first)
     return handle();

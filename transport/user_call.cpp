@@ -4,12 +4,12 @@
 #include "actors/user.hpp"
 #include "config/limits_settings.hpp"
 #include "registry/ids.hpp"
+#include "transport/deadline_list.hpp"
 #include "transport/front.hpp"
 #include "transport/inline_unit.hpp"
 #include "transport/strand_link.hpp"
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <caf/all.hpp>
 
 namespace troupe {
@@ -18,11 +18,12 @@ namespace net = boost::asio;
 
 namespace {
 
-class user_call : public std::enable_shared_from_this<user_call> {
+class user_call : public std::enable_shared_from_this<user_call>, private deadline_entry {
 public:
   user_call(front& f, net::any_io_executor ex, std::shared_ptr<http_request> req,
             user_call_done done, bool minted)
-    : front_(f), ex_(std::move(ex)), req_(std::move(req)), deadline_(ex_), done_(std::move(done)), minted_(minted) {}
+    : front_(f), ex_(std::move(ex)), req_(std::move(req)), deadlines_(&deadline_list::here(own_deadlines_, ex_)),
+      done_(std::move(done)), minted_(minted) {}
 
   void start(std::chrono::milliseconds timeout) {
     arm(timeout);
@@ -31,17 +32,12 @@ public:
     dispatch(false);
   }
 
-  // The pending wait holds the call alive until it is answered (then cancelled) or due.
+  // The io thread's deadline list holds the call by its entry: the call holds
+  // itself while its deadline is set, until it is answered or due.
   void arm(std::chrono::milliseconds timeout) {
-    deadline_.expires_after(timeout);  // cancels a wait armed before (its handler sees the error and returns)
-    deadline_.async_wait([self = shared_from_this(), timeout](boost::system::error_code ec) {
-      if (ec || self->finished_)
-        return;
-      self->front_.timeout_log("front: {} {} not answered within {} ms (504)", self->req_->method, self->req_->path,
-                               timeout.count());
-      self->target_ = nullptr;
-      self->finish(error_response(504, "the request was not answered in time"));
-    });
+    timeout_ = timeout;
+    self_ = shared_from_this();
+    deadlines_->set_after(*this, timeout);
   }
 
   // The actor deferred the answer (user_actor_base::defer): it answers 504 itself
@@ -220,15 +216,30 @@ private:
     if (finished_)
       return;
     finished_ = true;
-    deadline_.cancel();
+    deadlines_->clear(*this);
+    auto self = std::move(self_);
     auto done = std::move(done_);
     done(std::move(r), target_);
   }
 
+  void expired() override {
+    auto self = std::move(self_);
+    if (finished_)
+      return;
+    front_.timeout_log("front: {} {} not answered within {} ms (504)", req_->method, req_->path, timeout_.count());
+    target_ = nullptr;
+    finish(error_response(504, "the request was not answered in time"));
+  }
+
+  void abandoned() override { self_.reset(); }  // the io thread ends
+
   front& front_;
   net::any_io_executor ex_;
   std::shared_ptr<http_request> req_;
-  net::steady_timer deadline_;
+  std::unique_ptr<deadline_list> own_deadlines_;  // off the front's io threads only (none today)
+  deadline_list* deadlines_;
+  std::shared_ptr<user_call> self_;  // while the deadline is set
+  std::chrono::milliseconds timeout_{0};
   user_call_done done_;
   user_handle target_;  // the actor that has the request now
   bool minted_;

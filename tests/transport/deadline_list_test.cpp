@@ -1,0 +1,136 @@
+// One timer for an io thread's deadlines (issue 26, transport/deadline_list.hpp):
+// entries expire in the order of their deadlines, a cleared one never does, a
+// deadline moved earlier than the armed wait still fires, one moved later does
+// not fire before it, an entry may set itself again from its expiry, and the
+// entries left when the list goes are abandoned.
+#include "transport/deadline_list.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace deadline_list_test_file {
+
+using namespace troupe;
+using namespace std::chrono_literals;
+using clock_type = deadline_entry::clock;
+
+namespace {
+
+struct recorder final : deadline_entry {
+  recorder(std::vector<std::string>& log, std::string name) : log(log), name(std::move(name)) {}
+  void expired() override {
+    fired_at = clock_type::now();
+    log.push_back(name);
+    if (again && list) {
+      again = false;
+      list->set_after(*this, 5ms);
+    }
+  }
+  void abandoned() override { log.push_back(name + " abandoned"); }
+  std::vector<std::string>& log;
+  std::string name;
+  clock_type::time_point fired_at{};
+  bool again = false;
+  deadline_list* list = nullptr;
+};
+
+// Runs the io_context until `done` holds or 5 s have passed (then false).
+template <class Done>
+bool run_until(boost::asio::io_context& ioc, Done done) {
+  auto until = clock_type::now() + 5s;
+  while (!done() && clock_type::now() < until) {
+    ioc.restart();
+    ioc.run_for(10ms);
+  }
+  return done();
+}
+
+}  // namespace
+
+TEST(DeadlineList, EntriesExpireInTheOrderOfTheirDeadlinesAndAClearedOneNever) {
+  boost::asio::io_context ioc;
+  deadline_list list(ioc.get_executor());
+  std::vector<std::string> log;
+  recorder a(log, "a"), b(log, "b"), c(log, "c");
+  list.set_after(a, 40ms);
+  list.set_after(b, 10ms);
+  list.set_after(c, 20ms);
+  EXPECT_EQ(list.size(), 3u);
+  list.clear(c);
+  EXPECT_FALSE(c.armed());
+  ASSERT_TRUE(run_until(ioc, [&] { return log.size() >= 2; }));
+  EXPECT_EQ(log, (std::vector<std::string>{"b", "a"}));
+  EXPECT_EQ(list.size(), 0u);
+  EXPECT_FALSE(a.armed());
+}
+
+TEST(DeadlineList, ADeadlineMovedEarlierThanTheArmedWaitFires) {
+  boost::asio::io_context ioc;
+  deadline_list list(ioc.get_executor());
+  std::vector<std::string> log;
+  recorder a(log, "a");
+  list.set_after(a, 1h);  // the timer is armed for an hour from now
+  list.set_after(a, 20ms);
+  EXPECT_TRUE(run_until(ioc, [&] { return !log.empty(); })) << "a deadline moved earlier waited for the old one";
+}
+
+TEST(DeadlineList, ADeadlineMovedLaterDoesNotFireBeforeIt) {
+  boost::asio::io_context ioc;
+  deadline_list list(ioc.get_executor());
+  std::vector<std::string> log;
+  recorder a(log, "a"), b(log, "b");
+  list.set_after(a, 10ms);  // the timer is armed for a's first deadline
+  list.set_after(b, 30ms);
+  list.set_after(a, 60ms);
+  auto due = a.due();
+  ASSERT_TRUE(run_until(ioc, [&] { return log.size() == 2; }));
+  EXPECT_EQ(log, (std::vector<std::string>{"b", "a"}));
+  EXPECT_GE(a.fired_at, due);
+}
+
+TEST(DeadlineList, AnEntryMaySetItselfAgainWhenItExpires) {
+  boost::asio::io_context ioc;
+  deadline_list list(ioc.get_executor());
+  std::vector<std::string> log;
+  recorder a(log, "a");
+  a.again = true;
+  a.list = &list;
+  list.set_after(a, 5ms);
+  ASSERT_TRUE(run_until(ioc, [&] { return log.size() == 2; }));
+  EXPECT_FALSE(a.armed());
+}
+
+TEST(DeadlineList, EntriesLeftWhenTheListGoesAreAbandoned) {
+  boost::asio::io_context ioc;
+  std::vector<std::string> log;
+  recorder a(log, "a");
+  {
+    deadline_list list(ioc.get_executor());
+    list.set_after(a, 1h);
+  }
+  EXPECT_EQ(log, (std::vector<std::string>{"a abandoned"}));
+  EXPECT_FALSE(a.armed());
+  ioc.run_for(10ms);  // the cancelled wait of the list that is gone runs harmlessly
+}
+
+TEST(DeadlineList, HereIsTheInstalledListElseAnOwnOne) {
+  boost::asio::io_context ioc;
+  std::unique_ptr<deadline_list> own;
+  EXPECT_EQ(deadline_list::current(), nullptr);
+  auto& mine = deadline_list::here(own, ioc.get_executor());
+  EXPECT_EQ(&mine, own.get());
+  {
+    deadline_list installed(ioc.get_executor());
+    installed.install();
+    EXPECT_EQ(deadline_list::current(), &installed);
+    std::unique_ptr<deadline_list> unused;
+    EXPECT_EQ(&deadline_list::here(unused, ioc.get_executor()), &installed);
+    EXPECT_EQ(unused, nullptr);
+  }
+  EXPECT_EQ(deadline_list::current(), nullptr);
+}
+
+}  // namespace deadline_list_test_file
