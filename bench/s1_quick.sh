@@ -4,13 +4,16 @@
 # Beast server and, when it is installed, nginx (`return 200` of the same body, one
 # worker, no access log), in turn in each round of one run; prints each round and the
 # median ratios troupe/minimal-beast and troupe/nginx, and the p99 of each.
+# Env: BEAST_THREADS, the minimal server's threads (1; pair it with
+# `--set node.io_threads=N`); METHOD and PATH_ (bench/sticky.lua), e.g. S2:
+# METHOD=POST PATH_=/api/counter/incr bench/s1_quick.sh 5 5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}; secs=${2:-5}; shift 2 || true
 bin=build/bin
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$tmp"' EXIT
-"$bin/minimal_beast" 0 > "$tmp/beast.out" &
+"$bin/minimal_beast" 0 "${BEAST_THREADS:-1}" > "$tmp/beast.out" &
 "$bin/troupe" node --listen 127.0.0.1:0 --deposit "$tmp/deposit" "$@" > "$tmp/troupe.out" 2> "$tmp/troupe.err" &
 nginx_url=""
 if command -v nginx > /dev/null; then

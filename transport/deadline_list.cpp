@@ -13,7 +13,8 @@ deadline_list::deadline_list(const boost::asio::any_io_executor& ex) : timer_(ex
 deadline_list::~deadline_list() {
   if (this_thread_list == this)
     this_thread_list = nullptr;
-  entries_.clear_and_dispose([](deadline_entry* e) { e->abandoned(); });
+  for (auto& l : lanes_)
+    l.due_order.clear_and_dispose([](deadline_entry* e) { e->abandoned(); });
 }
 
 deadline_list* deadline_list::current() noexcept {
@@ -32,21 +33,36 @@ deadline_list& deadline_list::here(std::unique_ptr<deadline_list>& own, const bo
   return *own;
 }
 
-void deadline_list::set(deadline_entry& e, clock::time_point due) {
-  if (e.is_linked())
-    entries_.erase(entries_.iterator_to(e));
-  e.due_ = due;
-  entries_.insert(e);
-  // Deadlines mostly grow (now + the same timeout): only an earlier one than
-  // the armed wait moves the timer.
-  if (!armed_ || due < armed_at_)
-    arm(due);
+deadline_list::lane& deadline_list::lane_of(clock::duration timeout) noexcept {
+  for (std::size_t i = 0; i < lanes_used_; ++i)
+    if (lanes_[i].timeout == timeout)
+      return lanes_[i];
+  if (lanes_used_ < lane_count - 1) {
+    lanes_[lanes_used_].timeout = timeout;
+    return lanes_[lanes_used_++];
+  }
+  return lanes_[lane_count - 1];  // the mixed lane (its timeout is never matched: it stays zero)
 }
 
-void deadline_list::clear(deadline_entry& e) noexcept {
-  if (e.is_linked())
-    entries_.erase(entries_.iterator_to(e));
-  // The timer stays armed: when it fires for nothing it arms for the earliest left.
+void deadline_list::set_after(deadline_entry& e, clock::duration timeout) {
+  e.unlink();
+  e.due_ = clock::now() + timeout;
+  auto& lane = lane_of(timeout);
+  // In a lane of one timeout the new deadline is the latest; the mixed lane
+  // is walked from its end (deferred answers' odd timeouts, rare).
+  auto at = lane.due_order.end();
+  while (at != lane.due_order.begin() && std::prev(at)->due_ > e.due_)
+    --at;
+  lane.due_order.insert(at, e);
+  if (!armed_ || e.due_ < armed_at_)
+    arm(e.due_);
+}
+
+std::size_t deadline_list::size() const noexcept {
+  std::size_t n = 0;
+  for (auto& l : lanes_)
+    n += l.due_order.size();
+  return n;
 }
 
 void deadline_list::arm(clock::time_point at) {
@@ -54,21 +70,28 @@ void deadline_list::arm(clock::time_point at) {
   armed_at_ = at;
   timer_.expires_at(at);  // cancels the wait armed before (its handler sees the error and returns)
   timer_.async_wait([this](boost::system::error_code ec) {
-    if (!ec)  // aborted: re-armed, or the list is gone (its pending wait is cancelled by its destructor)
+    if (!ec)  // aborted: re-armed, or the list is gone (its destructor cancels the wait)
       on_timer();
   });
 }
 
 void deadline_list::on_timer() {
   armed_ = false;
-  auto now = clock::now();
-  while (!entries_.empty() && entries_.begin()->due_ <= now) {
-    auto& e = *entries_.begin();
-    entries_.erase(entries_.begin());
-    e.expired();  // may set deadlines again (its own or others')
+  const auto now = clock::now();
+  for (auto& l : lanes_) {
+    // An expiry may set deadlines again, its own included: they fall due after now.
+    while (!l.due_order.empty() && l.due_order.front().due_ <= now) {
+      auto& e = l.due_order.front();
+      l.due_order.pop_front();
+      e.expired();
+    }
   }
-  if (!entries_.empty() && (!armed_ || entries_.begin()->due_ < armed_at_))
-    arm(entries_.begin()->due_);
+  const deadline_entry* earliest = nullptr;
+  for (auto& l : lanes_)
+    if (!l.due_order.empty() && (!earliest || l.due_order.front().due_ < earliest->due_))
+      earliest = &l.due_order.front();
+  if (earliest && (!armed_ || earliest->due_ < armed_at_))
+    arm(earliest->due_);
 }
 
 }  // namespace troupe

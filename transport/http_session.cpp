@@ -63,7 +63,6 @@ http_session::http_session(tcp::socket&& socket, front& owner, std::shared_ptr<n
     deadline_(stream_.get_executor()) {}
 
 http_session::~http_session() {
-  unwatch();  // set only while an operation holding the session is pending: a no-op, kept as the last guard
   end_upload();
   release_body();
   front_.session_ended();
@@ -551,8 +550,7 @@ void http_session::watch(deadline_entry::clock::duration d) {
 }
 
 void http_session::unwatch() noexcept {
-  if (deadlines_)
-    deadlines_->clear(io_deadline_);
+  deadline_list::clear(io_deadline_);
 }
 
 // -- a streaming reply (docs/streaming.md) --------------------------------------------

@@ -216,7 +216,7 @@ private:
     if (finished_)
       return;
     finished_ = true;
-    deadlines_->clear(*this);
+    deadline_list::clear(*this);
     auto self = std::move(self_);
     auto done = std::move(done_);
     done(std::move(r), target_);

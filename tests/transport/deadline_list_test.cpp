@@ -1,13 +1,15 @@
 // One timer for an io thread's deadlines (issue 26, transport/deadline_list.hpp):
 // entries expire in the order of their deadlines, a cleared one never does, a
 // deadline moved earlier than the armed wait still fires, one moved later does
-// not fire before it, an entry may set itself again from its expiry, and the
-// entries left when the list goes are abandoned.
+// not fire before it, more timeouts than it has lanes keep their order, an entry
+// may set itself again from its expiry, and the entries left when the list
+// goes are abandoned.
 #include "transport/deadline_list.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,21 @@ TEST(DeadlineList, AnEntryMaySetItselfAgainWhenItExpires) {
   list.set_after(a, 5ms);
   ASSERT_TRUE(run_until(ioc, [&] { return log.size() == 2; }));
   EXPECT_FALSE(a.armed());
+}
+
+TEST(DeadlineList, MoreTimeoutsThanLanesStillExpireInTheirOrder) {
+  boost::asio::io_context ioc;
+  deadline_list list(ioc.get_executor());
+  std::vector<std::string> log;
+  std::vector<std::unique_ptr<recorder>> entries;
+  for (int i = 12; i >= 1; --i) {  // twelve timeouts, the longest first
+    entries.push_back(std::make_unique<recorder>(log, std::to_string(i)));
+    list.set_after(*entries.back(), std::chrono::milliseconds(5 * i));
+  }
+  EXPECT_EQ(list.size(), 12u);
+  ASSERT_TRUE(run_until(ioc, [&] { return log.size() == 12; }));
+  for (std::size_t i = 0; i < log.size(); ++i)
+    EXPECT_EQ(log[i], std::to_string(i + 1)) << "the " << i + 1 << "th to expire";
 }
 
 TEST(DeadlineList, EntriesLeftWhenTheListGoesAreAbandoned) {
