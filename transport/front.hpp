@@ -216,7 +216,10 @@ private:
   std::map<std::uint64_t, std::function<void()>> waiting_consoles_;  // by ticket: oldest first
   std::mutex sessions_mutex_;
   std::vector<std::weak_ptr<http_session>> sessions_;  // for shutdown; pruned as they end
-  boost::asio::io_context ioc_;
+  // Run by one thread (as each shard): Asio then queues what that thread posts
+  // to itself (an answer, a completion) without its lock and without a wake-up.
+  // Other threads still post to it safely.
+  boost::asio::io_context ioc_{1};
   std::shared_ptr<tls_credentials> tls_;  // null: no TLS
   listener main_;
   std::unique_ptr<listener> plain_;       // node.plain_listen, with TLS only
