@@ -1,5 +1,7 @@
 #include "transport/deadline_list.hpp"
 
+#include <time.h>
+
 namespace troupe {
 
 namespace {
@@ -44,9 +46,18 @@ deadline_list::lane& deadline_list::lane_of(clock::duration timeout) noexcept {
   return lanes_[lane_count - 1];  // the mixed lane (its timeout is never matched: it stays zero)
 }
 
+// steady_clock's clock (CLOCK_MONOTONIC) as of its last tick: a deadline starts
+// at most a tick (a few ms) early, and no hardware clock is read for the three
+// or four deadlines of each request.
+static deadline_list::clock::time_point coarse_now() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return deadline_list::clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
 void deadline_list::set_after(deadline_entry& e, clock::duration timeout) {
   e.unlink();
-  e.due_ = clock::now() + timeout;
+  e.due_ = coarse_now() + timeout;
   auto& lane = lane_of(timeout);
   // In a lane of one timeout the new deadline is the latest; the mixed lane
   // is walked from its end (deferred answers' odd timeouts, rare).

@@ -269,7 +269,8 @@ void http_session::handle() {
   // A routed id was verified (or minted) when it was routed: finding it costs a
   // hash lookup, its HMAC an eighth of a warm request's instructions. A forged
   // tag changes the id's hash, so the lookup tells nothing about the real tag.
-  minted_ = !(front_.routes().holds(cid) || ctx.cids->verify(cid));
+  routed_ = front_.routes().find(cid);
+  minted_ = !(routed_ || ctx.cids->verify(cid));
   if (minted_)
     cid = ctx.cids->mint();  // absent, malformed or not minted here: a new connection, never an error
 
@@ -380,7 +381,7 @@ void http_session::dispatch_call() {
                 self->rotated_cid_ = std::move(r.set_cid);
               self->finish(std::move(r));
             },
-            minted_);
+            minted_, std::exchange(routed_, std::nullopt));
 }
 
 void http_session::on_actor_reply(std::uint64_t id, http_response&& r) {
@@ -435,6 +436,7 @@ void http_session::accept_socket(std::unique_ptr<app_socket_ticket> ticket, cons
 void http_session::do_write(std::uint16_t status, std::string body, std::string_view content_type,
                             std::uint32_t retry_after, bool challenge, const std::vector<http_header>* app_headers) {
   end_upload();
+  routed_.reset();  // answered without a call (a refusal): the route found for it is not kept
   auto& ctx = front_.context();
   ctx.metrics.count_answer(status, std::chrono::steady_clock::now() - started_, route_key_);
   route_key_.clear();

@@ -189,6 +189,7 @@ private:
   // The request being served, shared with the slots that carry it to actors.
   std::shared_ptr<http_request> call_req_;
   bool minted_ = false;
+  std::optional<user_handle> routed_;  // the route cache's actor for this request's id, until its call takes it
   std::string rotated_cid_;  // login/logout gave the connection this new id: the reply's cookie
   std::string peer_;         // peer_address(), asked of the socket once
   std::vector<http_header> cors_headers_;  // [[cors]]: what this request's answer carries

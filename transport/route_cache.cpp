@@ -12,11 +12,6 @@ std::optional<user_handle> route_cache::find(const std::string& cid) const {
   return i->second.actor;
 }
 
-bool route_cache::holds(const std::string& cid) const {
-  std::lock_guard<std::mutex> guard{mutex_};
-  return by_cid_.count(cid) != 0;
-}
-
 std::shared_ptr<const route_cache::who> route_cache::who_of(const std::string& cid) const {
   std::lock_guard<std::mutex> guard{mutex_};
   auto i = by_cid_.find(cid);

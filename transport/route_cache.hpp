@@ -33,10 +33,8 @@ public:
 
   /// The actor connection `cid` was last routed to, if it is still known.
   /// Only ids the node minted or verified are ever routed (user_call), so a
-  /// routed id is authentic: holds() is the front's cheap check before the HMAC.
+  /// routed id is authentic: this is the front's cheap check before the HMAC.
   std::optional<user_handle> find(const std::string& cid) const;
-  /// Whether `cid` is routed.
-  bool holds(const std::string& cid) const;
   /// Whose connection `cid` is, if it is routed and that was kept (put's `whose`).
   std::shared_ptr<const who> who_of(const std::string& cid) const;
 

@@ -25,7 +25,8 @@ public:
     : front_(f), ex_(std::move(ex)), req_(std::move(req)), deadlines_(&deadline_list::here(own_deadlines_, ex_)),
       done_(std::move(done)), minted_(minted) {}
 
-  void start(std::chrono::milliseconds timeout) {
+  void start(std::chrono::milliseconds timeout, std::optional<user_handle> routed) {
+    routed_ = std::move(routed);
     arm(timeout);
     if (front_.guards())
       return judge();
@@ -196,7 +197,10 @@ private:
   void dispatch(bool retry) {
     retried_ = retry;
     ++attempt_;
-    if (auto actor = front_.routes().find(req_->cid))
+    auto actor = std::exchange(routed_, std::nullopt);  // the caller's lookup, for the first attempt
+    if (!actor || retry)
+      actor = front_.routes().find(req_->cid);
+    if (actor)
       return send_to(*actor);
     auto slot = std::make_shared<resolve>(weak_from_this(), ex_, attempt_);
     caf::anon_send(front_.bridge(), resolve_atom::value, req_->cid, minted_, local_resolve{std::move(slot)});
@@ -243,6 +247,7 @@ private:
   user_call_done done_;
   user_handle target_;  // the actor that has the request now
   bool minted_;
+  std::optional<user_handle> routed_;
   std::uint64_t attempt_ = 0;
   bool retried_ = false;
   bool forwarded_ = false;
@@ -252,8 +257,9 @@ private:
 }  // namespace
 
 void call_user(front& owner, net::any_io_executor ex, std::shared_ptr<http_request> req,
-               std::chrono::milliseconds timeout, user_call_done done, bool minted) {
-  std::make_shared<user_call>(owner, std::move(ex), std::move(req), std::move(done), minted)->start(timeout);
+               std::chrono::milliseconds timeout, user_call_done done, bool minted, std::optional<user_handle> routed) {
+  auto call = std::make_shared<user_call>(owner, std::move(ex), std::move(req), std::move(done), minted);
+  call->start(timeout, std::move(routed));
 }
 
 }  // namespace troupe

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace troupe {
 
@@ -29,8 +30,10 @@ using user_call_done = std::function<void(http_response&&, const user_handle& an
 /// `done` runs exactly once, on `ex` (the caller's strand), with the answer.
 /// A reply carrying set_cid (login/logout over the call) has already dropped
 /// the old route and closed the old id's other channel sockets on this node.
-/// `minted`: the id was just made (no user can exist for it).
+/// `minted`: the id was just made (no user can exist for it). `routed`: the
+/// route cache's actor for the id, when the caller looked it up already.
 void call_user(front& owner, boost::asio::any_io_executor ex, std::shared_ptr<http_request> req,
-               std::chrono::milliseconds timeout, user_call_done done, bool minted = false);
+               std::chrono::milliseconds timeout, user_call_done done, bool minted = false,
+               std::optional<user_handle> routed = std::nullopt);
 
 }  // namespace troupe
