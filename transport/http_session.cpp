@@ -555,52 +555,6 @@ void http_session::unwatch() noexcept {
   deadline_list::clear(io_deadline_);
 }
 
-// -- a streaming reply (docs/streaming.md) --------------------------------------------
-
-void http_session::start_stream(http_response&& r) {
-  auto& ctx = front_.context();
-  const auto& lim = ctx.limits();
-  auto tell_writer_gone = [&] {
-    stream_event e;
-    e.id = r.stream_id;
-    e.what = static_cast<std::uint8_t>(stream_event::kind::gone);
-    if (target_)
-      caf::anon_send(target_, stream_msg_atom::value, std::move(e));
-  };
-  if (req_.method() == http::verb::head) {  // the head only: no stream behind it
-    tell_writer_gone();
-    return do_write(200, {}, r.content_type);
-  }
-  auto& open = ctx.metrics.stream.open;
-  if (!target_ || open.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(lim.max_streams)) {
-    if (target_)
-      open.fetch_sub(1, std::memory_order_relaxed);
-    ctx.metrics.stream.refusals.fetch_add(1, std::memory_order_relaxed);
-    tell_writer_gone();
-    return do_write(503, error_body("the node has too many open streams (limits.max_streams), retry"),
-                    "application/json", 1);
-  }
-  // Counted in troupe_stream_open now; the sink counts itself out when it ends.
-  // Its route's figures count it as answered once its head is due.
-  ctx.metrics.count_answer(200, std::chrono::steady_clock::now() - started_, route_key_);
-  route_key_.clear();
-  release_body();
-  http::response<http::empty_body> head;
-  head.version(req_.version() ? req_.version() : 11);
-  head.result(http::status::ok);
-  head.set(http::field::server, "troupe");
-  head.set(http::field::content_type, r.content_type);
-  head.set(http::field::cache_control, "no-cache");
-  head.set("X-Accel-Buffering", "no");  // proxies must not hold events back
-  if (auto cookie = take_cookie(); !cookie.empty())
-    head.set(http::field::set_cookie, cookie);
-  add_app_headers(head, r.headers);
-  add_cors_headers(head);
-  head.keep_alive(false);  // the connection ends with the stream
-  head.chunked(true);
-  writer_ = stream_writer::start(shared_from_this(), std::move(head), target_, r.stream_id, r.content_type);
-}
-
 std::string http_session::take_cookie() {
   std::string cookie;
   if (!rotated_cid_.empty() || (minted_ && call_req_))
