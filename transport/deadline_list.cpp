@@ -8,6 +8,15 @@ namespace {
 
 thread_local deadline_list* this_thread_list = nullptr;
 
+// steady_clock's clock (CLOCK_MONOTONIC) as of its last tick: a deadline starts
+// at most a tick (a few ms) early, and no hardware clock is read for the three
+// or four deadlines of each request.
+deadline_list::clock::time_point coarse_now() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return deadline_list::clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
 }  // namespace
 
 deadline_list::deadline_list(const boost::asio::any_io_executor& ex) : timer_(ex) {}
@@ -44,15 +53,6 @@ deadline_list::lane& deadline_list::lane_of(clock::duration timeout) noexcept {
     return lanes_[lanes_used_++];
   }
   return lanes_[lane_count - 1];  // the mixed lane (its timeout is never matched: it stays zero)
-}
-
-// steady_clock's clock (CLOCK_MONOTONIC) as of its last tick: a deadline starts
-// at most a tick (a few ms) early, and no hardware clock is read for the three
-// or four deadlines of each request.
-static deadline_list::clock::time_point coarse_now() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return deadline_list::clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
 }
 
 void deadline_list::set_after(deadline_entry& e, clock::duration timeout) {
