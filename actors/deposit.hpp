@@ -38,6 +38,7 @@ using retry_atom = caf::atom_constant<caf::atom("dretry")>;
 using claim_atom = caf::atom_constant<caf::atom("claim")>;
 using generation_atom = caf::atom_constant<caf::atom("cmdgen")>;
 using reread_atom = caf::atom_constant<caf::atom("dreread")>;
+using deferred_atom = caf::atom_constant<caf::atom("ddeferred")>;
 
 using store::parcel_kind;
 
@@ -98,7 +99,9 @@ using deposit_handle = caf::typed_actor<
   /// Internal: retries the puts refused during the soft quit.
   caf::reacts_to<retry_atom>,
   /// Internal: retries the reads held while the backend is unreachable.
-  caf::reacts_to<reread_atom>>;
+  caf::reacts_to<reread_atom>,
+  /// Internal: a slice of the backend's deferred work (store::deposit::do_deferred).
+  caf::reacts_to<deferred_atom>>;
 
 /// Spawns the deposit actor (detached; a top-level actor the node stops).
 /// `health` (may be null) receives the outcome of every write. A get or claim

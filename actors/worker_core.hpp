@@ -138,8 +138,11 @@ struct worker_policy {
   /// Freezes a run has in flight at once: a deposit batch's worth. CAF 0.17
   /// keeps an actor's pending requests in a flat map searched linearly, so
   /// 100,000 requests at once cost quadratic time in the worker (and as many
-  /// timeouts in the clock), while the deposit gets full batches from a window as well.
-  std::size_t freeze_window = 1024;
+  /// timeouts in the clock), while the deposit gets full batches from a window as well:
+  /// two of its batches (2,048 each), one being written while the next one fills
+  /// (each batch costs two filesystem flushes whatever its size). A freeze in flight
+  /// holds an encoded copy of one live user's state.
+  std::size_t freeze_window = 4096;
 };
 
 class worker_core {

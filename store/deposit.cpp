@@ -8,10 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <mutex>
+#include <tuple>
 #include <system_error>
 #include <utility>
 
@@ -220,12 +223,16 @@ public:
   file_lock() = default;
   file_lock(const file_lock&) = delete;
   file_lock& operator=(const file_lock&) = delete;
-  ~file_lock() {
+  ~file_lock() { release(); }
+  /// Unlocks (closes) what is held, if anything.
+  void release() {
     if (fd_ >= 0)
       ::close(fd_);
+    fd_ = -1;
   }
   /// Opens (creating it, 0600) and locks `path` exclusively; 0 or an errno.
   int lock(const std::string& path) {
+    release();
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
       return errno;
@@ -558,6 +565,10 @@ public:
   }
 
 private:
+  static constexpr std::size_t max_deferred_claims = 1 << 16;  // paths: ~8 MiB at most
+  std::mutex deferred_mutex_;
+  std::vector<std::string> deferred_claims_;  // claim files to make (do_deferred)
+
   std::string temp_name(const std::string& dir) {
     return dir + "/" + std::string(temp_prefix) + std::to_string(::getpid()) + "-" +
            std::to_string(temp_counter_.fetch_add(1, std::memory_order_relaxed));
@@ -800,14 +811,32 @@ private:
         }
       return errors;
     }
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (!done[i])
-        continue;
+    // The users of one shard are renamed under one lock (connections are not fenced).
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (done[i])
+        order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {  // a key twice: the later wins
+      return std::tie(batch[a].connection, done[a]->loc.lock) < std::tie(batch[b].connection, done[b]->loc.lock);
+    });
+    file_lock held;
+    const std::string* held_path = nullptr;
+    int lock_error = 0;
+    for (std::size_t i : order) {
       int e = 0;
       try {
-        e = batch[i].connection
-              ? rename_into_place(done[i]->tmp, done[i]->loc, batch[i].key)
-              : fenced_rename(done[i]->tmp, done[i]->loc, batch[i].key, batch[i].contents.owner_epoch);
+        if (batch[i].connection) {
+          e = rename_into_place(done[i]->tmp, done[i]->loc, batch[i].key);
+        } else {
+          if (!held_path || *held_path != done[i]->loc.lock) {
+            held_path = &done[i]->loc.lock;
+            lock_error = lock_shard(done[i]->loc, held);
+          }
+          e = lock_error;
+          if (!e && !check_and_rename(done[i]->tmp, done[i]->loc, batch[i].key, batch[i].contents.owner_epoch, e)
+              && !e && is_user_key(batch[i].key))
+            defer_claim_file(done[i]->loc);
+        }
       } catch (const std::exception& x) {  // stale (the temp file is gone), or the check could not read
         errors[i] = x.what();
         done[i].reset();
@@ -847,6 +876,16 @@ private:
     file_lock held;
     if (int e = lock_shard(loc, held))
       return e;
+    int e = 0;
+    if (!check_and_rename(tmp, loc, key, epoch, e) && e == 0 && is_user_key(key))
+      make_claim_file(claim_path(loc));
+    return e;
+  }
+
+  /// fenced_rename's work once the shard lock is held: `renamed` gets 0 or the
+  /// rename's errno. Returns whether his claim file exists.
+  bool check_and_rename(const std::string& tmp, const location& loc, std::string_view key, std::uint64_t epoch,
+                        int& renamed) {
     bool claim_exists = true;
     try {
       claim_exists = check_fence(loc, key, epoch);
@@ -858,15 +897,42 @@ private:
       note_failure();
       throw;
     }
-    int e = rename_into_place(tmp, loc, key);
-    // His first write makes his (empty) claim file, so that his wake writes the
-    // claim in place instead of creating a file on the way to his first answer.
-    if (e == 0 && !claim_exists && is_user_key(key)) {
-      int fd = ::open(claim_path(loc).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, file_mode);
-      if (fd >= 0)
-        ::close(fd);
+    renamed = rename_into_place(tmp, loc, key);
+    return claim_exists;
+  }
+
+  /// His first write makes his (empty: no claim) claim file, so that his wake
+  /// writes the claim in place instead of creating a file on the way to his
+  /// first answer. No lock needed: O_EXCL never touches a claim written meanwhile.
+  static void make_claim_file(const std::string& path) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, file_mode);
+    if (fd >= 0)
+      ::close(fd);
+  }
+
+  /// A batch leaves the claim file to do_deferred: a file creation costs as
+  /// much as the parcel's own here (most of a batch's first writes, e.g. a soft
+  /// quit of fresh guests). Past max_deferred_claims, his wake creates it.
+  void defer_claim_file(const location& loc) {
+    std::lock_guard<std::mutex> guard(deferred_mutex_);
+    if (deferred_claims_.size() < max_deferred_claims)
+      deferred_claims_.push_back(claim_path(loc));
+  }
+
+  std::size_t do_deferred(std::size_t max_steps) override {
+    std::vector<std::string> now;
+    std::size_t left = 0;
+    {
+      std::lock_guard<std::mutex> guard(deferred_mutex_);
+      const std::size_t n = std::min(max_steps, deferred_claims_.size());
+      now.assign(std::make_move_iterator(deferred_claims_.end() - static_cast<std::ptrdiff_t>(n)),
+                 std::make_move_iterator(deferred_claims_.end()));
+      deferred_claims_.resize(deferred_claims_.size() - n);
+      left = deferred_claims_.size();
     }
-    return e;
+    for (const auto& path : now)
+      make_claim_file(path);
+    return left;
   }
 
   /// Not a platform key ('%…': the global store, the health probe): nobody claims those.

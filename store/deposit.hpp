@@ -258,6 +258,17 @@ public:
   /// A user entry refused by fencing gets a text for which is_stale_owner() is true.
   virtual std::vector<std::string> put_batch(const std::vector<batch_entry>& batch) = 0;
 
+  /// Does up to `max_steps` of the work put_batch deferred to keep a batch
+  /// short, and returns how many steps are left (0: none). The filesystem
+  /// deposit defers the empty claim file of each user a batch wrote for the
+  /// first time: it only spares his next wake a file creation, so work left
+  /// undone (a soft quit does not wait for it) costs that wake the creation,
+  /// nothing else. Call it when idle; `do_deferred(0)` only tells what is left.
+  virtual std::size_t do_deferred(std::size_t max_steps) {
+    (void)max_steps;
+    return 0;
+  }
+
   /// Removes parcels whose last write (mtime) is older than the given ages:
   /// guests (keys starting "guest_") after guest_max_age, other users after
   /// user_max_age, connections after the larger of the two; also removes

@@ -413,6 +413,39 @@ TEST_F(tree, the_commander_places_under_the_generation_the_deposit_gave_it) {
   EXPECT_GE(p->owner_epoch & 0xffffffffu, 1u);
 }
 
+// The claim files a batch deferred (store::deposit::do_deferred) are made once
+// the deposit has written what was queued; not during the soft quit, when every
+// write goes first (what is left costs a wake a file creation, nothing else).
+TEST_F(tree, the_deposit_makes_deferred_claim_files_between_batches_but_not_during_the_quit) {
+  store::parcel p;
+  p.payload = store::pack(tally{1});
+  p.owner_epoch = 1;
+  auto first_writes = [&](const std::string& prefix) {
+    std::vector<store::deposit::batch_entry> batch;
+    for (int i = 0; i < 200; ++i)
+      batch.push_back({false, prefix + std::to_string(i), p});
+    auto errors = backend->put_batch(batch);
+    ASSERT_EQ(std::count(errors.begin(), errors.end(), ""), 200);
+    ASSERT_EQ(backend->do_deferred(0), 200u);
+  };
+  auto put_through_the_actor = [&](const std::string& user) {
+    (*self)->request(deposit, 5s, put_atom::value, parcel_kind::user, user, p)
+      .receive([](std::uint64_t) {}, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  };
+  first_writes("idle");
+  put_through_the_actor("writer");  // a batch written: the deferred work follows it
+  EXPECT_TRUE(troupe::test::eventually([&] { return backend->do_deferred(0) == 0; }));
+  const auto parcel = std::filesystem::path(store::filesystem_parcel_path(dir.string(), parcel_kind::user, "idle7"));
+  EXPECT_TRUE(std::filesystem::exists(parcel.parent_path() / (".claim-" + parcel.filename().string())));
+
+  (*self)->request(deposit, 5s, quit_atom::value, std::int64_t{60000}, (dir / "fallback").string())
+    .receive([](bool) {}, [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+  first_writes("quit");
+  put_through_the_actor("writer");
+  put_through_the_actor("writer");  // answered after whatever the first one scheduled
+  EXPECT_EQ(backend->do_deferred(0), 200u);
+}
+
 // A stale write is answered stale_owner at once and never parked, even while
 // the soft quit retries refused writes and parks them in its fallback.
 TEST_F(tree, a_stale_write_is_refused_at_once_even_during_the_soft_quit) {

@@ -434,6 +434,31 @@ TEST_F(fencing_test, a_cut_claim_counts_as_none) {
   EXPECT_EQ(dep->owner_epoch("ivy"), 3u);
 }
 
+// A batch leaves its first writers' (empty) claim files to do_deferred; the
+// fence is the same either way: an empty claim file and none both read as no claim.
+TEST_F(fencing_test, a_batch_defers_the_claim_files_of_first_writes) {
+  auto claim_of = [&](const std::string& user) {
+    return (fs::path(user_path(user)).parent_path() / (".claim-" + user + ".parcel")).string();
+  };
+  std::vector<deposit::batch_entry> batch;
+  for (int i = 0; i < 40; ++i)
+    batch.push_back({false, "new" + std::to_string(i), epoch_parcel(3, "s")});
+  batch.push_back({false, "%platform", epoch_parcel(3, "nobody claims a platform key")});
+  auto errors = dep->put_batch(batch);
+  EXPECT_EQ(std::count(errors.begin(), errors.end(), ""), 41);
+  EXPECT_EQ(dep->do_deferred(0), 40u);  // asking does nothing
+  EXPECT_FALSE(fs::exists(claim_of("new0")));
+  EXPECT_EQ(other->owner_epoch("new0"), 3u);  // fenced by his parcel meanwhile
+  EXPECT_THROW(other->put_user("new0", epoch_parcel(2, "stale")), stale_owner_error);
+  ASSERT_TRUE(other->claim_user("new1", 4));  // a wake before do_deferred creates the claim itself
+  EXPECT_EQ(dep->do_deferred(15), 25u);
+  EXPECT_EQ(dep->do_deferred(100), 0u);
+  for (int i = 0; i < 40; ++i)
+    EXPECT_EQ(read_file(claim_of("new" + std::to_string(i))), i == 1 ? "00000000000000000004\n" : "") << i;
+  EXPECT_EQ(dep->owner_epoch("new1"), 4u);  // the deferred O_EXCL left the wake's claim alone
+  EXPECT_EQ(dep->owner_epoch("new2"), 3u);
+}
+
 TEST_F(fencing_test, the_check_is_made_under_the_shard_lock_another_process_holds) {
   // This test holds the shard's lock as another process writing would; a
   // write of the old epoch that arrives meanwhile waits, then sees the newer
