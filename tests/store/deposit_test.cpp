@@ -457,6 +457,23 @@ TEST_F(fencing_test, a_batch_defers_the_claim_files_of_first_writes) {
     EXPECT_EQ(read_file(claim_of("new" + std::to_string(i))), i == 1 ? "00000000000000000004\n" : "") << i;
   EXPECT_EQ(dep->owner_epoch("new1"), 4u);  // the deferred O_EXCL left the wake's claim alone
   EXPECT_EQ(dep->owner_epoch("new2"), 3u);
+
+  // The deposit removed meanwhile: the deferred files are given up, nothing is
+  // made in its place, and the next write heals the structure as always.
+  ASSERT_EQ(std::count(errors.begin(), errors.end(), ""), 41);
+  batch.resize(10);
+  errors = dep->put_batch(batch);
+  ASSERT_EQ(dep->do_deferred(0), 0u);  // written before: their claim files exist
+  batch.clear();
+  for (int i = 0; i < 10; ++i)
+    batch.push_back({false, "later" + std::to_string(i), epoch_parcel(3, "s")});
+  errors = dep->put_batch(batch);
+  ASSERT_EQ(dep->do_deferred(0), 10u);
+  fs::remove_all(dir + "/users");
+  EXPECT_EQ(dep->do_deferred(100), 0u);
+  EXPECT_FALSE(fs::exists(dir + "/users"));
+  dep->put_user("later0", epoch_parcel(3, "after the removal", 2));
+  EXPECT_EQ(text_of(*other->get_user("later0")), "after the removal");
 }
 
 TEST_F(fencing_test, the_check_is_made_under_the_shard_lock_another_process_holds) {
