@@ -282,16 +282,17 @@ std::vector<std::string> filesystem_deposit::put_batch(const std::vector<batch_e
     return std::tie(batch[a].connection, done[a]->loc.lock) < std::tie(batch[b].connection, done[b]->loc.lock);
   });
   file_lock held;
-  const std::string* held_path = nullptr;
+  std::string held_path;  // a copy: an entry that fails is reset below
   int lock_error = 0;
   for (std::size_t i : order) {
     int e = 0;
     try {
-      if (batch[i].connection) {
+      if (batch[i].connection) {  // after every user: the last shard's lock is not needed any more
+        held.release();
         e = rename_into_place(done[i]->tmp, done[i]->loc, batch[i].key);
       } else {
-        if (!held_path || *held_path != done[i]->loc.lock) {
-          held_path = &done[i]->loc.lock;
+        if (held_path != done[i]->loc.lock) {
+          held_path = done[i]->loc.lock;
           lock_error = lock_shard(done[i]->loc, held);
         }
         e = lock_error;

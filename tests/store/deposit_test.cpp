@@ -476,6 +476,33 @@ TEST_F(fencing_test, a_batch_defers_the_claim_files_of_first_writes) {
   EXPECT_EQ(text_of(*other->get_user("later0")), "after the removal");
 }
 
+// A batch renames one shard's users under one lock: an entry refused there
+// (stale, or its temp file gone) leaves the others of the shard to land.
+TEST_F(fencing_test, a_refused_entry_does_not_stop_the_rest_of_its_shard) {
+  auto shard_of = [&](const std::string& user) { return fs::path(user_path(user)).parent_path().filename(); };
+  std::vector<std::string> same{"u0"};
+  for (int i = 1; same.size() < 4 && i < 100000; ++i)
+    if (shard_of("u" + std::to_string(i)) == shard_of("u0"))
+      same.push_back("u" + std::to_string(i));
+  ASSERT_EQ(same.size(), 4u);
+  ASSERT_TRUE(other->claim_user(same[0], 9) == std::nullopt);  // a newer owner holds the first
+  ASSERT_TRUE(other->claim_user(same[2], 9) == std::nullopt);  // and the third
+  std::vector<deposit::batch_entry> batch;
+  for (const auto& u : same)
+    batch.push_back({false, u, epoch_parcel(5, u)});
+  batch.push_back({true, "c1", epoch_parcel(5, "connection")});
+  auto errors = dep->put_batch(batch);
+  EXPECT_TRUE(is_stale_owner(errors[0])) << errors[0];
+  EXPECT_EQ(errors[1], "");
+  EXPECT_TRUE(is_stale_owner(errors[2])) << errors[2];
+  EXPECT_EQ(errors[3], "");
+  EXPECT_EQ(errors[4], "");
+  EXPECT_FALSE(other->get_user(same[0]));
+  EXPECT_EQ(text_of(*other->get_user(same[1])), same[1]);
+  EXPECT_EQ(text_of(*other->get_user(same[3])), same[3]);
+  EXPECT_EQ(text_of(*other->get_connection("c1")), "connection");
+}
+
 TEST_F(fencing_test, the_check_is_made_under_the_shard_lock_another_process_holds) {
   // This test holds the shard's lock as another process writing would; a
   // write of the old epoch that arrives meanwhile waits, then sees the newer
