@@ -89,13 +89,19 @@ void deadline_list::arm(clock::time_point at) {
 void deadline_list::on_timer() {
   armed_ = false;
   const auto now = clock::now();
-  for (auto& l : lanes_) {
-    // An expiry may set deadlines again, its own included: they fall due after now.
-    while (!l.due_order.empty() && l.due_order.front().due_ <= now) {
-      auto& e = l.due_order.front();
-      l.due_order.pop_front();
-      e.expired();
-    }
+  // Earliest first across the lanes: a late wake-up finds several lanes due.
+  // An expiry may set deadlines again, its own included: they fall due after now.
+  for (;;) {
+    lane* first = nullptr;
+    for (auto& l : lanes_)
+      if (!l.due_order.empty() && l.due_order.front().due_ <= now &&
+          (!first || l.due_order.front().due_ < first->due_order.front().due_))
+        first = &l;
+    if (!first)
+      break;
+    auto& e = first->due_order.front();
+    first->due_order.pop_front();
+    e.expired();
   }
   const deadline_entry* earliest = nullptr;
   for (auto& l : lanes_)

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace deadline_list_test_file {
@@ -115,6 +116,25 @@ TEST(DeadlineList, MoreTimeoutsThanLanesStillExpireInTheirOrder) {
     list.set_after(*entries.back(), std::chrono::milliseconds(5 * i));
   }
   EXPECT_EQ(list.size(), 12u);
+  ASSERT_TRUE(run_until(ioc, [&] { return log.size() == 12; }));
+  for (std::size_t i = 0; i < log.size(); ++i)
+    EXPECT_EQ(log[i], std::to_string(i + 1)) << "the " << i + 1 << "th to expire";
+}
+
+// A thread busy past several deadlines (a loaded machine) finds entries of
+// several lanes due at one wake-up: they still expire earliest first.
+TEST(DeadlineList, AWakeUpPastSeveralLanesExpiresTheirEntriesEarliestFirst) {
+  boost::asio::io_context ioc;
+  deadline_list list(ioc.get_executor());
+  std::vector<std::string> log;
+  std::vector<std::unique_ptr<recorder>> entries;
+  for (int i = 12; i >= 1; --i) {  // lanes 0-6 hold 12..6, the mixed lane 5..1
+    entries.push_back(std::make_unique<recorder>(log, std::to_string(i)));
+    list.set_after(*entries.back(), std::chrono::milliseconds(2 * i));
+  }
+  const auto all_due = entries.front()->due();
+  while (clock_type::now() <= all_due)  // the io thread is busy elsewhere until every entry is due
+    std::this_thread::yield();
   ASSERT_TRUE(run_until(ioc, [&] { return log.size() == 12; }));
   for (std::size_t i = 0; i < log.size(); ++i)
     EXPECT_EQ(log[i], std::to_string(i + 1)) << "the " << i + 1 << "th to expire";
