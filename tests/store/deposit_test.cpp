@@ -487,6 +487,9 @@ TEST_F(fencing_test, a_refused_entry_does_not_stop_the_rest_of_its_shard) {
   ASSERT_EQ(same.size(), 4u);
   ASSERT_TRUE(other->claim_user(same[0], 9) == std::nullopt);  // a newer owner holds the first
   ASSERT_TRUE(other->claim_user(same[2], 9) == std::nullopt);  // and the third
+  write_file(user_path(same[1]), "corrupt");  // a corrupt parcel in place: the write replaces it
+  write_file((fs::path(user_path(same[3])).parent_path() / (".claim-" + same[3] + ".parcel")).string(),
+             "12x\n");  // a claim a crash cut: none
   std::vector<deposit::batch_entry> batch;
   for (const auto& u : same)
     batch.push_back({false, u, epoch_parcel(5, u)});
