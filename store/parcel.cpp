@@ -81,11 +81,17 @@ struct wire_parcel_v3 {
                  group, sum, payload);
 };
 
+// The header's encoding is summed as it is written (FNV-1a: a chained seed is a concatenation).
+struct checksum_sink {
+  std::uint64_t sum;
+  void write(const char* data, std::size_t size) { sum = checksum(data, size, sum); }
+};
+
 template <class Header>
 std::uint64_t sum_of(const Header& h, const char* payload, std::size_t size) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, h);
-  return checksum(payload, size, checksum(buf.data(), buf.size()));
+  checksum_sink header{checksum_seed};
+  msgpack::pack(header, h);
+  return checksum(payload, size, header.sum);
 }
 
 std::uint64_t sum_v2(const wire_header_v2& h, const char* payload, std::size_t size) {
@@ -228,8 +234,10 @@ bytes encode(const parcel& p, std::string_view owner) {
   h.owner_epoch = p.owner_epoch;
   h.group = p.group;
   const std::uint64_t sum = sum_of(h, p.payload.data(), p.payload.size());
-  msgpack::sbuffer buf(p.payload.size() + 128);
-  msgpack::packer<msgpack::sbuffer> pk(buf);
+  bytes out;
+  out.reserve(p.payload.size() + 128 + h.writer_node.size() + h.writer_worker.size() + h.owner.size() + h.group.size());
+  detail::bytes_sink sink{out};
+  msgpack::packer<detail::bytes_sink> pk(sink);
   pk.pack_array(12);
   pk.pack(h.magic);
   pk.pack(h.version);
@@ -243,7 +251,7 @@ bytes encode(const parcel& p, std::string_view owner) {
   pk.pack(h.group);
   pk.pack(sum);
   pk.pack(msgpack::type::raw_ref(p.payload.data(), static_cast<std::uint32_t>(p.payload.size())));
-  return bytes(buf.data(), buf.data() + buf.size());
+  return out;
 }
 
 parcel decode(const char* data, std::size_t size) {

@@ -80,8 +80,10 @@ inline parcel decode(const bytes& data) {
 /// given) is set when more bytes might make it one.
 std::optional<std::uint64_t> peek_owner_epoch(const char* data, std::size_t size, bool* truncated = nullptr) noexcept;
 
-/// 64-bit FNV-1a of `data` (continuing from `seed`, the FNV offset basis by
-/// default): the parcel checksum (corruption, not tampering).
-std::uint64_t checksum(const char* data, std::size_t size, std::uint64_t seed = 1469598103934665603ull) noexcept;
+/// The FNV-1a offset basis: checksum's seed for a first piece.
+inline constexpr std::uint64_t checksum_seed = 1469598103934665603ull;
+/// 64-bit FNV-1a of `data` (continuing from `seed`: checksum(b, checksum(a)) is
+/// the checksum of a then b): the parcel checksum (corruption, not tampering).
+std::uint64_t checksum(const char* data, std::size_t size, std::uint64_t seed = checksum_seed) noexcept;
 
 }  // namespace troupe::store

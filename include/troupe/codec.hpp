@@ -3,6 +3,8 @@
 /// msgpack encoding of application state: what a user's store becomes when it
 /// is carried (login), frozen (deposit) or sent to another node.
 
+#include <troupe/detail/bytes_sink.hpp>
+
 #include <msgpack.hpp>
 
 #include <stdexcept>
@@ -23,9 +25,10 @@ public:
 /// Encodes any msgpack-serializable value.
 template <class T>
 bytes pack(const T& value) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, value);
-  return bytes(buf.data(), buf.data() + buf.size());
+  bytes out;
+  detail::bytes_sink sink{out};
+  msgpack::pack(sink, value);
+  return out;
 }
 
 /// msgpack limits for decoding `size` bytes: no array or map may claim more
