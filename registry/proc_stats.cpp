@@ -1,20 +1,35 @@
 #include "registry/proc_stats.hpp"
 
+#include <array>
+#include <cerrno>
 #include <cctype>
-#include <fstream>
-#include <iterator>
 #include <string>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace troupe::registry {
 
 namespace {
 
+// Read into the stack, not an ifstream: its 8 KiB heap buffer, once a beat,
+// makes malloc consolidate every free chunk of a node with 100,000 users.
 std::optional<std::uint64_t> field_of_file(const char* path, std::string_view field) {
-  std::ifstream in(path);
-  if (!in)
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return std::nullopt;
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return proc_kb_field(text, field);
+  std::array<char, 16384> text;  // /proc/self/status and /proc/meminfo: ~1.5 KiB
+  std::size_t size = 0;
+  while (size < text.size()) {
+    ssize_t n = ::read(fd, text.data() + size, text.size() - size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    size += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return proc_kb_field(std::string_view(text.data(), size), field);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace troupe::store::fs_deposit {
 
 filesystem_deposit::filesystem_deposit(const std::string& dir)
-  : root_(dir) {
+  : root_(dir), pid_text_(std::to_string(::getpid())) {
   if (root_.empty())
     throw deposit_error("deposit directory not given");
   while (root_.size() > 1 && root_.back() == '/')
@@ -74,7 +74,7 @@ void filesystem_deposit::remove_connection(const std::string& cid) {
 }
 
 std::string filesystem_deposit::temp_name(const std::string& dir) {
-  return dir + "/" + std::string(temp_prefix) + std::to_string(::getpid()) + "-" +
+  return dir + "/" + std::string(temp_prefix) + pid_text_ + "-" +
          std::to_string(temp_counter_.fetch_add(1, std::memory_order_relaxed));
 }
 

@@ -196,6 +196,8 @@ private:
   std::uint64_t generation_given_ = 0;  // the last commander generation this object gave (0: none)
   bool generation_locked_ = false;      // next_commander_generation holds the generation lock
   std::atomic<std::uint64_t> temp_counter_{0};
+  // Names temp files (with temp_counter_): getpid is a system call on every write otherwise.
+  const std::string pid_text_;
   std::atomic<std::uint64_t> quarantine_counter_{0};
   static constexpr std::size_t max_deferred_claims = 1 << 16;  // paths: ~8 MiB at most
   std::mutex deferred_mutex_;

@@ -261,7 +261,7 @@ bool filesystem_deposit::unlink_counted(const std::string& path, const char* wha
 
 bool filesystem_deposit::expire(const std::string& dir, const std::string& name, std::int64_t max_ns, std::int64_t now) {
   std::string path = dir + "/" + name;
-  std::string tomb = dir + "/" + std::string(tomb_prefix) + std::to_string(::getpid()) + "-" + name;
+  std::string tomb = dir + "/" + std::string(tomb_prefix) + pid_text_ + "-" + name;
   if (::rename(path.c_str(), tomb.c_str()) != 0) {
     int e = errno;
     if (e != ENOENT) {
