@@ -66,6 +66,7 @@ struct deposit_state {
   std::shared_ptr<store::deposit> backend;
   health_signals* health = nullptr;
   put_batch staged;
+  std::uint64_t staged_number = 0;  // which batch `staged` is: a flush_atom for an older one is stale
   // Stale writes come in bursts (every user of a fenced node): one line a second.
   rate_limited_log fenced_log{spdlog::level::warn};
 
@@ -339,13 +340,19 @@ deposit_handle::behavior_type deposit_impl(deposit_handle::stateful_pointer<depo
       auto& st = self->state;
       auto promise = self->make_response_promise<std::uint64_t>();
       if (st.staged.empty())  // handled after everything already queued: they form one batch
-        self->send(self, flush_atom::value);
+        self->send(self, flush_atom::value, ++st.staged_number);
       st.staged.add({kind == parcel_kind::connection, std::move(key), std::move(p)}, promise);
       if (st.staged.size() >= max_batch)
         st.flush();
       return promise;
     },
-    [=](flush_atom) { self->state.flush(); },
+    [=](flush_atom, std::uint64_t number) {
+      // A batch written early (full, or before a read) leaves its flush_atom
+      // behind: flushing then would write the few puts queued since as a batch
+      // of their own, two filesystem flushes for a handful of parcels.
+      if (number == self->state.staged_number)
+        self->state.flush();
+    },
     [=](get_atom, parcel_kind kind, std::string& key) -> caf::result<std::vector<store::parcel>> {
       auto promise = self->make_response_promise<std::vector<store::parcel>>();
       self->state.flush();

@@ -82,8 +82,9 @@ using deposit_handle = caf::typed_actor<
   caf::replies_to<quarantine_atom, std::string, std::string>::with<std::string>,
   /// Forgets users idle past the given hours (users, guests); answers how many.
   caf::replies_to<sweep_atom, double, double>::with<std::uint64_t>,
-  /// Internal: writes what was staged (group commit).
-  caf::reacts_to<flush_atom>,
+  /// Internal: writes the staged batch number N (group commit); a batch
+  /// written meanwhile (full, or before a read) makes it a no-op.
+  caf::reacts_to<flush_atom, std::uint64_t>,
   /// The soft quit begins (retry_ms, fallback_dir): from now on a put the
   /// backend refuses is retried until retry_ms have passed, then written to a
   /// filesystem deposit at fallback_dir (created on first use) and answered as
