@@ -292,13 +292,16 @@ void user_state::write_freeze_parcels(std::uint8_t cause, std::uint64_t attempt)
     done(freeze_writes::failed);
   };
   auto why = static_cast<store::parcel_cause>(cause);
+  // The soft quit's writes have no timeout of their own: the worker's freeze
+  // run bounds them with one deadline for all (worker_actor_state::freezes_out),
+  // where a timeout each would put every user through CAF's clock thread.
+  const caf::duration timeout = core->quitting() ? caf::duration{caf::infinite} : caf::duration{deposit_timeout};
   core->asked();
-  self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::user, user_name, make_parcel(why))
+  self->request(deposit, timeout, put_atom::value, parcel_kind::user, user_name, make_parcel(why))
     .then([done](std::uint64_t) { done(freeze_writes::written); }, on_error);
   for (auto* conn : named) {
     core->asked();
-    self->request(deposit, deposit_timeout, put_atom::value, parcel_kind::connection, conn->cid,
-                  connection_parcel(*conn, why))
+    self->request(deposit, timeout, put_atom::value, parcel_kind::connection, conn->cid, connection_parcel(*conn, why))
       .then([done](std::uint64_t) { done(freeze_writes::written); }, on_error);
   }
 }

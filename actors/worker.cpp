@@ -100,21 +100,51 @@ void worker_actor_state::stop_user(std::uint64_t id) {
 void worker_actor_state::freeze_user(std::uint64_t run, const std::string& user, std::uint64_t id,
                                      freeze_purpose why, clock::time_point deadline) {
   auto cause = why == freeze_purpose::quit ? store::parcel_cause::quit : store::parcel_cause::freeze;
-  caf::duration left{std::max(std::chrono::milliseconds(1),
-                              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()))};
-  self->request(handle(id), left, freeze_atom::value, static_cast<std::uint8_t>(cause))
-    .then([this, run](bool) { core->user_frozen(run); },
-          [this, run, user, id](caf::error& err) {
-            bool stale = is(err, errc::stale_owner);
-            if (!stale)
-              spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
-                            self->system().render(err));
-            core->user_not_frozen(run, user, id, stale);
-          });
+  auto [out, first] = freezes_out.try_emplace(run);
+  if (first) {  // the run's one timer (again after its deadline, for what its answers start then)
+    auto left = std::max(std::chrono::milliseconds(1),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()));
+    self->delayed_send(self, left, freeze_deadline_atom::value, run);
+  }
+  out->second.emplace(id, user);
+  // No timeout of its own: freeze_deadline bounds it (see freezes_out).
+  self->request(handle(id), caf::infinite, freeze_atom::value, static_cast<std::uint8_t>(cause))
+    .then(
+      [this, run, id](bool) {
+        if (freeze_answered(run, id))
+          core->user_frozen(run);
+      },
+      [this, run, user, id](caf::error& err) {
+        if (!freeze_answered(run, id))
+          return;
+        bool stale = is(err, errc::stale_owner);
+        if (!stale)
+          spdlog::error("worker {}: user {} could not be frozen: {}", spec.name, registry::redact(user),
+                        self->system().render(err));
+        core->user_not_frozen(run, user, id, stale);
+      });
 }
 
-void worker_actor_state::freeze_done(std::uint64_t, freeze_purpose why, std::uint64_t,
+bool worker_actor_state::freeze_answered(std::uint64_t run, std::uint64_t id) {
+  auto out = freezes_out.find(run);
+  return out != freezes_out.end() && out->second.erase(id) == 1;
+}
+
+void worker_actor_state::freeze_deadline(std::uint64_t run) {
+  auto out = freezes_out.find(run);
+  if (out == freezes_out.end() || out->second.empty())
+    return;
+  auto late = std::move(out->second);
+  freezes_out.erase(out);
+  spdlog::error("worker {}: {} user(s) did not freeze before the deadline (e.g. {})", spec.name, late.size(),
+                registry::redact(late.begin()->second));
+  for (auto& [id, user] : late)
+    core->user_not_frozen(run, user, id, false);
+}
+
+void worker_actor_state::freeze_done(std::uint64_t run, freeze_purpose why, std::uint64_t,
                                      const std::vector<std::string>& failed) {
+  freezes_out.erase(run);
   if (why == freeze_purpose::replace && !failed.empty())
     spdlog::error("worker {}: {} user(s) could not be frozen; it stays in service", spec.name, failed.size());
 }
@@ -494,6 +524,7 @@ worker_actor::behavior_type worker_impl(worker_actor::stateful_pointer<worker_ac
       self->state.add_timer(id, which, arg, delay_ms);
     },
     [=](timer_atom, std::int64_t at) { self->state.on_timers(at); },
+    [=](freeze_deadline_atom, std::uint64_t run) { self->state.freeze_deadline(run); },
     [=](restart_atom, std::string& user, store::bytes& last_good) {
       self->state.core->last_good_state(std::move(user), std::move(last_good));
     },

@@ -30,6 +30,9 @@
 
 namespace troupe {
 
+/// A freeze run's deadline came (the worker's own timer).
+using freeze_deadline_atom = caf::atom_constant<caf::atom("frzdeadln")>;
+
 /// The worker's whole interface: its public one and its own timers (private:
 /// no other actor can send them).
 using worker_actor = worker_handle::extend<
@@ -41,7 +44,9 @@ using worker_actor = worker_handle::extend<
   /// Its admission beat (every 100 ms with CPU admission on, else every
   /// second): it samples its users' CPU and its memory and tells its group at
   /// every change (docs/SUPERVISION.md "Admission").
-  caf::reacts_to<admission_atom>>;
+  caf::reacts_to<admission_atom>,
+  /// Freeze run N's deadline: its freezes still out are answered failed.
+  caf::reacts_to<freeze_deadline_atom, std::uint64_t>>;
 
 struct worker_actor_state : worker_effects {
   using steady = std::chrono::steady_clock;
@@ -98,6 +103,12 @@ struct worker_actor_state : worker_effects {
   std::optional<steady::time_point> armed;
   std::size_t downs_since_compaction = 0;
 
+  // The freezes of each run still out (run → user actor id → name). Their
+  // requests carry no timeout of their own: a soft quit of 100,000 users
+  // would put 100,000 entries through CAF's clock thread, a lock and a wake-up
+  // each. One delayed message per run answers, at its deadline, those still out.
+  std::unordered_map<std::uint64_t, std::unordered_map<std::uint64_t, std::string>> freezes_out;
+
   ~worker_actor_state() override;
 
   // -- worker_effects (worker.cpp) ----------------------------------------------------------
@@ -127,6 +138,9 @@ struct worker_actor_state : worker_effects {
   void forget_resting(const std::string& user);
   void arm_rest_sweep();
   void sweep_resting();
+  /// Freeze `id` of run `run` answered (true) or already given up at its deadline (false).
+  bool freeze_answered(std::uint64_t run, std::uint64_t id);
+  void freeze_deadline(std::uint64_t run);
   void add_timer(std::uint64_t id, std::uint8_t which, std::uint64_t arg, std::int64_t delay_ms);
   void arm(steady::time_point due);
   void on_timers(std::int64_t at);

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,13 +28,16 @@ using namespace std::chrono_literals;
 
 class tree : public ::testing::Test, protected node_system {
 protected:
-  tree() {
+  /// Makes the deposit's backend in a directory (default: a filesystem deposit).
+  using backend_factory = std::function<std::shared_ptr<store::deposit>(const std::string& dir)>;
+
+  explicit tree(const backend_factory& make_backend = {}) {
     ctx->recipe().groups.front().user_type = "counter";
     ctx->recipe().groups.front().workers = 2;
     ctx->recipe().limits.user_queue_length = 2;
     ctx->apps.add<counter_app>("counter");
     dir = std::filesystem::temp_directory_path() / ("troupe-tree-" + ctx->cids->mint());
-    backend = store::make_filesystem_deposit(dir.string());
+    backend = make_backend ? make_backend(dir.string()) : store::make_filesystem_deposit(dir.string());
     deposit = spawn_deposit(*sys, backend);
     global_store = spawn_global_store(*sys, ctx, deposit);
     commander = spawn_commander(*sys, ctx, deposit, global_store);
