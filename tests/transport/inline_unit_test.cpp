@@ -47,10 +47,13 @@ protected:
     sys.reset();
   }
 
-  // Returns once the actor has answered a request: it waits for mail now.
+  // Returns once the actor has answered a request and blocked his mailbox: he
+  // waits for mail now (his answer goes out a moment before his thread lets him go).
   void idle() {
     caf::scoped_actor self{*sys};
     self->request(actor, caf::infinite, ping_atom::value).receive([](int) {}, [](caf::error&) {});
+    auto* a = static_cast<caf::scheduled_actor*>(caf::actor_cast<caf::abstract_actor*>(actor));
+    ASSERT_TRUE(eventually([&] { return a->mailbox().blocked(); }, std::chrono::seconds(10)));
   }
 
   caf::actor_system_config cfg;
