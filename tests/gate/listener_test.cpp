@@ -135,7 +135,8 @@ TEST_F(GateListener, AConnectionWithTheKeyReachesThePublishedActor) {
   ASSERT_TRUE(a) << peer_sys.render(a.error());
   EXPECT_EQ(add(*a, 20, 22), 42);
   EXPECT_EQ(refusals.load(), 0u);
-  EXPECT_EQ(gate->pending(), 0u);
+  // Its connection leaves the vetting once handed on: maybe a moment after CAF has used it.
+  EXPECT_TRUE(eventually([&] { return gate->pending() == 0; }, 2000ms)) << gate->pending();
 }
 
 TEST_F(GateListener, AWrongKeyIsRefusedWithAClearTextAndCounted) {
