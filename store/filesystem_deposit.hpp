@@ -154,6 +154,8 @@ private:
   /// place. Returns the quarantine path, "" when nothing was there any more.
   /// Throws deposit_error when it cannot be moved.
   std::string quarantine(const location& loc, std::string_view key, const std::string& reason, bool mark);
+  // quarantine() counted in the health counters: a throw is a failure, an answer a success.
+  std::string quarantine_counted(const location& loc, std::string_view key, const std::string& reason, bool mark);
 
   // --- quarantine markers: a user whose parcel was quarantined stays refused --------
 

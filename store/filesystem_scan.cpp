@@ -12,16 +12,8 @@
 namespace troupe::store::fs_deposit {
 
 std::string filesystem_deposit::quarantine_user(const std::string& user, const std::string& reason) {
-  location loc = locate(users_, user);
-  std::string qpath;
-  try {
-    qpath = quarantine(loc, user, reason, true);
-  } catch (const std::exception&) {
-    note_failure();
-    throw;
-  }
-  note_success();  // nothing to move (qpath ""): the marker is left all the same
-  return qpath;
+  // Nothing to move (""): the marker is left all the same.
+  return quarantine_counted(locate(users_, user), user, reason, true);
 }
 
 bool filesystem_deposit::is_platform_key(const std::string& escaped) { return starts_with(escaped, "%25"); }
@@ -104,15 +96,21 @@ std::size_t filesystem_deposit::count_users() {
 }
 
 [[noreturn]] void filesystem_deposit::refuse(const location& loc, std::string_view key, const std::string& reason, bool users) {
+  // The disk answered; what it held was bad (counted as quarantined).
+  throw parcel_quarantined(std::string(key), reason, quarantine_counted(loc, key, reason, users));
+}
+
+std::string filesystem_deposit::quarantine_counted(const location& loc, std::string_view key, const std::string& reason,
+                                                   bool mark) {
   std::string qpath;
   try {
-    qpath = quarantine(loc, key, reason, users);
+    qpath = quarantine(loc, key, reason, mark);
   } catch (const std::exception&) {
     note_failure();
     throw;
   }
-  note_success();  // the disk answered; what it held was bad (counted as quarantined)
-  throw parcel_quarantined(std::string(key), reason, qpath);
+  note_success();
+  return qpath;
 }
 
 std::string filesystem_deposit::quarantine(const location& loc, std::string_view key, const std::string& reason, bool mark) {
