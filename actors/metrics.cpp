@@ -366,6 +366,17 @@ std::string node_metrics::prometheus_text() const {
   line("troupe_forwarded_requests_total", "outcome=\"timeout\"", forwarded.timed_out.load(std::memory_order_relaxed));
   line("troupe_forwarded_requests_total", "outcome=\"refused\"", forwarded.refused.load(std::memory_order_relaxed));
   line("troupe_forwarded_requests_total", "outcome=\"error\"", forwarded.failed.load(std::memory_order_relaxed));
+  out += "# HELP troupe_worker_pipe_requests_total Requests sent to worker processes on their pipes, by outcome.\n"
+         "# TYPE troupe_worker_pipe_requests_total counter\n";
+  line("troupe_worker_pipe_requests_total", "outcome=\"answered\"", piped.answered.load(std::memory_order_relaxed));
+  line("troupe_worker_pipe_requests_total", "outcome=\"released\"", piped.released.load(std::memory_order_relaxed));
+  line("troupe_worker_pipe_requests_total", "outcome=\"refused\"", piped.refused.load(std::memory_order_relaxed));
+  out += "# HELP troupe_worker_pipe_writes_total Writes of requests on the worker processes' pipes (a write carries every request ready).\n"
+         "# TYPE troupe_worker_pipe_writes_total counter\n";
+  line("troupe_worker_pipe_writes_total", "", piped.writes.load(std::memory_order_relaxed));
+  out += "# HELP troupe_worker_pipe_pending Requests on the worker processes' pipes awaiting their answer.\n"
+         "# TYPE troupe_worker_pipe_pending gauge\n";
+  line("troupe_worker_pipe_pending", "", piped.pending.load(std::memory_order_relaxed));
   out += "# HELP troupe_forwarded_pending Forwarded requests awaiting their remote answer.\n"
          "# TYPE troupe_forwarded_pending gauge\n";
   line("troupe_forwarded_pending", "", forwarded.pending.load(std::memory_order_relaxed));

@@ -152,6 +152,14 @@ struct node_metrics {
     std::atomic<std::uint64_t> failed{0};       ///< any other error of the remote request: 502
     std::atomic<std::int64_t> pending{0};       ///< in flight now
   } forwarded;
+  /// Requests on the worker processes' pipes (transport/worker_pipe.hpp), by how they ended.
+  struct piped_counters {
+    std::atomic<std::uint64_t> answered{0};  ///< the process's answer was delivered
+    std::atomic<std::uint64_t> released{0};  ///< undelivered: the actor died with it, or the pipe ended
+    std::atomic<std::uint64_t> refused{0};   ///< past limits.max_forwarded_requests: 503
+    std::atomic<std::uint64_t> writes{0};    ///< writes on the node's ends (each carries every request ready)
+    std::atomic<std::int64_t> pending{0};    ///< in flight now
+  } piped;
   /// The page channels on /_troupe/ws (docs/channels.md): troupe_channel_*.
   struct channel_counters {
     std::atomic<std::int64_t> sockets{0};             ///< open channel sockets now

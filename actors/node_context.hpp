@@ -26,6 +26,9 @@
 
 namespace troupe {
 
+class worker_pipe_directory;
+class worker_pipe_service;
+
 /// Whether this cluster member may serve its users right now: it may until
 /// `until_ms` (steady clock), which its cluster agent pushes forward at every
 /// heartbeat while it has the majority. A member that was stopped (SIGSTOP, a
@@ -49,6 +52,7 @@ struct worker_bootstrap {
   std::string config_file;
   std::vector<std::pair<std::string, std::string>> env;  ///< the node's TROUPE_* variables
   std::vector<std::string> sets;                         ///< every --set the node's recipe was composed with
+  std::uint32_t pipes = 0;  ///< its worker pipes, on descriptors worker_pipe_fd.. (actors/worker_pipes.hpp)
 };
 
 struct node_context {
@@ -109,6 +113,11 @@ struct node_context {
   std::shared_ptr<gate::token_table> worker_tokens;
   std::uint16_t worker_gate_port = 0;
   worker_bootstrap worker_boot;
+  /// The node's ends of its worker processes' pipes (actors/worker_pipes.hpp);
+  /// null when no group runs processes (their requests then take the forwarder).
+  std::shared_ptr<worker_pipe_directory> worker_pipes;
+  /// In a worker process: its side of the pipes (set before its worker starts; its heartbeat reads it).
+  std::weak_ptr<const worker_pipe_service> pipe_service;
 
   /// limits.hold_seconds as a CAF timeout.
   caf::duration hold_timeout() const;

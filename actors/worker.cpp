@@ -5,6 +5,8 @@
 // worker_operators.cpp, its admission beat in worker_admission.cpp.
 #include "actors/worker.hpp"
 
+#include "actors/worker_pipes.hpp"
+
 #include "actors/group.hpp"
 #include "actors/worker_actor_state.hpp"
 #include "config/group_settings.hpp"
@@ -546,6 +548,8 @@ worker_actor::behavior_type worker_impl(worker_actor::stateful_pointer<worker_ac
       v.user_freezes = m.user_freezes.load(std::memory_order_relaxed);
       v.user_wakes = m.user_wakes.load(std::memory_order_relaxed);
       v.handler_failures = m.handler_failures.load(std::memory_order_relaxed);
+      if (auto pipes = self->state.spec.ctx->pipe_service.lock())
+        v.handler_running_ms = static_cast<std::uint64_t>(pipes->handler_running().count());
       return v;
     },
   };

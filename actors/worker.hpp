@@ -63,12 +63,14 @@ struct worker_vitals {
   std::uint64_t user_freezes = 0;
   std::uint64_t user_wakes = 0;
   std::uint64_t handler_failures = 0;
+  /// In a worker process: how long its pipes' thread has been running one handler (0: none).
+  std::uint64_t handler_running_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_vitals& x) {
   return f(caf::meta::type_name("troupe.worker_vitals"), x.users, x.user_restarts, x.user_freezes, x.user_wakes,
-           x.handler_failures);
+           x.handler_failures, x.handler_running_ms);
 }
 
 /// The worker's typed interface.

@@ -5,6 +5,8 @@
 
 #include "actors/census.hpp"
 #include "actors/log_format.hpp"
+#include "actors/worker_pipes.hpp"
+#include "actors/worker_spawn.hpp"
 #include "config/recipe.hpp"
 #include "gate/dial.hpp"
 
@@ -19,7 +21,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace troupe {
@@ -56,7 +60,8 @@ std::string encode_bootstrap(const worker_bootstrap& b) {
                    {"cookie_secret", hex(b.cookie_secret)},
                    {"config_file", b.config_file},
                    {"env", b.env},
-                   {"sets", b.sets}};
+                   {"sets", b.sets},
+                   {"pipes", b.pipes}};
   return j.dump();
 }
 
@@ -77,6 +82,7 @@ worker_bootstrap decode_bootstrap(const std::string& text) {
     b.config_file = j.at("config_file").get<std::string>();
     b.env = j.at("env").get<std::vector<std::pair<std::string, std::string>>>();
     b.sets = j.at("sets").get<std::vector<std::string>>();
+    b.pipes = j.value("pipes", 0u);
     return b;
   } catch (const std::invalid_argument&) {
     throw;
@@ -120,9 +126,29 @@ std::string words_of(const caf::error& err) {
   return caf::to_string(err);
 }
 
+// The pipes the node passed (worker_spawn.hpp): descriptors worker_pipe_fd..,
+// each checked to be a socket (anything else is closed and not served).
+std::vector<int> inherited_pipes(std::uint32_t count) {
+  constexpr std::uint32_t max_pipes = 64;  // node.io_threads' bound
+  std::vector<int> fds;
+  for (std::uint32_t i = 0; i < std::min(count, max_pipes); ++i) {
+    int fd = worker_pipe_fd + static_cast<int>(i);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      fds.push_back(fd);
+    } else {
+      spdlog::error("worker pipe {}: not a socket; its requests come through the middleman", fd);
+      ::close(fd);
+    }
+  }
+  return fds;
+}
+
 }  // namespace
 
-int run_worker_process(const worker_process_flags& flags, const app_types& types) {
+int run_worker_process(const worker_process_flags& flags, const app_types& types,
+                       const worker_pipe_serving& serve_pipes) {
   // Dies with the node's thread that started it (a scheduler thread, which
   // lives as long as the node's actors); and exits if the node is gone already.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -211,6 +237,16 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
     setup_child_logging(ctx->node().log_level, hello.worker, ctx->recipe().log.format);
     ctx->node_name = hello.node_name;
     ctx->census = hello.census;
+    // Its pipes are served before its worker starts (whose heartbeat asks them
+    // for a stuck handler) and before its slot learns of it (the node sends on them from then on).
+    std::shared_ptr<worker_pipe_service> pipes;
+    if (auto fds = inherited_pipes(boot.pipes); !fds.empty()) {
+      if (serve_pipes)
+        pipes = serve_pipes(sys, ctx, std::move(fds));
+      else
+        close_pipe_ends(fds);
+    }
+    ctx->pipe_service = pipes;
     // Its admission reports and replacement requests go to its slot, which speaks for it to the group.
     auto worker = spawn_worker(sys, worker_spec{hello.worker, hello.group, hello.commander, hello.global_store,
                                                 hello.deposit, ctx, slot});
@@ -229,6 +265,7 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
         }
       });
     }
+    pipes.reset();
   }
   spdlog::shutdown();
   return code;

@@ -3,6 +3,7 @@
 #include "actors/census.hpp"
 #include "actors/errors.hpp"
 #include "actors/group.hpp"
+#include "actors/worker_pipes.hpp"
 #include "actors/worker_spawn.hpp"
 #include "config/group_settings.hpp"
 #include "config/limits_settings.hpp"
@@ -71,6 +72,11 @@ enum class slot_phase : std::uint8_t {
 struct slot_state {
   static const char* name;
 
+  slot_state() = default;
+  slot_state(const slot_state&) = delete;
+  slot_state& operator=(const slot_state&) = delete;
+  ~slot_state() { close_pipe_ends(pipe_ends); }  // a child that never came: its ends were never published
+
   slot_actor::stateful_pointer<slot_state> self = nullptr;
   std::optional<actor_gauge> gauge;  // troupe_actors{kind="worker"}: the slot stands for its worker in the node
   worker_spec spec;
@@ -95,6 +101,11 @@ struct slot_state {
   // worker's down message arrives as a lost link (the process closed its socket first).
   bool draining = false;
   bool killed = false;        // we sent SIGKILL (stuck, lingering, or a failed start)
+
+  // Its child's pipes (actors/worker_pipes.hpp): the node's ends until its worker is up,
+  // then published under the child's node id (shared with the functor that withdraws them).
+  std::vector<int> pipe_ends;
+  std::shared_ptr<caf::node_id> piped = std::make_shared<caf::node_id>();
 
   std::deque<relayed_ptr> held;
   std::unordered_map<std::uint64_t, relayed_ptr> in_flight;
@@ -145,17 +156,44 @@ struct slot_state {
     forget_token();
     *token = gate::token_table::make_token();
     spec.ctx->worker_tokens->expect(*token, gate::publish_of(self->system(), caf::actor_cast<worker_process_handle>(self)));
-    auto started = start_worker_child(spec.ctx->worker_boot, *token, spec.ctx->worker_gate_port, spec.name);
+    std::vector<int> child_ends = make_pipes();
+    auto started = start_worker_child(spec.ctx->worker_boot, *token, spec.ctx->worker_gate_port, spec.name, child_ends);
+    close_pipe_ends(child_ends);
     started_at = steady::now();
     ++generation;
     pid = started.pid;
     if (pid <= 0) {
       spdlog::error("worker {}: {}", spec.name, started.error);
+      drop_pipes();
       forget_token();
       exited(-1);
       return;
     }
     spdlog::info("worker {}: process {} started", spec.name, pid);
+  }
+
+  // One pipe per io thread of the front (transport/worker_pipe.hpp): the
+  // child's ends, the node's kept until its worker is up. None when the
+  // system refuses: its users' requests then take the forwarder.
+  std::vector<int> make_pipes() {
+    drop_pipes();
+    if (!spec.ctx->worker_pipes)
+      return {};
+    std::string error;
+    auto ends = make_worker_pipes(static_cast<std::size_t>(std::max(1, spec.ctx->node().io_threads)), error);
+    if (!ends) {
+      spdlog::warn("worker {}: {}; its requests take the forwarder", spec.name, error);
+      return {};
+    }
+    pipe_ends = std::move(ends->node);
+    return std::move(ends->child);
+  }
+
+  void drop_pipes() {
+    close_pipe_ends(pipe_ends);
+    if (*piped && spec.ctx->worker_pipes)
+      spec.ctx->worker_pipes->withdraw(*piped);
+    *piped = caf::node_id{};
   }
 
   // Whom its child works for (asked once it passed the gate, which took its token).
@@ -173,6 +211,10 @@ struct slot_state {
       return;
     }
     child = std::move(w);
+    if (!pipe_ends.empty() && spec.ctx->worker_pipes) {
+      *piped = child.node();
+      spec.ctx->worker_pipes->publish(*piped, std::exchange(pipe_ends, {}));
+    }
     last_start = steady::now() - started_at;
     self->monitor(child);  // a closed connection (kill -9, abort) comes as its down message at once
     phase = slot_phase::open;
@@ -266,6 +308,7 @@ struct slot_state {
 
   void lose_child(bool stopped_normally) {
     child = nullptr;
+    drop_pipes();  // the io threads' pipes to it see their end anyway: this stops new ones
     child_lost = true;
     child_stopped = stopped_normally;
     lost_at = steady::now();
@@ -361,6 +404,11 @@ struct slot_state {
             return;
           heartbeat_pending = false;
           count(v);
+          // Its actor threads answer, but its pipes' thread is stuck in one handler (transport/worker_pipe_server.hpp).
+          if (static_cast<double>(v.handler_running_ms) >= settings.stuck_timeout_seconds * 1000)
+            kill_child(("has been running one handler on its pipes' thread for " +
+                        std::to_string(v.handler_running_ms / 1000) + " s")
+                         .c_str());
         },
         [this, gen](caf::error& err) {
           if (gen != generation)
@@ -474,9 +522,12 @@ slot_actor::behavior_type slot_impl(slot_actor::stateful_pointer<slot_state> sel
   });
   // Never an orphan: a process still running when the slot ends is killed and
   // reaped; the gate no longer expects its child (nor holds the slot for it).
-  self->attach_functor([process = st.process, token = st.token, tokens = st.spec.ctx->worker_tokens] {
+  self->attach_functor([process = st.process, token = st.token, tokens = st.spec.ctx->worker_tokens,
+                        piped = st.piped, pipes = st.spec.ctx->worker_pipes] {
     if (!token->empty())
       tokens->drop(*token);
+    if (*piped && pipes)
+      pipes->withdraw(*piped);
     if (*process > 0) {
       ::kill(*process, SIGKILL);
       ::waitpid(*process, nullptr, 0);  // at once after SIGKILL

@@ -11,7 +11,8 @@
 /// supervises the process (its connection's down message, a heartbeat, the
 /// reaped exit status). The commander and the group see one stable local
 /// worker per slot, exactly as with threads. Users of a worker process are
-/// remote actors to the front (served through the forwarder).
+/// remote actors to the front: their plain requests go on the process's pipes
+/// (actors/worker_pipes.hpp, transport/worker_pipe.hpp), the rest through the forwarder.
 ///
 /// The node listens on one *worker gate* (127.0.0.1, port 0; gate/listener.hpp)
 /// that vets every connection before CAF's middleman sees it: a child proves
@@ -21,9 +22,12 @@
 /// its environment, which any local user may read in /proc.
 
 #include "actors/worker.hpp"
+#include "actors/worker_pipes.hpp"
 #include "config/fwd.hpp"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,10 +86,17 @@ struct worker_process_flags {
 std::string encode_bootstrap(const worker_bootstrap& b);
 worker_bootstrap decode_bootstrap(const std::string& text);
 
+/// Serves a worker process's pipes from its node (transport/worker_pipe_server.hpp)
+/// on the descriptors given, which it owns; what it returns is kept as long as the worker runs.
+using worker_pipe_serving = std::function<std::shared_ptr<worker_pipe_service>(caf::actor_system& sys,
+                                                                              node_context_ptr ctx, std::vector<int> fds)>;
+
 /// Runs a worker process: reads its bootstrap, passes the node's worker gate,
-/// spawns the worker and hands it to its slot; returns once the worker stopped
-/// (0), at once when the gate refuses it or it cannot start (1), or the node is
-/// gone (1); says why on stderr.
-int run_worker_process(const worker_process_flags& flags, const app_types& types);
+/// spawns the worker, serves its pipes (`serve_pipes`; without it, every
+/// request comes through CAF's middleman) and hands the worker to its slot;
+/// returns once the worker stopped (0), at once when the gate refuses it or it
+/// cannot start (1), or the node is gone (1); says why on stderr.
+int run_worker_process(const worker_process_flags& flags, const app_types& types,
+                       const worker_pipe_serving& serve_pipes = {});
 
 }  // namespace troupe

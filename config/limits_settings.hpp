@@ -26,6 +26,7 @@ struct limits_settings {
   std::uint64_t max_live_users = 100000;       ///< live user actors on the node; newcomers get 503 past it
   std::uint64_t max_pages_per_user = 64;       ///< live pages of one user over all his connections; 429 past it
   std::uint64_t max_forwarded_requests = 10000; ///< requests in flight to users on other nodes; 503 past it
+  std::uint64_t worker_pipe_frame_bytes = 67108864; ///< one request or answer on a worker process's pipe, at most
   // Streaming responses (SSE, NDJSON; docs/streaming.md).
   std::uint64_t max_streams = 1000;            ///< open streams on this node's front; 503 + Retry-After past it
   std::uint64_t max_streams_per_user = 8;      ///< open streams of one user; 503 + Retry-After past it

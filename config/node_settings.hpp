@@ -22,6 +22,7 @@ struct node_settings {
   /// An io thread runs the handler of an idle local user it sends a request to,
   /// instead of handing it to an actor thread (transport/inline_unit.hpp).
   bool inline_handlers = true;
+  bool worker_pipes = true;                ///< requests to worker processes on their pipes (false: through the forwarder)
   double shutdown_grace_seconds = 10;      ///< in-flight requests get this long on SIGTERM
   double shutdown_freeze_seconds = 60;     ///< then the soft quit gets this long to make every user durable
   std::string cookie_secret;               ///< HMAC key of minted connection ids; "": generated into the deposit

@@ -10,8 +10,10 @@
 #include "transport/deadline_list.hpp"
 #include "transport/http_session.hpp"
 #include "transport/inline_unit.hpp"
+#include "transport/worker_pipe.hpp"
 
 #include <boost/asio/post.hpp>
+#include <optional>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -354,7 +356,7 @@ void front::start(int threads) {
     shard_work_.push_back(net::make_work_guard(*shards_.back()));
   }
   for (int i = 0; i < threads; ++i)
-    threads_.emplace_back([this, &sys, stall, inline_handlers, &ioc = i == 0 ? ioc_ : *shards_[i - 1]] {
+    threads_.emplace_back([this, &sys, stall, inline_handlers, i, &ioc = i == 0 ? ioc_ : *shards_[i - 1]] {
       // This io thread runs the handlers of the idle local users it sends requests to (transport/inline_unit.hpp).
       inline_unit unit(sys, inline_throughput, stall, [this, stall](std::chrono::milliseconds took) {
         ctx_->metrics.shard_stalls.fetch_add(1, std::memory_order_relaxed);
@@ -367,6 +369,11 @@ void front::start(int threads) {
       }
       deadline_list deadlines(ioc.get_executor());  // this thread's calls' and connections' deadlines, one timer
       deadlines.install();
+      std::optional<worker_pipes_here> pipes;  // this thread's pipes to the worker processes
+      if (ctx_->worker_pipes) {
+        pipes.emplace(ioc, *ctx_, static_cast<std::size_t>(i));
+        pipes->install();
+      }
       ioc.run();
       if (inline_handlers)
         watchdog_->unwatch(&unit);

@@ -6,6 +6,7 @@
 #include "config/recipe.hpp"
 #include "transport/census_cli.hpp"
 #include "transport/node_runtime.hpp"
+#include "transport/worker_pipe_server.hpp"
 
 #include <CLI/CLI.hpp>
 #include <spdlog/cfg/env.h>
@@ -149,7 +150,9 @@ int node_main(int argc, char** argv, app_types types) {
   if (census->parsed())
     return run_census(cflags);
   if (worker->parsed())
-    return run_worker_process(wflags, types);
+    return run_worker_process(wflags, types, [](caf::actor_system& sys, node_context_ptr ctx, std::vector<int> fds) {
+      return std::make_shared<worker_pipe_server>(sys, std::move(ctx), std::move(fds));
+    });
   std::cout << app.help();
   return 0;
 }

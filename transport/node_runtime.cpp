@@ -1,5 +1,7 @@
 #include "transport/node_runtime_impl.hpp"
 
+#include "actors/worker_pipes.hpp"
+
 namespace troupe {
 
 int usage_error(const std::string& text) {
@@ -320,6 +322,8 @@ int node_runtime::impl::open_worker_gate() {
   }
   ctx_->worker_tokens = std::move(tokens);
   ctx_->worker_gate_port = worker_gate_->port();
+  if (ctx_->node().worker_pipes)
+    ctx_->worker_pipes = std::make_shared<worker_pipe_directory>();
   spdlog::info("worker gate on 127.0.0.1:{}", ctx_->worker_gate_port);
   return 0;
 }

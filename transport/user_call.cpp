@@ -8,6 +8,8 @@
 #include "transport/front.hpp"
 #include "transport/inline_unit.hpp"
 #include "transport/strand_link.hpp"
+#include "transport/worker_pipe.hpp"
+#include "transport/worker_pipe_wire.hpp"
 
 #include <boost/asio/post.hpp>
 #include <caf/all.hpp>
@@ -211,8 +213,14 @@ private:
     auto slot = std::make_shared<reply>(weak_from_this(), ex_, attempt_, req_);
     target_ = actor;
     forwarded_ = front_.is_remote(actor);
-    if (forwarded_)  // a slot cannot cross nodes: the forwarder asks for it (and fails it fast)
-      return caf::anon_send(front_.forwarder(), http_atom::value, actor, local_reply{std::move(slot)});
+    if (forwarded_) {
+      // A user of a worker process: on its pipe (transport/worker_pipe.hpp), when the request fits one.
+      local_reply to_pipe{std::move(slot)};
+      if (auto* pipes = worker_pipes_here::current(); pipes && pipes_carry(*req_) && pipes->send(actor, to_pipe))
+        return;
+      // A slot cannot cross nodes: the forwarder asks for it (and fails it fast).
+      return caf::anon_send(front_.forwarder(), http_atom::value, actor, std::move(to_pipe));
+    }
     send_here(actor, http_atom::value, local_reply{std::move(slot)});  // idle, he runs here (transport/inline_unit.hpp)
   }
 

@@ -36,6 +36,7 @@ protected:
     return m("troupe_deferred_answers_total", "outcome=\"" + outcome + "\"");
   }
   double pending() { return m("troupe_deferred_pending"); }
+  void defer_in_a_worker_process(bool pipes);
   // Her deferred answers as her census entry shows them (also of a user in a worker process).
   int parked(const std::string& user) {
     http_client admin(port());
@@ -128,10 +129,13 @@ TEST_F(Deferred, AFreezeAnswersTheWaitingRequest503) {
   EXPECT_STATUS(alice.get("/api/counter"), 200);
 }
 
-// A worker process: the request crosses the forwarder, which takes an
-// interim answer and then the real one as a message.
-TEST_F(Deferred, AUserInAWorkerProcessDefersThroughTheForwarder) {
-  start_with({"--set", "group.default.isolation=process", "--set", "limits.request_timeout_seconds=1"});
+// A worker process: on its pipe (issue 26), the deferral comes as an
+// `extend` frame and the answer later on the same pipe; with node.worker_pipes
+// = false the request crosses the forwarder, which takes an interim answer
+// and then the real one as a message.
+void Deferred::defer_in_a_worker_process(bool pipes) {
+  start_with({"--set", "group.default.isolation=process", "--set", "limits.request_timeout_seconds=1", "--set",
+              std::string("node.worker_pipes=") + (pipes ? "true" : "false")});
   http_client alice(port()), bob(port());
   login(alice, "alice");
   login(bob, "bob");
@@ -145,6 +149,14 @@ TEST_F(Deferred, AUserInAWorkerProcessDefersThroughTheForwarder) {
   EXPECT_EQ(r.json(), (json{{"from", "bob"}, {"text", "across"}})) << r.body;
   auto timed = alice.post_json("/api/wait-note", {{"timeout_ms", 1500}});
   EXPECT_STATUS(timed, 504);
+  auto piped = m("troupe_worker_pipe_requests_total", "outcome=\"answered\"");
+  auto forwarded = m("troupe_forwarded_requests_total", "outcome=\"answered\"");
+  EXPECT_GE(pipes ? piped : forwarded, 5) << "the path taken";
+  EXPECT_EQ(pipes ? forwarded : piped, 0) << "the path not taken";
 }
+
+TEST_F(Deferred, AUserInAWorkerProcessDefersOnItsPipe) { defer_in_a_worker_process(true); }
+
+TEST_F(Deferred, AUserInAWorkerProcessDefersThroughTheForwarder) { defer_in_a_worker_process(false); }
 
 }  // namespace deferred_test_file
