@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # bench/process_workers.sh [BIN] [ROUNDS] [SECONDS] [KILLS]: what worker processes cost
 # and how fast they heal (issue 13, docs/SUPERVISION.md "Workers as processes").
-#  1. S1 (sticky GET /api/counter over 1,000 users, wrk -t2 -c64) against two nodes of the
-#     same binary, group.default.isolation = "thread" and = "process" (2 workers each),
-#     alternating ABAB in one run; each round and the median ratio process/thread.
+#  1. S1 (sticky GET /api/counter over 1,000 users, wrk -t2 -c64) against three nodes of the
+#     same binary, group.default.isolation = "thread", = "process" (its requests on the
+#     worker pipes, issue 26) and = "process" with node.worker_pipes = false (through the
+#     forwarder, as before), 2 workers each, the order turned every round; each round and
+#     the median ratios process/thread and forwarder/thread.
 #  2. KILLS times: kill -9 of the worker process hosting one user, then the time until
 #     that user is served again (200), polled with curl (a few ms of resolution); p50/p99.
 set -euo pipefail
@@ -17,19 +19,29 @@ common=(--set group.default.workers=2 --set group.default.durability=reply --set
 "$bin" node --listen 127.0.0.1:0 --deposit "$tmp/dt" "${common[@]}" --set group.default.isolation=thread > "$tmp/t.out" 2>/dev/null &
 "$bin" node --listen 127.0.0.1:0 --deposit "$tmp/dp" "${common[@]}" --set group.default.isolation=process > "$tmp/p.out" 2>"$tmp/p.err" &
 proc_node=$!
-for f in t p; do for _ in $(seq 200); do grep -q listening "$tmp/$f.out" 2>/dev/null && break; sleep 0.1; done; done
+"$bin" node --listen 127.0.0.1:0 --deposit "$tmp/df" "${common[@]}" --set group.default.isolation=process \
+  --set node.worker_pipes=false > "$tmp/f.out" 2>/dev/null &
+for f in t p f; do for _ in $(seq 200); do grep -q listening "$tmp/$f.out" 2>/dev/null && break; sleep 0.1; done; done
 thread=$(grep -o 'http://[0-9.:]*' "$tmp/t.out"); process=$(grep -o 'http://[0-9.:]*' "$tmp/p.out")
+forwarder=$(grep -o 'http://[0-9.:]*' "$tmp/f.out")
 sleep 1  # the worker processes hand their workers over
-bench/cookies.sh "$thread" 1000 "$tmp/ct"; bench/cookies.sh "$process" 1000 "$tmp/cp"
+bench/cookies.sh "$thread" 1000 "$tmp/ct"; bench/cookies.sh "$process" 1000 "$tmp/cp"; bench/cookies.sh "$forwarder" 1000 "$tmp/cf"
 run() { COOKIES="$2" wrk -t2 -c64 -d"${secs}s" -s bench/sticky.lua --latency "$1/api/counter" > "$tmp/wrk" ;
         awk '/Requests\/sec/ {r=$2} / 99%/ {p=$2} END {print r, p}' "$tmp/wrk"; }
-ratios=()
+ratios=(); fratios=()
 for ((r = 1; r <= rounds; r++)); do
-  if ((r % 2)); then a=$(run "$thread" "$tmp/ct"); b=$(run "$process" "$tmp/cp"); else b=$(run "$process" "$tmp/cp"); a=$(run "$thread" "$tmp/ct"); fi
+  case $((r % 3)) in
+    1) a=$(run "$thread" "$tmp/ct"); b=$(run "$process" "$tmp/cp"); c=$(run "$forwarder" "$tmp/cf") ;;
+    2) b=$(run "$process" "$tmp/cp"); c=$(run "$forwarder" "$tmp/cf"); a=$(run "$thread" "$tmp/ct") ;;
+    0) c=$(run "$forwarder" "$tmp/cf"); a=$(run "$thread" "$tmp/ct"); b=$(run "$process" "$tmp/cp") ;;
+  esac
   ratio=$(awk -v a="${a%% *}" -v b="${b%% *}" 'BEGIN {printf "%.3f", b / a}'); ratios+=("$ratio")
-  echo "round $r: thread ${a%% *} req/s (p99 ${a##* }) | process ${b%% *} req/s (p99 ${b##* }) | ratio $ratio"
+  fratio=$(awk -v a="${a%% *}" -v c="${c%% *}" 'BEGIN {printf "%.3f", c / a}'); fratios+=("$fratio")
+  echo "round $r: thread ${a%% *} req/s (p99 ${a##* }) | process ${b%% *} req/s (p99 ${b##* }) | ratio $ratio" \
+       "| forwarder ${c%% *} req/s (p99 ${c##* }) | ratio $fratio"
 done
 printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print "S1 median ratio process/thread:", a[int((NR+1)/2)]}'
+printf '%s\n' "${fratios[@]}" | sort -n | awk '{a[NR]=$1} END {print "S1 median ratio process without pipes (forwarder)/thread:", a[int((NR+1)/2)]}'
 
 # -- kill -9 to served again -----------------------------------------------------------------
 jar="$tmp/jar"
