@@ -107,7 +107,9 @@ private:
   void do_write() {
     {
       std::lock_guard<std::mutex> guard{mutex_};
-      if (out_.empty() || !socket_.is_open()) {
+      if (!socket_.is_open())
+        out_.clear();  // nobody reads them any more: answers to a closed pipe are not kept
+      if (out_.empty()) {
         writing_now_ = false;
         return;
       }
