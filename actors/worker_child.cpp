@@ -61,6 +61,7 @@ std::string encode_bootstrap(const worker_bootstrap& b) {
                    {"config_file", b.config_file},
                    {"env", b.env},
                    {"sets", b.sets},
+                   {"profile", b.profile},
                    {"pipes", b.pipes}};
   return j.dump();
 }
@@ -83,6 +84,7 @@ worker_bootstrap decode_bootstrap(const std::string& text) {
     b.env = j.at("env").get<std::vector<std::pair<std::string, std::string>>>();
     b.sets = j.at("sets").get<std::vector<std::string>>();
     b.pipes = j.value("pipes", 0u);
+    b.profile = j.value("profile", std::vector<std::pair<std::string, std::string>>{});
     return b;
   } catch (const std::invalid_argument&) {
     throw;
@@ -189,6 +191,7 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
     src.file = boot.config_file;
     src.env = boot.env;
     src.sets = boot.sets;
+    src.profile = boot.profile;
     ctx->recipe() = config::load_recipe(src);
     if (boot.cookie_secret.empty())
       throw std::invalid_argument("its bootstrap holds no cookie secret");

@@ -349,6 +349,7 @@ void apply_file(recipe& r, const std::string& path) {
     else if (name == "cluster") apply_section(r.cluster, cluster_fields(), v, name);
     else if (name == "channel") apply_section(r.channel, channel_fields(), v, name);
     else if (name == "log") apply_section(r.log, log_fields(), v, name);
+    else if (name == "orchestration") apply_section(r.orchestration, orchestration_fields(), v, name);
     else if (name == "group") r.groups = read_groups(v);
     else if (name == "cors") r.cors = read_entries(v, "cors", cors_fields());
     else if (name == "static") r.statics = read_statics(v, path);
@@ -385,13 +386,8 @@ template <class S>
   throw recipe_error(key, label, "unknown key" + suggestion(fields, name, prefix));
 }
 
-void apply_set(recipe& r, const std::string& arg) {
-  auto eq = arg.find('=');
-  if (eq == std::string::npos || eq == 0) throw recipe_error(arg.substr(0, eq), "--set " + arg, "expected KEY=VALUE");
-  std::string key = arg.substr(0, eq);
-  std::string value = arg.substr(eq + 1);
-  std::string label = "--set " + key;
-
+// Sets the dotted `key` (SECTION.KEY or group.NAME.KEY) to `value`; `label` says where it came from.
+void apply_key(recipe& r, const std::string& key, const std::string& value, const std::string& label) {
   std::vector<std::string> parts;
   for (std::size_t pos = 0;;) {
     auto dot = key.find('.', pos);
@@ -432,6 +428,11 @@ void apply_set(recipe& r, const std::string& arg) {
       if (!set_in(r.log, log_fields(), sec, name, value, label)) unknown(log_fields(), key, name, sec, label);
       return;
     }
+    if (sec == "orchestration") {
+      if (!set_in(r.orchestration, orchestration_fields(), sec, name, value, label))
+        unknown(orchestration_fields(), key, name, sec, label);
+      return;
+    }
     if (sec == "group") throw recipe_error(key, label, "unknown key (a group's key is group.NAME.KEY)");
   }
   if (parts.size() == 3 && parts[0] == "group") {
@@ -456,6 +457,13 @@ void apply_set(recipe& r, const std::string& arg) {
   throw recipe_error(key, label, std::string("unknown key (the recipe has ") + sections + ")");
 }
 
+void apply_set(recipe& r, const std::string& arg) {
+  auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0) throw recipe_error(arg.substr(0, eq), "--set " + arg, "expected KEY=VALUE");
+  std::string key = arg.substr(0, eq);
+  apply_key(r, key, arg.substr(eq + 1), "--set " + key);
+}
+
 /// Applies `value` if `var` (lowercased, without TROUPE_) is `section_key` for a key of `fields`.
 template <class S>
 bool env_in(S& s, const std::vector<field<S>>& fields, const std::string& section, const std::string& rest,
@@ -476,6 +484,7 @@ void apply_env(recipe& r, const std::string& var, const std::string& value) {
   if (env_in(r.cluster, cluster_fields(), "cluster", rest, value, var)) return;
   if (env_in(r.channel, channel_fields(), "channel", rest, value, var)) return;
   if (env_in(r.log, log_fields(), "log", rest, value, var)) return;
+  if (env_in(r.orchestration, orchestration_fields(), "orchestration", rest, value, var)) return;
 
   if (starts_with(rest, "group_")) {
     // group_<name>_<key>: names may contain '_', so try every existing group
@@ -497,7 +506,7 @@ void apply_env(recipe& r, const std::string& var, const std::string& value) {
     }
   }
 
-  for (const char* sec : {"node_", "limits_", "deposit_", "commander_", "cluster_", "group_"}) {
+  for (const char* sec : {"node_", "limits_", "deposit_", "commander_", "cluster_", "orchestration_", "group_"}) {
     if (starts_with(rest, sec)) {
       std::string groups;
       for (auto& g : r.groups) groups += (groups.empty() ? "" : ", ") + g.name;
@@ -524,14 +533,45 @@ const group_settings* recipe::group(const std::string& name) const {
   return nullptr;
 }
 
-recipe load_recipe(const recipe_sources& sources) {
+std::vector<recipe_error> compose_recipe(const recipe_sources& sources, recipe& out) {
+  std::vector<recipe_error> problems;
+  auto attempt = [&](auto&& step) {
+    try {
+      step();
+    } catch (const recipe_error& e) {
+      problems.push_back(e);
+    }
+  };
   recipe r;
-  if (!sources.file.empty()) apply_file(r, sources.file);
-  for (auto& [name, value] : sources.env) apply_env(r, name, value);
-  for (auto& s : sources.sets) apply_set(r, s);
+  if (!sources.file.empty()) {
+    attempt([&] { apply_file(r, sources.file); });
+    if (!problems.empty())
+      return problems;
+  }
+  for (auto& [key, value] : sources.profile)
+    attempt([&] {
+      if (starts_with(key, "orchestration."))  // which profile is in force is not a profile's to say
+        throw recipe_error(key, "profile " + key, "a profile cannot set the orchestration section");
+      apply_key(r, key, value, "profile " + key);
+    });
+  for (auto& [name, value] : sources.env)
+    attempt([&] { apply_env(r, name, value); });
+  for (auto& s : sources.sets)
+    attempt([&] { apply_set(r, s); });
   // "default" first if present; the others keep their order.
   std::stable_partition(r.groups.begin(), r.groups.end(), [](auto& g) { return g.name == "default"; });
-  validate(r);
+  for (auto& e : check_recipe(r))
+    problems.push_back(e);
+  if (problems.empty())
+    out = std::move(r);
+  return problems;
+}
+
+recipe load_recipe(const recipe_sources& sources) {
+  recipe r;
+  auto problems = compose_recipe(sources, r);
+  if (!problems.empty())
+    throw problems.front();
   return r;
 }
 

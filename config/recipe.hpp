@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// The node's recipe: every setting a troupe node runs with, composed as
-/// defaults ⊕ recipe file (TOML) ⊕ environment (`TROUPE_*`) ⊕ `--set KEY=VALUE`.
+/// defaults ⊕ recipe file (TOML) ⊕ profile ⊕ environment (`TROUPE_*`) ⊕
+/// `--set KEY=VALUE` (config/profile.hpp reads a profile).
 /// The key names are troupe's public contract (see docs/config.md).
 /// Each section has a header of its own (config/<section>_settings.hpp); a
 /// source that reads one section includes that header, not this one.
@@ -16,6 +17,7 @@
 #include "config/limits_settings.hpp"
 #include "config/log_settings.hpp"
 #include "config/node_settings.hpp"
+#include "config/orchestration_settings.hpp"
 #include "config/static_settings.hpp"
 
 #include <cstdint>
@@ -54,6 +56,7 @@ struct recipe {
   cluster_settings cluster;
   channel_settings channel;
   log_settings log;
+  orchestration_settings orchestration;
   std::vector<group_settings> groups{group_settings{}};  ///< never empty; "default" first if present
   std::vector<cors_settings> cors;                       ///< `[[cors]]` entries, in order; none: no cross-origin page
   std::vector<static_settings> statics;                  ///< `[[static]]` mounts; none: every path is the app's
@@ -64,23 +67,34 @@ struct recipe {
   const group_settings& default_group() const;
 };
 
-/// Where the pieces of a recipe come from, lowest precedence first.
+/// Where the pieces of a recipe come from, lowest precedence first (the
+/// profile, last here, comes between the file and the environment).
 struct recipe_sources {
   std::string file;                                      ///< TOML recipe; empty: none
   std::vector<std::pair<std::string, std::string>> env;  ///< (NAME, VALUE) of TROUPE_* variables
   std::vector<std::string> sets;                         ///< "KEY=VALUE" from --set, in order
+  /// The profile level (config/profile.hpp): (dotted key, value as text), in order.
+  std::vector<std::pair<std::string, std::string>> profile;
 };
 
-/// Composes defaults ⊕ file ⊕ env ⊕ sets and validates the result.
+/// Composes defaults ⊕ file ⊕ profile ⊕ env ⊕ sets and validates the result.
 /// Throws recipe_error naming the first bad key (unknown key, wrong type,
 /// out-of-range value, unparsable file).
 recipe load_recipe(const recipe_sources& sources);
+
+/// As load_recipe, but every problem is listed, in order (none: `out` is the
+/// effective recipe). A file that cannot be read or parsed is one problem and
+/// ends the composition there.
+std::vector<recipe_error> compose_recipe(const recipe_sources& sources, recipe& out);
 
 /// The TROUPE_* variables of this process's environment, for recipe_sources::env.
 std::vector<std::pair<std::string, std::string>> troupe_environment();
 
 /// Checks the settings' ranges and enumerations; throws recipe_error.
 void validate(const recipe& r);
+
+/// Every violation of the settings' ranges, enumerations and the rules between keys, in order.
+std::vector<recipe_error> check_recipe(const recipe& r);
 
 /// Splits "HOST:PORT" ("[::1]:80" for IPv6); throws recipe_error(key, ...).
 /// The host comes back without brackets ("::1"), ready for an address parser or resolver.

@@ -146,62 +146,129 @@ void check_static(const static_settings& s, const std::string& where) {
 
 }  // namespace
 
-void validate(const recipe& r) {
-  split_listen(r.node.listen);
-  check_fields(r.node, node_fields(), "node");
-  if (r.node.tls_cert.empty() != r.node.tls_key.empty())
-    throw recipe_error(r.node.tls_cert.empty() ? "node.tls_cert" : "node.tls_key",
-                       "node.tls_cert and node.tls_key go together (TLS needs both)");
-  if (!r.node.tls_client_ca.empty() && r.node.tls_cert.empty())
-    throw recipe_error("node.tls_client_ca", "needs node.tls_cert and node.tls_key (TLS is off)");
-  for (auto& network : r.node.trusted_proxies)
-    if (!registry::parse_network(network))
-      throw recipe_error("node.trusted_proxies", "not an IP network (CIDR, e.g. 10.0.0.0/8 or ::1/128): " + quote(network));
-  if (!r.node.plain_listen.empty()) {
-    if (r.node.tls_cert.empty())
-      throw recipe_error("node.plain_listen", "needs node.tls_cert and node.tls_key (without TLS, node.listen is plain HTTP already)");
-    split_listen(r.node.plain_listen, "node.plain_listen");
+namespace {
+
+// Runs each check; what one throws is listed and the next runs.
+class violations {
+public:
+  template <class Check>
+  void attempt(Check&& check) {
+    try {
+      check();
+    } catch (const recipe_error& e) {
+      list_.push_back(e);
+    }
   }
-  check_fields(r.limits, limits_fields(), "limits");
+
+  // Every field of `s` on its own: one bad key does not hide the next.
+  template <class S>
+  void fields(const S& s, const std::vector<field<S>>& all, const std::string& prefix) {
+    for (auto& f : all)
+      attempt([&] { check_fields(s, std::vector<field<S>>{f}, prefix); });
+  }
+
+  std::vector<recipe_error> take() { return std::move(list_); }
+
+private:
+  std::vector<recipe_error> list_;
+};
+
+}  // namespace
+
+std::vector<recipe_error> check_recipe(const recipe& r) {
+  violations v;
+  v.attempt([&] { split_listen(r.node.listen); });
+  v.fields(r.node, node_fields(), "node");
+  v.attempt([&] {
+    if (r.node.tls_cert.empty() != r.node.tls_key.empty())
+      throw recipe_error(r.node.tls_cert.empty() ? "node.tls_cert" : "node.tls_key",
+                         "node.tls_cert and node.tls_key go together (TLS needs both)");
+  });
+  v.attempt([&] {
+    if (!r.node.tls_client_ca.empty() && r.node.tls_cert.empty())
+      throw recipe_error("node.tls_client_ca", "needs node.tls_cert and node.tls_key (TLS is off)");
+  });
+  for (auto& network : r.node.trusted_proxies)
+    v.attempt([&] {
+      if (!registry::parse_network(network))
+        throw recipe_error("node.trusted_proxies",
+                           "not an IP network (CIDR, e.g. 10.0.0.0/8 or ::1/128): " + quote(network));
+    });
+  v.attempt([&] {
+    if (r.node.plain_listen.empty())
+      return;
+    if (r.node.tls_cert.empty())
+      throw recipe_error("node.plain_listen",
+                         "needs node.tls_cert and node.tls_key (without TLS, node.listen is plain HTTP already)");
+    split_listen(r.node.plain_listen, "node.plain_listen");
+  });
+  v.fields(r.limits, limits_fields(), "limits");
   // The sink's queue holds what the writer's credit lets it send: credit ≤ queue, and one event fits the credit.
-  if (r.limits.stream_credit_bytes > r.limits.stream_queue_bytes)
-    throw recipe_error("limits.stream_credit_bytes", "must be at most limits.stream_queue_bytes (" +
-                                                        std::to_string(r.limits.stream_queue_bytes) + "; got " +
-                                                        std::to_string(r.limits.stream_credit_bytes) + ")");
-  if (r.limits.stream_max_event_bytes > r.limits.stream_credit_bytes)
-    throw recipe_error("limits.stream_max_event_bytes", "must be at most limits.stream_credit_bytes (" +
-                                                           std::to_string(r.limits.stream_credit_bytes) + "; got " +
-                                                           std::to_string(r.limits.stream_max_event_bytes) + ")");
-  check_fields(r.deposit, deposit_fields(), "deposit");
-  check_fields(r.commander, commander_fields(), "commander");
-  check_fields(r.cluster, cluster_fields(), "cluster");
-  check_fields(r.channel, channel_fields(), "channel");
-  check_fields(r.log, log_fields(), "log");
-  check_cluster(r.cluster);
-  if (r.groups.empty()) throw recipe_error("group", "at least one [[group]] is required");
+  v.attempt([&] {
+    if (r.limits.stream_credit_bytes > r.limits.stream_queue_bytes)
+      throw recipe_error("limits.stream_credit_bytes", "must be at most limits.stream_queue_bytes (" +
+                                                          std::to_string(r.limits.stream_queue_bytes) + "; got " +
+                                                          std::to_string(r.limits.stream_credit_bytes) + ")");
+  });
+  v.attempt([&] {
+    if (r.limits.stream_max_event_bytes > r.limits.stream_credit_bytes)
+      throw recipe_error("limits.stream_max_event_bytes", "must be at most limits.stream_credit_bytes (" +
+                                                             std::to_string(r.limits.stream_credit_bytes) + "; got " +
+                                                             std::to_string(r.limits.stream_max_event_bytes) + ")");
+  });
+  v.fields(r.deposit, deposit_fields(), "deposit");
+  v.fields(r.commander, commander_fields(), "commander");
+  v.fields(r.cluster, cluster_fields(), "cluster");
+  v.fields(r.channel, channel_fields(), "channel");
+  v.fields(r.log, log_fields(), "log");
+  v.fields(r.orchestration, orchestration_fields(), "orchestration");
+  v.attempt([&] {
+    if (!r.orchestration.profile_name.empty() && r.orchestration.profiles_path.empty())
+      throw recipe_error("orchestration.profile_name",
+                         "names a profile, but orchestration.profiles_path (the folder of profiles) is not set");
+  });
+  v.attempt([&] { check_cluster(r.cluster); });
+  v.attempt([&] {
+    if (r.groups.empty())
+      throw recipe_error("group", "at least one [[group]] is required");
+  });
   for (std::size_t i = 0; i < r.groups.size(); ++i) {
     const auto& g = r.groups[i];
     std::string prefix = "group." + g.name;
-    if (!valid_group_name(g.name))
-      throw recipe_error(prefix + ".name", std::string("must be ") + group_name_rule + " (got " + quote(g.name) + ")");
-    for (std::size_t j = 0; j < i; ++j)
-      if (r.groups[j].name == g.name) throw recipe_error(prefix + ".name", "two groups have this name");
-    check_fields(g, group_fields(), prefix);
-    check_group_policies(g, prefix);
+    v.attempt([&] {
+      if (!valid_group_name(g.name))
+        throw recipe_error(prefix + ".name", std::string("must be ") + group_name_rule + " (got " + quote(g.name) + ")");
+      for (std::size_t j = 0; j < i; ++j)
+        if (r.groups[j].name == g.name)
+          throw recipe_error(prefix + ".name", "two groups have this name");
+    });
+    v.fields(g, group_fields(), prefix);
+    v.attempt([&] { check_group_policies(g, prefix); });
   }
   for (std::size_t i = 0; i < r.cors.size(); ++i)
-    check_cors(r.cors[i], "cors[" + std::to_string(i + 1) + "]");
-  for (std::size_t i = 0; i < r.statics.size(); ++i) {
-    check_static(r.statics[i], "static[" + std::to_string(i + 1) + "]");
-    for (std::size_t j = 0; j < i; ++j)
-      if (r.statics[j].prefix == r.statics[i].prefix)
-        throw recipe_error("static[" + std::to_string(i + 1) + "].prefix", "two [[static]] mounts have this prefix");
-  }
-  if (!r.commander.default_group.empty() && !r.group(r.commander.default_group)) {
-    std::string groups;
-    for (auto& g : r.groups) groups += (groups.empty() ? "" : ", ") + g.name;
-    throw recipe_error("commander.default_group", quote(r.commander.default_group) + " is not a group (groups: " + groups + ")");
-  }
+    v.attempt([&] { check_cors(r.cors[i], "cors[" + std::to_string(i + 1) + "]"); });
+  for (std::size_t i = 0; i < r.statics.size(); ++i)
+    v.attempt([&] {
+      check_static(r.statics[i], "static[" + std::to_string(i + 1) + "]");
+      for (std::size_t j = 0; j < i; ++j)
+        if (r.statics[j].prefix == r.statics[i].prefix)
+          throw recipe_error("static[" + std::to_string(i + 1) + "].prefix", "two [[static]] mounts have this prefix");
+    });
+  v.attempt([&] {
+    if (!r.commander.default_group.empty() && !r.group(r.commander.default_group)) {
+      std::string groups;
+      for (auto& g : r.groups) groups += (groups.empty() ? "" : ", ") + g.name;
+      throw recipe_error("commander.default_group",
+                         quote(r.commander.default_group) + " is not a group (groups: " + groups + ")");
+    }
+  });
+  return v.take();
+}
+
+void validate(const recipe& r) {
+  auto problems = check_recipe(r);
+  if (!problems.empty())
+    throw problems.front();
 }
 
 }  // namespace troupe::config

@@ -114,12 +114,13 @@ struct field {
   const char* name;
   member<S> ptr;
   rule check;
+  bool secret = false;  ///< shown as "***" wherever settings are shown (GET /_troupe/config)
 };
 
 inline const std::vector<field<node_settings>>& node_fields() {
   static const std::vector<field<node_settings>> f{
     {"listen", &node_settings::listen, {}},  // checked by split_listen
-    {"admin_token", &node_settings::admin_token, {}},
+    {"admin_token", &node_settings::admin_token, {}, true},
     {"name", &node_settings::name, {}},
     {"log_level", &node_settings::log_level, one_of("trace|debug|info|warn|error|critical|off")},
     {"io_threads", &node_settings::io_threads, between(1, 64)},
@@ -129,7 +130,7 @@ inline const std::vector<field<node_settings>>& node_fields() {
     {"actor_threads", &node_settings::actor_threads, between(1, 256)},
     {"shutdown_grace_seconds", &node_settings::shutdown_grace_seconds, between(0, max_seconds)},
     {"shutdown_freeze_seconds", &node_settings::shutdown_freeze_seconds, positive(max_seconds)},
-    {"cookie_secret", &node_settings::cookie_secret, {}},
+    {"cookie_secret", &node_settings::cookie_secret, {}, true},
     {"health_probe_seconds", &node_settings::health_probe_seconds, positive(max_seconds)},
     {"health_max_restart_rate", &node_settings::health_max_restart_rate, positive(1e9)},
     {"history_seconds", &node_settings::history_seconds, between(10, 86400)},
@@ -185,7 +186,7 @@ inline const std::vector<field<limits_settings>>& limits_fields() {
 inline const std::vector<field<deposit_settings>>& deposit_fields() {
   static const std::vector<field<deposit_settings>> f{
     {"backend", &deposit_settings::backend, one_of("filesystem|postgres")},
-    {"url", &deposit_settings::url, {}},
+    {"url", &deposit_settings::url, {}, true},  // may hold a password
     {"schema", &deposit_settings::schema, nonempty()},
     {"path", &deposit_settings::path, nonempty()},
     {"fallback_path", &deposit_settings::fallback_path, {}},
@@ -252,6 +253,14 @@ inline const std::vector<field<log_settings>>& log_fields() {
   return f;
 }
 
+inline const std::vector<field<orchestration_settings>>& orchestration_fields() {
+  static const std::vector<field<orchestration_settings>> f{
+    {"profiles_path", &orchestration_settings::profiles_path, {}},
+    {"profile_name", &orchestration_settings::profile_name, {}},
+  };
+  return f;
+}
+
 inline const std::vector<field<group_settings>>& group_fields() {
   using G = group_settings;
   static const std::vector<field<G>> f{
@@ -306,7 +315,8 @@ inline std::string suggestion(const std::vector<field<S>>& fields, const std::st
   return best ? " (did you mean " + prefix + "." + best->name + "?)" : "";
 }
 
-inline const char* const sections = "node, limits, deposit, commander, cluster, channel, log, group, cors or static";
+inline const char* const sections =
+  "node, limits, deposit, commander, cluster, channel, log, orchestration, group, cors or static";
 
 inline bool valid_group_name(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;

@@ -100,6 +100,24 @@ void census(http_session& s, std::string_view query) {
   });
 }
 
+// GET /_troupe/config (every setting with the level it came from) and
+// /_troupe/orchestration/status (the composition in force; docs/config.md "Profiles").
+std::string settings_json(const node_context& ctx, bool with_levels) {
+  const auto& in_force = ctx.settings;
+  nlohmann::json out{{"generation", in_force.generation},
+                     {"source", in_force.source},
+                     {"active_profile", in_force.active_profile.empty() ? nlohmann::json() : nlohmann::json(in_force.active_profile)},
+                     {"digest", in_force.digest}};
+  if (with_levels) {
+    out["settings"] = nlohmann::json::parse(in_force.levels_json);
+  } else {
+    out["effective_settings"] = nlohmann::json::parse(in_force.effective_json);
+    out["members"] = nlohmann::json::array(
+      {{{"node", ctx.node_name}, {"generation", in_force.generation}, {"acknowledged", true}}});
+  }
+  return out.dump();
+}
+
 }  // namespace
 
 void serve_admin(http_session& s, std::string_view path, std::string_view query) {
@@ -161,6 +179,7 @@ void serve_admin(http_session& s, std::string_view path, std::string_view query)
   constexpr std::string_view actors = "/_troupe/actors/";
   bool read_only_path = path == "/_troupe/metrics" || path == "/_troupe/global" || path == "/_troupe/census"
                         || path == "/_troupe/orchestration/log" || path == "/_troupe/history"
+                        || path == "/_troupe/config" || path == "/_troupe/orchestration/status"
                         || (path.substr(0, actors.size()) == actors && path.size() > actors.size());
   if (read_only_path && !reads)
     return s.refuse_method("GET, HEAD");
@@ -168,6 +187,8 @@ void serve_admin(http_session& s, std::string_view path, std::string_view query)
     return s.answer(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
   if (path == "/_troupe/history")  // the rate history (one sample a second) and the per-route figures
     return s.answer(200, ctx.metrics.history_json(), "application/json");
+  if (path == "/_troupe/config" || path == "/_troupe/orchestration/status")
+    return s.answer(200, settings_json(ctx, path == "/_troupe/config"), "application/json");
   if (path == "/_troupe/global")
     return s.call_bridge([](front& f, local_admin slot) {
       caf::anon_send(f.bridge(), global_atom::value, std::move(slot));

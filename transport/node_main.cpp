@@ -3,6 +3,7 @@
 #include <troupe/version.hpp>
 #include "actors/log_format.hpp"
 #include "actors/worker_process.hpp"
+#include "config/profile.hpp"
 #include "config/recipe.hpp"
 #include "transport/census_cli.hpp"
 #include "transport/node_runtime.hpp"
@@ -82,6 +83,15 @@ int run_node(const node_flags& flags, const app_types& types) {
   config::recipe recipe;
   try {
     recipe = config::load_recipe(src);
+    // The profile named at the start, composed between the recipe and the environment.
+    if (auto& o = recipe.orchestration; !o.profile_name.empty()) {
+      src.profile = config::read_profile(o.profiles_path, o.profile_name);
+      auto problems = config::compose_recipe(src, recipe);
+      if (!problems.empty())
+        return usage_error(std::string(problems.front().what()) + " (profile \"" + o.profile_name + "\" of " +
+                           o.profiles_path +
+                           (problems.size() > 1 ? "; and " + std::to_string(problems.size() - 1) + " more)" : ")"));
+    }
   } catch (const config::recipe_error& e) {
     return usage_error(e.what());
   }

@@ -1,6 +1,7 @@
 #include "transport/node_runtime_impl.hpp"
 
 #include "actors/worker_pipes.hpp"
+#include "config/profile.hpp"
 
 namespace troupe {
 
@@ -42,6 +43,16 @@ node_runtime::impl::impl(config::recipe recipe, const config::recipe_sources& so
   ctx_->worker_boot.config_file = sources.file;
   ctx_->worker_boot.env = sources.env;
   ctx_->worker_boot.sets = sources.sets;
+  ctx_->worker_boot.profile = sources.profile;
+  auto& in_force = ctx_->settings;
+  in_force.active_profile = ctx_->recipe().orchestration.profile_name;
+  in_force.digest = config::settings_digest(ctx_->recipe());
+  in_force.effective_json = config::flatten(ctx_->recipe(), true).dump();
+  try {
+    in_force.levels_json = config::settings_with_levels(sources).dump();
+  } catch (const config::recipe_error&) {  // a recipe composed elsewhere (never from the command line)
+    in_force.levels_json = "{}";
+  }
 }
 
 int node_runtime::impl::start() {
