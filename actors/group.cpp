@@ -33,6 +33,7 @@ struct group_state {
   std::optional<actor_gauge> gauge;
   node_context_ptr ctx;
   config::group_settings settings;
+  std::optional<group_tuning> tuning;  // the last settings applied while the node runs
   commander_for_groups commander;
   global_store_handle global_store;
   deposit_handle deposit;
@@ -297,9 +298,23 @@ struct group_state {
   worker_handle start_worker(caf::local_actor& self, std::size_t slot) {
     worker_spec spec{settings.name + "-w" + std::to_string(slot + 1), settings.name, commander, global_store, deposit,
                      ctx};
-    if (settings.process_isolation())
-      return spawn_worker_process(self, std::move(spec), settings);
-    return spawn_worker(self, std::move(spec));
+    auto w = settings.process_isolation() ? spawn_worker_process(self, std::move(spec), settings)
+                                          : spawn_worker(self, std::move(spec));
+    if (tuning)  // settings applied since the start: a new worker has them from its first message
+      caf::anon_send(w, tune_atom::value, *tuning);
+    return w;
+  }
+
+  // Settings applied while the node runs (docs/config.md "Profiles"): every worker, and each one started later.
+  void tune(const group_tuning& t) {
+    if (tuning && t.generation <= tuning->generation)
+      return;
+    tuning = t;
+    settings.user_idle_freeze_minutes = t.user_idle_freeze_minutes;
+    settings.guest_idle_seconds = t.guest_idle_seconds;
+    for (auto& w : workers)
+      if (w)
+        caf::anon_send(w, tune_atom::value, t);
   }
 };
 
@@ -348,6 +363,7 @@ group_actor::behavior_type group_impl(group_actor::stateful_pointer<group_state>
         if (w)
           self->send(w, fence_atom::value);
     },
+    [=](tune_atom, group_tuning& t) { self->state.tune(t); },
     [=](admission_atom, admission_report& report) {
       auto& st = self->state;
       for (std::size_t slot = 0; slot < st.workers.size(); ++slot)

@@ -26,6 +26,8 @@ using group_handle = caf::typed_actor<
   /// Its node fenced itself: every worker freezes its users and forgets them
   /// (worker_handle's fence_atom: the deposit refuses the stale writes).
   caf::reacts_to<fence_atom>,
+  /// From the node's orchestrator: its settings applied while it runs (every worker gets them).
+  caf::reacts_to<tune_atom, group_tuning>,
   /// From one of its workers: what it admits now (forwarded to the commander).
   caf::reacts_to<admission_atom, admission_report>,
   /// From the commander: start one more worker (an arrival no worker admits);

@@ -5,6 +5,7 @@
 #include "actors/commander.hpp"
 #include "actors/deposit.hpp"
 #include "actors/errors.hpp"
+#include "actors/orchestrator.hpp"
 #include "actors/stream.hpp"
 #include "actors/tell.hpp"
 #include "actors/upload.hpp"
@@ -35,6 +36,9 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<attach_order>("troupe.attach_order");
   cfg.add_message_type<admission_report>("troupe.admission_report");
   cfg.add_message_type<worker_vitals>("troupe.worker_vitals");
+  cfg.add_message_type<group_tuning>("troupe.group_tuning");
+  cfg.add_message_type<orchestration_request>("troupe.orchestration_request");
+  cfg.add_message_type<orchestration_answer>("troupe.orchestration_answer");
   cfg.add_message_type<worker_hello>("troupe.worker_hello");
   cfg.add_message_type<worker_process_handle>("troupe.worker_process_handle");
   cfg.add_message_type<login_request>("troupe.login_request");

@@ -61,6 +61,7 @@ using admission_atom = caf::atom_constant<caf::atom("admission")>; ///< what a w
 using grow_atom = caf::atom_constant<caf::atom("grow")>;        ///< a group starts one more worker
 using retire_atom = caf::atom_constant<caf::atom("retire")>;    ///< a group stops a worker it no longer needs
 using relocate_atom = caf::atom_constant<caf::atom("relocate")>; ///< a woken user belongs to another group
+using tune_atom = caf::atom_constant<caf::atom("tune")>;  ///< a group's settings applied while it runs (group_tuning)
 using degraded_atom = caf::atom_constant<caf::atom("degraded")>; ///< a group is (no longer) degraded: its workers refuse (serve)
 using replace_atom = caf::atom_constant<caf::atom("replace")>;  ///< a worker past its memory occupancy asks to be replaced
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>; ///< a worker process's slot asks it for its vitals
@@ -193,6 +194,20 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_request& x) {
   return f(caf::meta::type_name("troupe.http_request"), x.method, x.path, x.query, x.body, x.cid,
            x.page, x.headers, x.deadline_ms, x.channel, x.client, x.answer_to, x.answer_ref, x.upload_from, x.socket);
+}
+
+/// The keys of a group's settings applied while the node runs (config's hot
+/// keys; docs/config.md "Profiles"), with the generation of the composition
+/// they come from: a worker takes a generation newer than the one it has only.
+struct group_tuning {
+  std::uint64_t generation = 0;
+  double user_idle_freeze_minutes = 30;
+  double guest_idle_seconds = 2;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_tuning& x) {
+  return f(caf::meta::type_name("troupe.group_tuning"), x.generation, x.user_idle_freeze_minutes, x.guest_idle_seconds);
 }
 
 /// What the front must do with its routing cache after a reply.

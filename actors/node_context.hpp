@@ -56,18 +56,6 @@ struct worker_bootstrap {
   std::uint32_t pipes = 0;  ///< its worker pipes, on descriptors worker_pipe_fd.. (actors/worker_pipes.hpp)
 };
 
-/// Which composition of the settings is in force (docs/config.md "Profiles"):
-/// its generation, where it came from, and what GET /_troupe/config and
-/// /_troupe/orchestration/status show of it. Set at the start.
-struct settings_in_force {
-  std::uint64_t generation = 1;
-  std::string source = "boot";   ///< "boot": the start, with orchestration.profile_name if any
-  std::string active_profile;    ///< the profile in force ("": none)
-  std::string digest;            ///< config::settings_digest of the effective recipe
-  std::string effective_json;    ///< config::flatten(recipe, hide secrets), as JSON text
-  std::string levels_json;       ///< config::settings_with_levels, as JSON text
-};
-
 struct node_context {
   /// A node with the default recipe (tests change it through recipe() before they start anything).
   node_context();
@@ -77,9 +65,6 @@ struct node_context {
   ~node_context();
 
   std::string node_name;
-
-  /// The composition in force (set at the start, before any actor runs).
-  settings_in_force settings;
 
   /// The node's effective recipe, whole (config/recipe.hpp): for the start-up, a
   /// worker's bootstrap and tests. Readers of one section use its accessor below

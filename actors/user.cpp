@@ -197,14 +197,16 @@ void user_state::leave(user_exit why) {
 
 namespace {
 
-user_policy policy_of(const node_context& ctx, const std::string& group_name, const std::string& user) {
+user_policy policy_of(const node_context& ctx, const user_spec& spec, const std::string& user) {
   user_policy p;
   p.guest = registry::is_guest(user);
-  if (auto* group = ctx.group(group_name)) {
+  if (auto* group = ctx.group(spec.group)) {
+    const double idle_minutes = spec.tuning ? spec.tuning->user_idle_freeze_minutes : group->user_idle_freeze_minutes;
+    const double guest_seconds = spec.tuning ? spec.tuning->guest_idle_seconds : group->guest_idle_seconds;
     p.mode = durability_of(group->durability);
-    p.idle_after = node_context::timer_millis(group->user_idle_freeze_minutes * 60);
+    p.idle_after = node_context::timer_millis(idle_minutes * 60);
     p.checkpoint_every = node_context::timer_millis(group->checkpoint_seconds);
-    p.guest_idle_after = node_context::timer_millis(group->guest_idle_seconds);
+    p.guest_idle_after = node_context::timer_millis(guest_seconds);
     if (group->rest_idle_seconds > 0)
       p.rest_after = node_context::timer_millis(group->rest_idle_seconds);
   } else {
@@ -233,7 +235,7 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
   st.restarts = spec.restarts;
   st.cost = std::move(spec.busy);
   st.gate = std::move(spec.gate);
-  st.core.emplace(policy_of(*st.ctx, spec.group, st.user_name), st);
+  st.core.emplace(policy_of(*st.ctx, spec, st.user_name), st);
   st.keeper.emplace((*spec.factory)());
   st.owner_epoch = spec.owner_epoch;
   st.keeper->set_owner_epoch(spec.owner_epoch);
@@ -310,6 +312,9 @@ user_handle::behavior_type user_impl(user_handle::stateful_pointer<user_state> s
     [=](tick_atom, std::uint8_t which, std::uint64_t arg) {
       actor_meter::scope metered{self->state.meter};
       self->state.on_tick(which, arg);
+    },
+    [=](tune_atom, std::int64_t idle_ms, std::int64_t guest_idle_ms) {
+      self->state.core->tune_idleness(std::chrono::milliseconds(idle_ms), std::chrono::milliseconds(guest_idle_ms));
     },
     [=](stream_msg_atom, stream_event& e) {
       actor_meter::scope metered{self->state.meter};

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace caf {
@@ -54,6 +55,9 @@ using user_handle = caf::typed_actor<
   /// Internal: a timer is due — check idleness (0), checkpoint (1), or
   /// deferred answer number `arg` (2). Forwarded by his worker (user_supervisor).
   caf::reacts_to<tick_atom, std::uint8_t, std::uint64_t>,
+  /// From his worker: his group's idle freeze (user_idle_freeze_minutes) and a
+  /// guest's (guest_idle_seconds) changed, in ms; his next idle check judges by them.
+  caf::reacts_to<tune_atom, std::int64_t, std::int64_t>,
   /// One of his streams: opened by its sink, credit, the client gone (docs/streaming.md).
   caf::reacts_to<stream_msg_atom, stream_event>,
   /// A piece of a body he reads (a streamed upload: actors/upload.hpp).
@@ -132,6 +136,8 @@ struct user_spec {
   const router* routes = nullptr;        ///< his type's routes (built once, shared)
   const message_router* messages = nullptr;  ///< the messages his type accepts (built once, shared)
   node_context_ptr ctx;
+  /// His group's keys applied since the start, as his worker has them (none: the recipe's).
+  std::optional<group_tuning> tuning;
   std::uint32_t restarts = 0;            ///< times his worker restarted him in the current window
   /// His placement's owner epoch (attach_order::owner_epoch): stamped on every
   /// parcel he writes; a woken user claims it in the deposit before serving. A

@@ -145,6 +145,12 @@ public:
 
   user_phase phase() const noexcept { return phase_; }
   const user_policy& policy() const noexcept { return policy_; }
+  /// His group's idle freezes changed while he lives (docs/config.md "Profiles"):
+  /// his next idle check (at most idle_timer_horizon away) judges by them.
+  void tune_idleness(std::chrono::milliseconds idle_after, std::chrono::milliseconds guest_idle_after) noexcept {
+    policy_.idle_after = idle_after;
+    policy_.guest_idle_after = guest_idle_after;
+  }
   bool terminal() const noexcept {
     return phase_ == user_phase::resting || phase_ == user_phase::fenced || phase_ == user_phase::stopped;
   }

@@ -48,6 +48,14 @@ worker_actor_state::~worker_actor_state() {
   }
 }
 
+double worker_actor_state::idle_freeze_minutes() const {
+  return tuning ? tuning->user_idle_freeze_minutes : settings->user_idle_freeze_minutes;
+}
+
+double worker_actor_state::guest_idle_seconds() const {
+  return tuning ? tuning->guest_idle_seconds : settings->guest_idle_seconds;
+}
+
 // -- the core's effects ------------------------------------------------------------------------
 
 std::uint64_t worker_actor_state::spawn_user(const std::string& user, user_launch how) {
@@ -73,6 +81,7 @@ std::uint64_t worker_actor_state::spawn_user(const std::string& user, user_launc
   us.routes = routes;
   us.messages = messages;
   us.ctx = spec.ctx;
+  us.tuning = tuning;
   us.owner_epoch = how.owner_epoch;
   us.gate = gate;
   us.resumed = std::move(resumed);
@@ -350,8 +359,8 @@ void worker_actor_state::sweep_resting() {
   static constexpr std::size_t rest_sweep_batch = 1024;
   rest_sweep_armed = false;
   auto now = registry::wall_clock::now();
-  auto idle_after = std::chrono::duration<double>(settings->user_idle_freeze_minutes * 60);
-  auto guest_idle_after = std::min(idle_after, std::chrono::duration<double>(settings->guest_idle_seconds));
+  auto idle_after = std::chrono::duration<double>(idle_freeze_minutes() * 60);
+  auto guest_idle_after = std::min(idle_after, std::chrono::duration<double>(guest_idle_seconds()));
   std::vector<std::string> due;
   for (auto& [name, left] : resting) {
     bool empty_guest = left.parcel.empty() && !left.dirty && registry::is_guest(name.view());
@@ -540,6 +549,16 @@ worker_actor::behavior_type worker_impl(worker_actor::stateful_pointer<worker_ac
         self->state.gate->recover();
     },
     [=](admission_atom) { self->state.beat(); },
+    [=](tune_atom, group_tuning& t) {
+      auto& st = self->state;
+      if (st.tuning && t.generation <= st.tuning->generation)
+        return;
+      st.tuning = t;  // resting users: the next sweep judges them by it
+      auto idle = node_context::timer_millis(t.user_idle_freeze_minutes * 60).count();
+      auto guest = node_context::timer_millis(t.guest_idle_seconds).count();
+      for (auto& [id, user] : *st.actors)
+        self->send(user, tune_atom::value, std::int64_t{idle}, std::int64_t{guest});
+    },
     [=](heartbeat_atom) {
       auto& m = self->state.spec.ctx->metrics;
       worker_vitals v;

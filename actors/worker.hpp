@@ -112,6 +112,8 @@ using worker_handle = caf::typed_actor<
   /// From its group: the group is degraded (true: refuse every user's request
   /// with 503 and this Retry-After in seconds, 0: none) or recovered (false).
   caf::reacts_to<degraded_atom, bool, std::uint32_t>,
+  /// From its group: settings applied while the node runs; its users take them at their next idle check.
+  caf::reacts_to<tune_atom, group_tuning>,
   /// Are you alive: its vitals (a worker process's slot asks every
   /// min(1 s, stuck_timeout_seconds / 4); no answer within stuck_timeout_seconds: killed).
   caf::replies_to<heartbeat_atom>::with<worker_vitals>>;

@@ -56,6 +56,10 @@ struct worker_actor_state : worker_effects {
   std::optional<actor_gauge> gauge;
   worker_spec spec;
   const config::group_settings* settings = nullptr;
+  /// Its group's keys applied since the start (docs/config.md "Profiles"), over `settings`.
+  std::optional<group_tuning> tuning;
+  double idle_freeze_minutes() const;
+  double guest_idle_seconds() const;
   const app_types::factory* factory = nullptr;
   const router* routes = nullptr;
   const message_router* messages = nullptr;  // the messages his type accepts (README "Messages between users")

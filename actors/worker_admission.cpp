@@ -146,7 +146,7 @@ std::optional<registry::worker_admission::seconds> worker_actor_state::until_fir
   if (!oldest)
     return std::nullopt;
   auto idle_for = std::chrono::duration<double>(steady::now().time_since_epoch() - std::chrono::nanoseconds(*oldest));
-  return registry::worker_admission::seconds(settings->user_idle_freeze_minutes * 60 - idle_for.count());
+  return registry::worker_admission::seconds(idle_freeze_minutes() * 60 - idle_for.count());
 }
 
 // Closed and too hot: the least busy active user since the last beat

@@ -118,6 +118,7 @@ struct slot_state {
   worker_vitals vitals;  // the child's last answer (counted into the node's metrics)
 
   std::optional<std::pair<bool, std::uint32_t>> degraded;  // the group's last word, for every new child
+  std::optional<group_tuning> tuning;                      // the settings applied since the start, for every new child
   std::optional<caf::error> stopping;                      // the node stops: the reason, once the child is gone
   steady::time_point stop_deadline;
   std::uint32_t restarts = 0;
@@ -225,6 +226,8 @@ struct slot_state {
     spdlog::info("worker {}: process {} serves", spec.name, pid);
     if (degraded)
       self->send(child, degraded_atom::value, degraded->first, degraded->second);
+    if (tuning)
+      self->send(child, tune_atom::value, *tuning);
     if (stopping) {
       caf::anon_send_exit(child, caf::exit_reason::user_shutdown);
       return;
@@ -610,6 +613,10 @@ slot_actor::behavior_type slot_impl(slot_actor::stateful_pointer<slot_state> sel
     },
     // A child's users rest with their own worker, in the child: never here.
     [=](rest_atom, const std::string&, resting_user_ptr&) {},
+    [=](tune_atom a, group_tuning& t) {
+      self->state.tuning = t;
+      self->state.tell(a, t);
+    },
     [=](degraded_atom a, bool on, std::uint32_t retry_after) {
       self->state.degraded = std::make_pair(on, retry_after);
       self->state.tell(a, on, retry_after);

@@ -115,6 +115,9 @@ struct field {
   member<S> ptr;
   rule check;
   bool secret = false;  ///< shown as "***" wherever settings are shown (GET /_troupe/config)
+  /// Applied while the node runs (POST /_troupe/orchestration/apply): its
+  /// readers take a new value at their next beat. Every other key needs a restart.
+  bool hot = false;
 };
 
 inline const std::vector<field<node_settings>>& node_fields() {
@@ -271,7 +274,7 @@ inline const std::vector<field<group_settings>>& group_fields() {
     {"worker_max_number", &G::worker_max_number, between(0, 1024)},
     {"worker_min_life_seconds", &G::worker_min_life_seconds, between(0, max_seconds)},
     {"cpu_retirement_quiet_seconds", &G::cpu_retirement_quiet_seconds, positive(max_seconds)},
-    {"user_idle_freeze_minutes", &G::user_idle_freeze_minutes, positive(max_minutes)},
+    {"user_idle_freeze_minutes", &G::user_idle_freeze_minutes, positive(max_minutes), false, true},
     {"durability", &G::durability, one_of("freeze|interval|reply")},
     {"checkpoint_seconds", &G::checkpoint_seconds, positive(max_seconds)},
     {"max_restarts", &G::max_restarts, at_least(0)},
@@ -289,7 +292,7 @@ inline const std::vector<field<group_settings>>& group_fields() {
     {"cpu_heating_seconds", &G::cpu_heating_seconds, positive(max_seconds)},
     {"cpu_cooling_seconds", &G::cpu_cooling_seconds, positive(max_seconds)},
     {"worker_admission_interval_seconds", &G::worker_admission_interval_seconds, between(0, max_seconds)},
-    {"guest_idle_seconds", &G::guest_idle_seconds, positive(max_seconds)},
+    {"guest_idle_seconds", &G::guest_idle_seconds, positive(max_seconds), false, true},
     {"rest_idle_seconds", &G::rest_idle_seconds, between(0, max_seconds)},
   };
   return f;

@@ -100,22 +100,43 @@ void census(http_session& s, std::string_view query) {
   });
 }
 
-// GET /_troupe/config (every setting with the level it came from) and
-// /_troupe/orchestration/status (the composition in force; docs/config.md "Profiles").
-std::string settings_json(const node_context& ctx, bool with_levels) {
-  const auto& in_force = ctx.settings;
-  nlohmann::json out{{"generation", in_force.generation},
-                     {"source", in_force.source},
-                     {"active_profile", in_force.active_profile.empty() ? nlohmann::json() : nlohmann::json(in_force.active_profile)},
-                     {"digest", in_force.digest}};
-  if (with_levels) {
-    out["settings"] = nlohmann::json::parse(in_force.levels_json);
-  } else {
-    out["effective_settings"] = nlohmann::json::parse(in_force.effective_json);
-    out["members"] = nlohmann::json::array(
-      {{{"node", ctx.node_name}, {"generation", in_force.generation}, {"acknowledged", true}}});
+// /_troupe/config, /_troupe/orchestration/status|apply|reload: the orchestrator's
+// (actors/orchestrator.hpp), through the bridge; docs/config.md "Profiles".
+void orchestrate(http_session& s, orchestration_request q) {
+  q.who = operator_name(s.request());
+  q.from = s.client_address();
+  s.call_bridge([q = std::move(q)](front& f, local_admin slot) mutable {
+    caf::anon_send(f.bridge(), orchestrate_atom::value, std::move(q), std::move(slot));
+  });
+}
+
+// POST /_troupe/orchestration/apply: the body is the profile, JSON when its
+// Content-Type says so (or it starts with '{'), else TOML.
+void apply_profile(http_session& s) {
+  const auto& req = s.request();
+  orchestration_request q;
+  q.what = "apply";
+  q.text = req.body();
+  auto type = req.find(http::field::content_type);
+  auto first = q.text.find_first_not_of(" \t\r\n");
+  bool json = (type != req.end() && sv(type->value()).find("json") != std::string_view::npos) ||
+              (first != std::string::npos && q.text[first] == '{');
+  q.format = json ? "json" : "toml";
+  orchestrate(s, std::move(q));
+}
+
+// POST /_troupe/orchestration/reload: {"name": …}, or an empty body for the active profile.
+void reload_profile(http_session& s) {
+  orchestration_request q;
+  q.what = "reload";
+  const auto& body = s.request().body();
+  if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    auto j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || (j.contains("name") && !j["name"].is_string()))
+      return s.answer(400, error_body("expected {\"name\": \"<profile>\"} or an empty body"), "application/json");
+    q.name = j.value("name", "");
   }
-  return out.dump();
+  orchestrate(s, std::move(q));
 }
 
 }  // namespace
@@ -187,8 +208,15 @@ void serve_admin(http_session& s, std::string_view path, std::string_view query)
     return s.answer(200, ctx.metrics.prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
   if (path == "/_troupe/history")  // the rate history (one sample a second) and the per-route figures
     return s.answer(200, ctx.metrics.history_json(), "application/json");
-  if (path == "/_troupe/config" || path == "/_troupe/orchestration/status")
-    return s.answer(200, settings_json(ctx, path == "/_troupe/config"), "application/json");
+  if (path == "/_troupe/config" || path == "/_troupe/orchestration/status") {
+    orchestration_request q;
+    q.what = path == "/_troupe/config" ? "config" : "status";
+    return orchestrate(s, std::move(q));
+  }
+  if (path == "/_troupe/orchestration/apply")
+    return req.method() == http::verb::post ? apply_profile(s) : s.refuse_method("POST");
+  if (path == "/_troupe/orchestration/reload")
+    return req.method() == http::verb::post ? reload_profile(s) : s.refuse_method("POST");
   if (path == "/_troupe/global")
     return s.call_bridge([](front& f, local_admin slot) {
       caf::anon_send(f.bridge(), global_atom::value, std::move(slot));

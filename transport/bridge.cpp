@@ -89,7 +89,7 @@ struct order_run {
 
 bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_handle commander,
                                          global_store_handle global_store, census_handle census,
-                                         caf::duration hold_timeout,
+                                         orchestrator_handle orchestrator, caf::duration hold_timeout,
                                          caf::duration request_timeout) {
   return {
     [=](resolve_atom, std::string& cid, bool minted, local_resolve& slot) {
@@ -158,15 +158,27 @@ bridge_handle::behavior_type bridge_impl(bridge_handle::pointer self, commander_
       auto [ok, fail] = census_reply(self, slot);
       self->request(census, request_timeout, log_atom::value, tail).then(ok, fail);
     },
+    [=](orchestrate_atom a, orchestration_request& q, local_admin& slot) {
+      self->request(orchestrator, request_timeout, a, std::move(q))
+        .then(
+          [slot](orchestration_answer& ans) {
+            http_response r;
+            r.status = ans.status;
+            r.body = std::move(ans.body);
+            slot->done(std::move(r));
+          },
+          [slot](caf::error&) { slot->done(error_response(503, "the orchestrator did not answer", 1)); });
+    },
   };
 }
 
 }  // namespace
 
 bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, global_store_handle global_store,
-                           census_handle census, caf::duration hold_timeout, caf::duration request_timeout) {
-  return sys.spawn(bridge_impl, std::move(commander), std::move(global_store), std::move(census), hold_timeout,
-                   request_timeout);
+                           census_handle census, orchestrator_handle orchestrator, caf::duration hold_timeout,
+                           caf::duration request_timeout) {
+  return sys.spawn(bridge_impl, std::move(commander), std::move(global_store), std::move(census),
+                   std::move(orchestrator), hold_timeout, request_timeout);
 }
 
 }  // namespace troupe

@@ -9,6 +9,7 @@
 
 #include "actors/census.hpp"
 #include "actors/commander.hpp"
+#include "actors/orchestrator.hpp"
 
 namespace troupe {
 
@@ -66,10 +67,14 @@ using bridge_handle = caf::typed_actor<
   /// GET /_troupe/actors/{id}.
   caf::reacts_to<census_atom, std::string, local_admin>,
   /// GET /_troupe/orchestration/log?tail=N.
-  caf::reacts_to<log_atom, std::uint32_t, local_admin>>;
+  caf::reacts_to<log_atom, std::uint32_t, local_admin>,
+  /// /_troupe/orchestration/apply|reload|status and /_troupe/config (actors/orchestrator.hpp).
+  caf::reacts_to<orchestrate_atom, orchestration_request, local_admin>>;
 
-/// Spawns the bridge in front of `commander`, `global_store` and `census` (a top-level actor: the node stops it).
+/// Spawns the bridge in front of `commander`, `global_store`, `census` and
+/// `orchestrator` (a top-level actor: the node stops it).
 bridge_handle spawn_bridge(caf::actor_system& sys, commander_handle commander, global_store_handle global_store,
-                           census_handle census, caf::duration hold_timeout, caf::duration request_timeout);
+                           census_handle census, orchestrator_handle orchestrator, caf::duration hold_timeout,
+                           caf::duration request_timeout);
 
 }  // namespace troupe

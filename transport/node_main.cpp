@@ -66,7 +66,7 @@ config::recipe_sources sources_of(const node_flags& f) {
 
 // `troupe node`: the recipe, the logs, then the node's runtime
 // (transport/node_runtime.hpp) started, run until SIGTERM or SIGINT (SIGHUP
-// reloads the TLS pair), and stopped.
+// reloads the TLS pair and the active profile), and stopped.
 int run_node(const node_flags& flags, const app_types& types) {
   // Signals are taken by this thread alone (sigwait below): block them before
   // any other thread exists (the orchestration log's writer is one) so every
@@ -76,7 +76,7 @@ int run_node(const node_flags& flags, const app_types& types) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);  // reloads the TLS pair (docs/tls.md)
+  sigaddset(&signals, SIGHUP);  // reloads the TLS pair (docs/tls.md) and the active profile (docs/config.md)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto src = sources_of(flags);
@@ -111,8 +111,10 @@ int run_node(const node_flags& flags, const app_types& types) {
   if (int code = node.start())
     return code;
   int sig = 0;
-  for (sigwait(&signals, &sig); sig == SIGHUP; sigwait(&signals, &sig))
+  for (sigwait(&signals, &sig); sig == SIGHUP; sigwait(&signals, &sig)) {
     node.reload_tls();
+    node.reload_profile();
+  }
   int exit_code = node.stop(sig == SIGINT ? "SIGINT" : "SIGTERM");
   spdlog::info("stopped (exit code {})", exit_code);
   spdlog::shutdown();

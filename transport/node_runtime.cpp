@@ -1,7 +1,6 @@
 #include "transport/node_runtime_impl.hpp"
 
 #include "actors/worker_pipes.hpp"
-#include "config/profile.hpp"
 
 namespace troupe {
 
@@ -44,15 +43,7 @@ node_runtime::impl::impl(config::recipe recipe, const config::recipe_sources& so
   ctx_->worker_boot.env = sources.env;
   ctx_->worker_boot.sets = sources.sets;
   ctx_->worker_boot.profile = sources.profile;
-  auto& in_force = ctx_->settings;
-  in_force.active_profile = ctx_->recipe().orchestration.profile_name;
-  in_force.digest = config::settings_digest(ctx_->recipe());
-  in_force.effective_json = config::flatten(ctx_->recipe(), true).dump();
-  try {
-    in_force.levels_json = config::settings_with_levels(sources).dump();
-  } catch (const config::recipe_error&) {  // a recipe composed elsewhere (never from the command line)
-    in_force.levels_json = "{}";
-  }
+  sources_ = sources;
 }
 
 int node_runtime::impl::start() {
@@ -75,6 +66,24 @@ void node_runtime::impl::reload_tls() {
     return;
   }
   front_->reload_tls();  // logs and counts its outcome
+}
+
+void node_runtime::impl::reload_profile() {
+  orchestration_request q;
+  q.what = "reload";
+  q.who = "SIGHUP";
+  caf::scoped_actor self{*sys_};  // the signal thread, never an asio or actor thread: it may wait
+  self->request(orchestrator_, ctx_->request_timeout(), orchestrate_atom::value, std::move(q))
+    .receive(
+      [](orchestration_answer& a) {
+        auto body = nlohmann::json::parse(a.body, nullptr, false);
+        if (a.status == 200)
+          spdlog::info("SIGHUP: profile reloaded: {}, generation {}", body.value("outcome", "?"),
+                       body.value("generation", std::uint64_t{0}));
+        else
+          spdlog::info("SIGHUP: profile not reloaded ({}): {}", a.status, body.value("error", a.body));
+      },
+      [this](caf::error& err) { spdlog::warn("SIGHUP: the orchestrator did not answer: {}", sys_->render(err)); });
 }
 
 int node_runtime::impl::parse_addresses() {
@@ -429,7 +438,8 @@ int node_runtime::impl::join_cluster() {
 }
 
 int node_runtime::impl::spawn_bridge() {
-  bridge_ = troupe::spawn_bridge(*sys_, commander_, global_store_, census_, ctx_->hold_timeout(),
+  orchestrator_ = spawn_orchestrator(*sys_, ctx_, sources_, groups_, census_);
+  bridge_ = troupe::spawn_bridge(*sys_, commander_, global_store_, census_, orchestrator_, ctx_->hold_timeout(),
                                  ctx_->request_timeout());
   return 0;
 }
@@ -496,6 +506,10 @@ int node_runtime::start() {
 
 void node_runtime::reload_tls() {
   impl_->reload_tls();
+}
+
+void node_runtime::reload_profile() {
+  impl_->reload_profile();
 }
 
 int node_runtime::stop(const char* why) {

@@ -72,6 +72,9 @@ public:
   int start();
   /// SIGHUP: loads the TLS pair again (logged; TLS off: said so, nothing done).
   void reload_tls();
+  /// SIGHUP: reads the active profile again and applies it (docs/config.md
+  /// "Profiles"); the outcome is logged and written to the orchestration log.
+  void reload_profile();
   /// The orderly stop; `why` names its cause in the log ("SIGTERM"). Returns the exit code.
   int stop(const char* why);
 

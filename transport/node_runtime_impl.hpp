@@ -11,6 +11,7 @@
 #include "actors/errors.hpp"
 #include "actors/health.hpp"
 #include "actors/orchestration_log.hpp"
+#include "actors/orchestrator.hpp"
 #include "cluster/agent.hpp"
 #include "cluster/commander_link.hpp"
 #include "gate/dial.hpp"
@@ -96,6 +97,8 @@ public:
 
   void reload_tls();
 
+  void reload_profile();
+
   int stop(const char* why);
 
 private:
@@ -157,7 +160,7 @@ private:
   // it is a member (docs/CLUSTER.md).
   int join_cluster();
 
-  // -- 14. the bridge -------------------------------------------------------------------
+  // -- 14. the orchestrator and the bridge ------------------------------------------------
   int spawn_bridge();
 
   // -- 15. the front --------------------------------------------------------------------
@@ -224,6 +227,8 @@ private:
   std::vector<group_handle> groups_;
   cluster::agent_handle cluster_agent_;
   std::unique_ptr<gate::listener> cluster_gate_;
+  config::recipe_sources sources_;  // the levels the recipe was composed from (the orchestrator's base)
+  orchestrator_handle orchestrator_;
   bridge_handle bridge_;
   std::unique_ptr<front> front_;
   shutdown_watchdog watchdog_;

@@ -141,6 +141,7 @@ void node_runtime::impl::stop_parts() {
       caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
   };
   leave(bridge_);                                   // 14
+  leave(orchestrator_);
   cluster_gate_.reset();                            // 13: its thread ends before the actor system
   leave(cluster_agent_);
   for (auto& g : groups_)                           // 12
@@ -155,6 +156,7 @@ void node_runtime::impl::stop_parts() {
   // Handles let go: a detached actor's thread waits for its last handle to
   // go, and none is used once the actor system is gone.
   bridge_ = nullptr;
+  orchestrator_ = nullptr;
   cluster_agent_ = nullptr;
   groups_.clear();
   commander_ = nullptr;

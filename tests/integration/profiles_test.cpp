@@ -1,13 +1,16 @@
-// Profiles at the start (issue 27, docs/config.md "Profiles"): the five levels
-// of a real node's settings as GET /_troupe/config shows them, the composition
-// in force at /_troupe/orchestration/status, a named profile that is missing or
-// invalid stopping the start (exit 2, one line), and a worker process composing
-// the same profile as its node.
+// Profiles (issue 27, docs/config.md "Profiles"): the five levels of a real
+// node's settings as GET /_troupe/config shows them, the composition in force at
+// /_troupe/orchestration/status, a named profile that is missing or invalid
+// stopping the start (exit 2, one line), a worker process composing the same
+// profile as its node; applied while the node runs: each HTTP outcome, 50
+// concurrent applies, SIGHUP, and a lowered idle freeze seen in behaviour.
 #include "../support/test_support.hpp"
 
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <signal.h>
+#include <thread>
 
 namespace profiles_test_file {
 
@@ -138,6 +141,178 @@ TEST_F(Profiles, AWorkerProcessComposesTheSameProfileAsItsNode) {
   EXPECT_STATUS(small, 200);
   auto large = alice.post_json("/api/tell", {{"user", "bob"}, {"text", std::string(200, 'x')}});
   EXPECT_EQ(large.status, 413) << large.describe();
+}
+
+namespace {
+
+response apply_profile(uint16_t port, const std::string& body, const std::string& type = "application/toml") {
+  http_client c(port);
+  auto h = bearer();
+  h.emplace_back("Content-Type", type);
+  return c.post("/_troupe/orchestration/apply", body, h);
+}
+
+response reload_profile(uint16_t port, const std::string& body = "") {
+  http_client c(port);
+  return c.post("/_troupe/orchestration/reload", body, bearer());
+}
+
+std::vector<std::string> violation_keys(const response& r) {
+  std::vector<std::string> out;
+  auto body = r.json();
+  for (auto& v : body["violations"])
+    out.push_back(v["key"].get<std::string>() + ": " + v["rule"].get<std::string>());
+  return out;
+}
+
+}  // namespace
+
+TEST_F(Profiles, AnApplyWhileTheNodeRunsAnswersEachOutcomeAndLogsEveryAttempt) {
+  write("profiles/quiet.toml", "[group.default]\nuser_idle_freeze_minutes = 10\nguest_idle_seconds = 4\n");
+  start({"--admin-token", token, "--config", recipe()});
+  auto first = apply_profile(port(), "[group.default]\nuser_idle_freeze_minutes = 20\n");
+  ASSERT_STATUS(first, 200);
+  auto a = first.json();
+  EXPECT_EQ(a["outcome"], "applied");
+  EXPECT_EQ(a["generation"], 2);
+  EXPECT_EQ(a["source"], "inline");
+  EXPECT_TRUE(a["active_profile"].is_null());
+  ASSERT_EQ(a["changed_settings"].size(), 1u);
+  EXPECT_EQ(a["changed_settings"][0], (json{{"key", "group.default.user_idle_freeze_minutes"}, {"from", 30}, {"to", 20}}));
+  EXPECT_EQ(a["effective_settings"]["group.default.user_idle_freeze_minutes"], 20);
+  EXPECT_EQ(a["effective_settings"]["limits.max_inflight"], 7000);
+
+  auto same = apply_profile(port(), R"({"group": {"default": {"user_idle_freeze_minutes": 20}}})", "application/json");
+  ASSERT_STATUS(same, 200);
+  EXPECT_EQ(same.json()["outcome"], "unchanged");
+  EXPECT_EQ(same.json()["generation"], 2);
+  EXPECT_EQ(same.json()["digest"], a["digest"]);
+  EXPECT_TRUE(same.json()["changed_settings"].empty());
+
+  auto restart = apply_profile(port(), "[limits]\nmax_inflight = 3\n[group.default]\nuser_idle_freeze_minutes = 5\n");
+  EXPECT_STATUS(restart, 400);
+  EXPECT_EQ(violation_keys(restart), (std::vector<std::string>{"limits.max_inflight: needs a restart"})) << restart.body;
+  EXPECT_EQ(get("/_troupe/orchestration/status")["effective_settings"]["group.default.user_idle_freeze_minutes"], 20)
+    << "all or nothing: the hot key of a refused apply did not apply either";
+
+  auto invalid = apply_profile(port(), "[limits]\nmax_bodyy = 1\n[group.default]\nuser_idle_freeze_minutes = -1\n"
+                               "guest_idle_seconds = \"soon\"\n");
+  EXPECT_STATUS(invalid, 400);
+  EXPECT_EQ(invalid.json()["violations"].size(), 3u) << invalid.body;
+  EXPECT_STATUS(apply_profile(port(), "[group.default\n"), 400);
+
+  EXPECT_STATUS(reload_profile(port()), 400) << "nothing to reload: no profile is active";
+  EXPECT_STATUS(reload_profile(port(), R"({"name": "absent"})"), 404);
+  EXPECT_STATUS(reload_profile(port(), R"({"name": 3})"), 400);
+  auto quiet = reload_profile(port(), R"({"name": "quiet"})");
+  ASSERT_STATUS(quiet, 200);
+  EXPECT_EQ(quiet.json()["generation"], 3);
+  EXPECT_EQ(quiet.json()["source"], "profile");
+  EXPECT_EQ(quiet.json()["active_profile"], "quiet");
+  EXPECT_EQ(quiet.json()["effective_settings"]["group.default.guest_idle_seconds"], 4);
+  EXPECT_STATUS(reload_profile(port()), 200) << "the active profile again";
+
+  http_client c(port());
+  EXPECT_EQ(c.get("/_troupe/orchestration/apply", bearer()).status, 405);
+  EXPECT_EQ(c.post("/_troupe/orchestration/apply", "", {}).status, 401);
+  auto status = get("/_troupe/orchestration/status");
+  EXPECT_EQ(status["generation"], 3);
+  EXPECT_EQ(status["digest"], quiet.json()["digest"]);
+
+  auto log = get("/_troupe/orchestration/log?tail=20")["lines"];
+  int refused = 0, applied = 0;
+  for (auto& line : log) {
+    if (line["what"] != "apply" && line["what"] != "reload")
+      continue;
+    EXPECT_TRUE(line["numbers"].contains("generation")) << line;
+    refused += line["outcome"] == "refused";
+    applied += line["outcome"] == "ok";
+    if (line["outcome"] == "refused" && line["what"] == "apply" && line["numbers"].value("violations", 0) == 3) {
+      EXPECT_NE(line["detail"].get<std::string>().find("limits.max_bodyy: unknown key"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(refused, 5) << log.dump();  // a reload body that is not {"name": …} never reaches the orchestrator
+  EXPECT_EQ(applied, 2) << log.dump();
+}
+
+// 50 applies at once: each gets a generation of its own, the last one is in
+// force whole, and no reader ever sees a value with another generation's number.
+TEST_F(Profiles, FiftyConcurrentAppliesGetSuccessiveGenerationsAndNoReadIsTorn) {
+  start({"--admin-token", token, "--config", recipe()});
+  constexpr int n = 50;
+  std::vector<response> answers(n);
+  std::vector<json> reads;
+  std::mutex reads_mutex;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    http_client c(port());
+    while (!done) {
+      auto r = c.get("/_troupe/orchestration/status", bearer());
+      if (r.status == 200) {
+        std::lock_guard<std::mutex> guard{reads_mutex};
+        reads.push_back(r.json());
+      }
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int i = 0; i < n; ++i)
+    writers.emplace_back([&, i] {
+      answers[i] = apply_profile(port(), "[group.default]\nguest_idle_seconds = " + std::to_string(100 + i) + "\n");
+    });
+  for (auto& w : writers)
+    w.join();
+  done = true;
+  reader.join();
+  std::map<std::uint64_t, double> value_of;  // generation -> the value it put in force
+  value_of[1] = 2;
+  for (auto& a : answers) {
+    ASSERT_STATUS(a, 200);
+    ASSERT_EQ(a.json()["outcome"], "applied") << a.body;
+    auto g = a.json()["generation"].get<std::uint64_t>();
+    EXPECT_EQ(value_of.count(g), 0u) << "generation " << g << " given twice";
+    value_of[g] = a.json()["effective_settings"]["group.default.guest_idle_seconds"].get<double>();
+  }
+  EXPECT_EQ(value_of.rbegin()->first, static_cast<std::uint64_t>(n + 1));
+  auto last = get("/_troupe/orchestration/status");
+  EXPECT_EQ(last["generation"], n + 1);
+  EXPECT_EQ(last["effective_settings"]["group.default.guest_idle_seconds"], value_of[n + 1]);
+  ASSERT_FALSE(reads.empty());
+  for (auto& r : reads)
+    EXPECT_EQ(r["effective_settings"]["group.default.guest_idle_seconds"].get<double>(),
+              value_of[r["generation"].get<std::uint64_t>()])
+      << "generation " << r["generation"];
+}
+
+TEST_F(Profiles, SighupReadsTheActiveProfileAgain) {
+  write("profiles/quiet.toml", "[group.default]\nguest_idle_seconds = 4\n");
+  auto& n = start({"--admin-token", token, "--config", recipe(), "--set", "orchestration.profile_name=quiet"});
+  EXPECT_EQ(get("/_troupe/orchestration/status")["effective_settings"]["group.default.guest_idle_seconds"], 4);
+  write("profiles/quiet.toml", "[group.default]\nguest_idle_seconds = 6\n");
+  ASSERT_EQ(::kill(n.pid(), SIGHUP), 0);
+  ASSERT_TRUE(eventually([&] { return get("/_troupe/orchestration/status")["generation"] == 2; }));
+  auto status = get("/_troupe/orchestration/status");
+  EXPECT_EQ(status["effective_settings"]["group.default.guest_idle_seconds"], 6);
+  EXPECT_EQ(status["source"], "profile");
+  EXPECT_EQ(status["active_profile"], "quiet");
+  EXPECT_TRUE(eventually([&] { return n.stderr_log().find("SIGHUP: profile reloaded: applied, generation 2") != std::string::npos; }));
+}
+
+// The policy acts on its next beat: a lowered idle freeze freezes an idle user
+// at his next idle check, in a worker thread and in a worker process alike.
+TEST_F(Profiles, ALoweredIdleFreezeFreezesAnIdleUserOnTheNextSweep) {
+  for (const char* isolation : {"thread", "process"}) {
+    SCOPED_TRACE(isolation);
+    start({"--admin-token", token, "--set", std::string("group.default.isolation=") + isolation});
+    http_client c(port());
+    ASSERT_STATUS(c.post_json("/api/login", {{"user", "idler"}}), 200);
+    ASSERT_STATUS(c.post("/api/counter/incr"), 200);
+    auto freezes = [&] { return metric(port(), bearer(), "troupe_user_freezes_total"); };
+    EXPECT_EQ(freezes(), 0);
+    ASSERT_STATUS(apply_profile(port(), "[group.default]\nuser_idle_freeze_minutes = 0.01\n"), 200);
+    EXPECT_TRUE(eventually([&] { return freezes() >= 1; }, std::chrono::seconds(30)))
+      << "an idle user was not frozen under the lowered idle freeze";
+    EXPECT_EQ(count_of(c.get("/api/counter")), 1) << "he wakes with his state";
+  }
 }
 
 }  // namespace profiles_test_file

@@ -51,6 +51,7 @@ bridge_handle::behavior_type fake_bridge(bridge_handle::pointer, std::shared_ptr
     [unused](census_atom, census_query&, local_admin& slot) { unused(slot); },
     [unused](census_atom, std::string&, local_admin& slot) { unused(slot); },
     [unused](log_atom, std::uint32_t, local_admin& slot) { unused(slot); },
+    [unused](orchestrate_atom, orchestration_request&, local_admin& slot) { unused(slot); },
   };
 }
 
