@@ -1,13 +1,13 @@
 // Workers as processes (issue 13, [[group]] isolation = "process"): the real
 // node starts its workers as OS processes of its own and supervises them.
 #include "../support/test_support.hpp"
+#include "../support/worker_processes.hpp"
 
 #include <atomic>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <sstream>
 #include <thread>
 
@@ -23,57 +23,6 @@ namespace {
 const std::string token = "process-admin-" + random_token(16);
 
 headers_t bearer() { return {{"Authorization", "Bearer " + token}}; }
-
-// The command line of process `pid`, its NUL separators as spaces ("" once it is gone).
-std::string cmdline_of(pid_t pid) {
-  auto s = proc_text("/proc/" + std::to_string(pid) + "/cmdline");
-  for (auto& c : s)
-    if (c == '\0')
-      c = ' ';
-  return s;
-}
-
-pid_t parent_of(pid_t pid) {
-  auto stat = proc_text("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  if (close == std::string::npos)
-    return -1;
-  std::istringstream rest(stat.substr(close + 2));
-  char state = 0;
-  pid_t ppid = -1;
-  rest >> state >> ppid;
-  return ppid;
-}
-
-bool is_zombie(pid_t pid) {
-  auto stat = proc_text("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
-}
-
-// Every live `troupe worker` process whose parent is `node`.
-std::vector<pid_t> worker_processes(pid_t node) {
-  std::vector<pid_t> out;
-  for (auto& e : fs::directory_iterator("/proc")) {
-    auto name = e.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])))
-      continue;
-    pid_t pid = std::stoi(name);
-    if (parent_of(pid) == node && !is_zombie(pid) && cmdline_of(pid).find(" worker ") != std::string::npos)
-      out.push_back(pid);
-  }
-  return out;
-}
-
-// The worker process of `node` serving worker `name` (-1: none).
-pid_t worker_pid(pid_t node, const std::string& name) {
-  for (auto pid : worker_processes(node))
-    if (cmdline_of(pid).find(" --worker " + name + " ") != std::string::npos)
-      return pid;
-  return -1;
-}
-
-bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 || is_zombie(pid); }
 
 long long incr(http_client& c) { return count_of(c.post("/api/counter/incr")); }
 
@@ -207,56 +156,6 @@ TEST_F(ProcessWorkers, AKilledWorkerProcessIsReplacedAndOnlyItsUsersNoticeIt) {
   EXPECT_GE(now, last);
   EXPECT_LE(now, last + 1);  // the one in flight at the end may have landed unacknowledged
   EXPECT_GE(troupe::test::metric(n.port(), bearer(), "troupe_worker_restarts_total", "group=\"default\""), 1);
-}
-
-// Requests to the users of worker processes go on the pipes (issue 26,
-// transport/worker_pipe.hpp), not through the forwarder; node.worker_pipes =
-// false sends them through the forwarder again. Same answers either way.
-TEST_F(ProcessWorkers, RequestsToAWorkerProcessTakeItsPipesOrWithoutThemTheForwarder) {
-  for (bool pipes : {true, false}) {
-    SCOPED_TRACE(pipes ? "worker_pipes = true" : "worker_pipes = false");
-    auto& n = start_process({"--set", std::string("node.worker_pipes=") + (pipes ? "true" : "false")});
-    http_client c(n.port());
-    login(c, "piper");
-    for (int i = 1; i <= 20; ++i)
-      ASSERT_EQ(incr(c), i);
-    auto piped = troupe::test::metric(n.port(), bearer(), "troupe_worker_pipe_requests_total", "outcome=\"answered\"");
-    auto forwarded =
-      troupe::test::metric(n.port(), bearer(), "troupe_forwarded_requests_total", "outcome=\"answered\"");
-    if (pipes) {
-      EXPECT_GE(piped, 20);
-      EXPECT_EQ(forwarded, 0);
-      EXPECT_GE(troupe::test::metric(n.port(), bearer(), "troupe_worker_pipe_writes_total"), 1);
-    } else {
-      EXPECT_EQ(piped, 0);
-      EXPECT_GE(forwarded, 20);
-    }
-  }
-}
-
-// A request in flight on a pipe when its process is killed is released at
-// once (not at its deadline): a change's outcome is unknown (503, no
-// Retry-After), as through the forwarder.
-TEST_F(ProcessWorkers, AKilledWorkerProcessReleasesTheRequestsOnItsPipeAtOnce) {
-  auto& n = start_process({"--set", "limits.request_timeout_seconds=120", "--set", "group.default.stuck_timeout_seconds=60"});
-  http_client c(n.port());
-  auto worker = login(c, "spun");
-  auto pid = worker_pid(n.pid(), worker);
-  ASSERT_GT(pid, 0);
-  auto spun = std::async(std::launch::async, [&] {
-    http_client s(n.port());
-    s.set_cookie(*c.cookie());
-    return s.post_json("/api/spin", {{"ms", 60000}}, {}, milliseconds(90000));
-  });
-  ASSERT_TRUE(eventually([&] { return troupe::test::metric(n.port(), bearer(), "troupe_worker_pipe_pending") == 1; }));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0) << std::strerror(errno);
-  ASSERT_EQ(spun.wait_for(std::chrono::seconds(30)), std::future_status::ready)
-    << "the request waited for its deadline (120 s) instead of being released";
-  auto r = spun.get();
-  EXPECT_EQ(r.status, 503) << r.describe();
-  EXPECT_NE(r.body.find("outcome is unknown"), std::string::npos) << r.body;
-  EXPECT_GE(troupe::test::metric(n.port(), bearer(), "troupe_worker_pipe_requests_total", "outcome=\"released\""), 1);
-  EXPECT_EQ(troupe::test::metric(n.port(), bearer(), "troupe_worker_pipe_pending"), 0);
 }
 
 // A handler in an endless loop blocks its process's scheduler: the heartbeat
