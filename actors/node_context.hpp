@@ -50,6 +50,7 @@ struct worker_bootstrap {
   std::string token;
   std::string cookie_secret;
   std::string config_file;
+  std::string config_text;  ///< the recipe file's text as its node read it (the child does not read the file again)
   std::vector<std::pair<std::string, std::string>> env;  ///< the node's TROUPE_* variables
   std::vector<std::string> sets;                         ///< every --set the node's recipe was composed with
   std::vector<std::pair<std::string, std::string>> profile;  ///< the profile level in force (config/profile.hpp)

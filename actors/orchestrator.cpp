@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace troupe {
@@ -27,7 +28,7 @@ struct orchestrator_state {
 
 using orchestrator_pointer = orchestrator_handle::stateful_pointer<orchestrator_state>;
 
-orchestration_answer answer(std::uint16_t status, const json& body) { return {status, body.dump()}; }
+orchestration_answer answer_with(std::uint16_t status, const json& body) { return {status, body.dump()}; }
 
 json violations_json(const std::vector<config::setting_violation>& v) {
   json out = json::array();
@@ -36,26 +37,30 @@ json violations_json(const std::vector<config::setting_violation>& v) {
   return out;
 }
 
-void log(orchestrator_pointer self, const orchestration_request& q, const std::string& outcome_word, json numbers,
+void log_attempt(orchestrator_pointer self, const orchestration_request& q, const std::string& outcome_word, json numbers,
          const std::string& detail) {
   numbers["generation"] = self->state.ledger->generation();
   self->send(self->state.census, log_atom::value,
              orchestration_entry{q.who, q.from, q.what, "node", outcome_word, numbers.dump(), detail});
 }
 
-// Every group gets the keys applied while it runs, stamped with the generation.
-void tune_groups(orchestrator_pointer self) {
+// Each group whose keys changed gets them, stamped with the generation (its
+// workers tell every live user: nobody else is disturbed).
+void tune_groups(orchestrator_pointer self, const std::vector<config::setting_change>& changed) {
   auto& ledger = *self->state.ledger;
   auto& recipe = ledger.in_force();  // its groups in the order they were spawned in (a restart-only list)
   for (std::size_t i = 0; i < self->state.groups.size() && i < recipe.groups.size(); ++i) {
     const auto& gs = recipe.groups[i];
+    const auto prefix = "group." + gs.name + ".";
+    if (std::none_of(changed.begin(), changed.end(), [&](auto& c) { return c.key.rfind(prefix, 0) == 0; }))
+      continue;
     group_tuning t{ledger.generation(), gs.user_idle_freeze_minutes, gs.guest_idle_seconds};
     self->send(self->state.groups[i], tune_atom::value, t);
   }
 }
 
 // Composes `profile` as the profile level: 200 applied or unchanged, 400 refused.
-orchestration_answer apply(orchestrator_pointer self, const orchestration_request& q, config::profile_entries profile,
+orchestration_answer apply_level(orchestrator_pointer self, const orchestration_request& q, config::profile_entries profile,
                            const std::string& source, const std::string& name) {
   auto& ledger = *self->state.ledger;
   auto result = ledger.apply(std::move(profile), source, name);
@@ -63,16 +68,16 @@ orchestration_answer apply(orchestrator_pointer self, const orchestration_reques
     std::string detail;
     for (auto& v : result.violations)
       detail += (detail.empty() ? "" : "; ") + v.key + ": " + v.rule;
-    log(self, q, "refused", {{"source", source}, {"violations", result.violations.size()}}, detail);
+    log_attempt(self, q, "refused", {{"source", source}, {"violations", result.violations.size()}}, detail);
     spdlog::warn("orchestration: {} of {} refused: {}", q.what, source == "inline" ? "an inline profile" : name, detail);
-    return answer(400, {{"outcome", "rejected"}, {"error", "the profile was not applied; nothing changed"},
+    return answer_with(400, {{"outcome", "rejected"}, {"error", "the profile was not applied; nothing changed"},
                         {"violations", violations_json(result.violations)}});
   }
   json changed = json::array();
   for (auto& c : result.changed)
     changed.push_back({{"key", c.key}, {"from", c.from}, {"to", c.to}});
   if (result.what == outcome::applied) {
-    tune_groups(self);
+    tune_groups(self, result.changed);
     spdlog::info("orchestration: generation {} in force ({}{}): {} setting(s) changed", ledger.generation(), source,
                  name.empty() ? "" : " " + name, result.changed.size());
   }
@@ -80,25 +85,25 @@ orchestration_answer apply(orchestrator_pointer self, const orchestration_reques
   json keys = json::array();
   for (auto& c : result.changed)
     keys.push_back(c.key);
-  log(self, q, word == std::string("applied") ? "ok" : "unchanged", {{"source", source}, {"changed", keys}}, "");
+  log_attempt(self, q, word == std::string("applied") ? "ok" : "unchanged", {{"source", source}, {"changed", keys}}, "");
   auto body = ledger.status();
   body["outcome"] = word;
   body["changed_settings"] = std::move(changed);
-  return answer(200, body);
+  return answer_with(200, body);
 }
 
-orchestration_answer serve(orchestrator_pointer self, const orchestration_request& q) {
+orchestration_answer serve_request(orchestrator_pointer self, const orchestration_request& q) {
   auto& st = self->state;
   auto& ledger = *st.ledger;
   if (q.what == "status") {
     auto body = ledger.status();
     body["members"] = json::array({{{"node", st.ctx->node_name}, {"generation", ledger.generation()}, {"acknowledged", true}}});
-    return answer(200, body);
+    return answer_with(200, body);
   }
   if (q.what == "config")
-    return answer(200, ledger.config());
+    return answer_with(200, ledger.config());
   if (st.ctx->serving && !st.ctx->serving->may_serve())
-    return answer(503, {{"error", "this node is not serving (not a member of a majority): nothing was applied"}});
+    return answer_with(503, {{"error", "this node is not serving (not a member of a majority): nothing was applied"}});
   if (q.what == "apply") {
     config::profile_entries profile;
     try {
@@ -106,33 +111,33 @@ orchestration_answer serve(orchestrator_pointer self, const orchestration_reques
                                                                  : config::profile_format::toml,
                                       "the profile");
     } catch (const config::recipe_error& e) {
-      log(self, q, "refused", {{"source", "inline"}}, e.what());
-      return answer(400, {{"outcome", "rejected"}, {"error", e.what()},
+      log_attempt(self, q, "refused", {{"source", "inline"}}, e.what());
+      return answer_with(400, {{"outcome", "rejected"}, {"error", e.what()},
                           {"violations", json::array({{{"key", e.key()}, {"value", nullptr}, {"rule", e.what()}}})}});
     }
-    return apply(self, q, std::move(profile), "inline", "");
+    return apply_level(self, q, std::move(profile), "inline", "");
   }
   if (q.what == "reload") {
     auto name = q.name.empty() ? ledger.active_profile() : q.name;
     if (name.empty()) {
-      log(self, q, "refused", json::object(), "no name was given and no profile is active");
-      return answer(400, {{"error", "nothing to reload: no name was given and no profile is active"}});
+      log_attempt(self, q, "refused", json::object(), "no name was given and no profile is active");
+      return answer_with(400, {{"error", "nothing to reload: no name was given and no profile is active"}});
     }
     config::profile_entries profile;
     try {
       const auto& o = ledger.in_force().orchestration;
       profile = config::read_profile(o.profiles_path, name);
     } catch (const config::profile_not_found& e) {
-      log(self, q, "refused", {{"profile", name}}, e.what());
-      return answer(404, {{"error", e.what()}});
+      log_attempt(self, q, "refused", {{"profile", name}}, e.what());
+      return answer_with(404, {{"error", e.what()}});
     } catch (const config::recipe_error& e) {
-      log(self, q, "refused", {{"profile", name}}, e.what());
-      return answer(400, {{"outcome", "rejected"}, {"error", e.what()},
+      log_attempt(self, q, "refused", {{"profile", name}}, e.what());
+      return answer_with(400, {{"outcome", "rejected"}, {"error", e.what()},
                           {"violations", json::array({{{"key", e.key()}, {"value", nullptr}, {"rule", e.what()}}})}});
     }
-    return apply(self, q, std::move(profile), "profile", name);
+    return apply_level(self, q, std::move(profile), "profile", name);
   }
-  return answer(400, {{"error", "unknown orchestration request " + q.what}});
+  return answer_with(400, {{"error", "unknown orchestration request " + q.what}});
 }
 
 orchestrator_handle::behavior_type orchestrator_impl(orchestrator_pointer self, node_context_ptr ctx,
@@ -144,7 +149,7 @@ orchestrator_handle::behavior_type orchestrator_impl(orchestrator_pointer self, 
   st.groups = std::move(groups);
   st.census = std::move(census);
   return {
-    [=](orchestrate_atom, orchestration_request& q) { return serve(self, q); },
+    [=](orchestrate_atom, orchestration_request& q) { return serve_request(self, q); },
   };
 }
 

@@ -59,6 +59,7 @@ std::string encode_bootstrap(const worker_bootstrap& b) {
   nlohmann::json j{{"token", hex(b.token)},
                    {"cookie_secret", hex(b.cookie_secret)},
                    {"config_file", b.config_file},
+                   {"config_text", b.config_text},
                    {"env", b.env},
                    {"sets", b.sets},
                    {"profile", b.profile},
@@ -81,6 +82,7 @@ worker_bootstrap decode_bootstrap(const std::string& text) {
     b.token = unhex(j.at("token").get<std::string>());
     b.cookie_secret = unhex(j.at("cookie_secret").get<std::string>());
     b.config_file = j.at("config_file").get<std::string>();
+    b.config_text = j.value("config_text", "");
     b.env = j.at("env").get<std::vector<std::pair<std::string, std::string>>>();
     b.sets = j.at("sets").get<std::vector<std::string>>();
     b.pipes = j.value("pipes", 0u);
@@ -189,6 +191,8 @@ int run_worker_process(const worker_process_flags& flags, const app_types& types
   try {
     config::recipe_sources src;
     src.file = boot.config_file;
+    if (!src.file.empty())  // the recipe its node started with, even if the file changed since
+      src.file_text = boot.config_text;
     src.env = boot.env;
     src.sets = boot.sets;
     src.profile = boot.profile;

@@ -321,8 +321,8 @@ std::size_t first_invalid_utf8(const std::string& text) {
   return std::string::npos;
 }
 
-void apply_file(recipe& r, const std::string& path) {
-  std::string text = read_whole_file(path);
+void apply_file(recipe& r, const std::string& path, const std::optional<std::string>& read_before) {
+  std::string text = read_before ? *read_before : read_whole_file(path);
   // A TOML file is UTF-8. Checked here because toml11 3.7 reads past the end of
   // its buffer while reporting some invalid UTF-8 (ToruNiina/toml11#199, found
   // by fuzz/recipe_fuzz).
@@ -544,18 +544,19 @@ std::vector<recipe_error> compose_recipe(const recipe_sources& sources, recipe& 
   };
   recipe r;
   if (!sources.file.empty()) {
-    attempt([&] { apply_file(r, sources.file); });
+    attempt([&] { apply_file(r, sources.file, sources.file_text); });
     if (!problems.empty())
       return problems;
   }
-  for (auto& [key, value] : sources.profile)
+  for (auto& entry : sources.profile)  // (no structured bindings: a lambda may not capture them before C++20)
     attempt([&] {
+      const auto& key = entry.first;
       if (starts_with(key, "orchestration."))  // which profile is in force is not a profile's to say
         throw recipe_error(key, "profile " + key, "a profile cannot set the orchestration section");
-      apply_key(r, key, value, "profile " + key);
+      apply_key(r, key, entry.second, "profile " + key);
     });
-  for (auto& [name, value] : sources.env)
-    attempt([&] { apply_env(r, name, value); });
+  for (auto& variable : sources.env)
+    attempt([&] { apply_env(r, variable.first, variable.second); });
   for (auto& s : sources.sets)
     attempt([&] { apply_set(r, s); });
   // "default" first if present; the others keep their order.
@@ -574,6 +575,8 @@ recipe load_recipe(const recipe_sources& sources) {
     throw problems.front();
   return r;
 }
+
+std::string read_recipe_file(const std::string& path) { return read_whole_file(path); }
 
 std::vector<std::pair<std::string, std::string>> troupe_environment() {
   std::vector<std::pair<std::string, std::string>> out;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -75,6 +76,9 @@ struct recipe_sources {
   std::vector<std::string> sets;                         ///< "KEY=VALUE" from --set, in order
   /// The profile level (config/profile.hpp): (dotted key, value as text), in order.
   std::vector<std::pair<std::string, std::string>> profile;
+  /// `file`'s text as read once (see read_recipe_file): set, the file is not read
+  /// again, so a running node composes from the recipe it started with.
+  std::optional<std::string> file_text;
 };
 
 /// Composes defaults ⊕ file ⊕ profile ⊕ env ⊕ sets and validates the result.
@@ -86,6 +90,9 @@ recipe load_recipe(const recipe_sources& sources);
 /// effective recipe). A file that cannot be read or parsed is one problem and
 /// ends the composition there.
 std::vector<recipe_error> compose_recipe(const recipe_sources& sources, recipe& out);
+
+/// The text of the recipe file `path` (for recipe_sources::file_text); throws recipe_error.
+std::string read_recipe_file(const std::string& path);
 
 /// The TROUPE_* variables of this process's environment, for recipe_sources::env.
 std::vector<std::pair<std::string, std::string>> troupe_environment();

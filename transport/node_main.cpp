@@ -82,6 +82,8 @@ int run_node(const node_flags& flags, const app_types& types) {
   auto src = sources_of(flags);
   config::recipe recipe;
   try {
+    if (!src.file.empty())  // read once: a running node recomposes from the recipe it started with
+      src.file_text = config::read_recipe_file(src.file);
     recipe = config::load_recipe(src);
     // The profile named at the start, composed between the recipe and the environment.
     if (auto& o = recipe.orchestration; !o.profile_name.empty()) {

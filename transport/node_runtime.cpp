@@ -40,6 +40,7 @@ node_runtime::impl::impl(config::recipe recipe, const config::recipe_sources& so
   ctx_->recipe() = std::move(recipe);
   // A worker process composes the same recipe from its bootstrap (never from its command line).
   ctx_->worker_boot.config_file = sources.file;
+  ctx_->worker_boot.config_text = sources.file_text.value_or("");
   ctx_->worker_boot.env = sources.env;
   ctx_->worker_boot.sets = sources.sets;
   ctx_->worker_boot.profile = sources.profile;

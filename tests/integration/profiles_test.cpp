@@ -235,6 +235,21 @@ TEST_F(Profiles, AnApplyWhileTheNodeRunsAnswersEachOutcomeAndLogsEveryAttempt) {
   EXPECT_EQ(applied, 2) << log.dump();
 }
 
+// The recipe level is the file as the node read it at the start: an edit on
+// disk since changes nothing until a restart, and does not block an apply.
+TEST_F(Profiles, AnApplyComposesOntoTheRecipeTheNodeStartedWithNotTheFileAsItIsNow) {
+  start({"--admin-token", token, "--config", recipe()});
+  write("recipe.toml", "[limits]\nmax_inflight = 1\n[[group]]\nname = \"default\"\nuser_type = \"notes\"\n"
+                       "user_idle_freeze_minutes = 1\n");
+  auto r = apply_profile(port(), "[group.default]\nguest_idle_seconds = 3\n");
+  ASSERT_STATUS(r, 200);
+  auto applied = r.json();
+  EXPECT_EQ(applied["effective_settings"]["limits.max_inflight"], 7000);
+  EXPECT_EQ(applied["effective_settings"]["group.default.user_idle_freeze_minutes"], 30);
+  ASSERT_EQ(applied["changed_settings"].size(), 1u) << r.body;
+  EXPECT_EQ(applied["changed_settings"][0]["key"], "group.default.guest_idle_seconds");
+}
+
 // 50 applies at once: each gets a generation of its own, the last one is in
 // force whole, and no reader ever sees a value with another generation's number.
 TEST_F(Profiles, FiftyConcurrentAppliesGetSuccessiveGenerationsAndNoReadIsTorn) {
