@@ -48,13 +48,7 @@ void setup_child_logging(const std::string& level, const std::string& worker, co
 
 std::string encode_bootstrap(const worker_bootstrap& b) {
   auto hex = [](const std::string& bytes) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : bytes) {
-      out += digits[c >> 4];
-      out += digits[c & 15];
-    }
-    return out;
+    return registry::hex_of(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   };
   nlohmann::json j{{"token", hex(b.token)},
                    {"cookie_secret", hex(b.cookie_secret)},

@@ -1,6 +1,7 @@
 #include "config/profile.hpp"
 
 #include "config/recipe_fields.hpp"
+#include "registry/ids.hpp"
 
 #include <openssl/sha.h>
 #include <toml.hpp>
@@ -191,13 +192,7 @@ std::string settings_digest(const recipe& r) {
   auto text = flatten(r, false).dump();  // the keys sorted: one text per composition
   unsigned char md[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), md);
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : md) {
-    hex += digits[c >> 4];
-    hex += digits[c & 15];
-  }
-  return hex;
+  return registry::hex_of(md, sizeof md);
 }
 
 nlohmann::json settings_with_levels(const recipe_sources& sources) {

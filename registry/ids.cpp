@@ -92,16 +92,6 @@ bool tag_of(const EVP_MAC_CTX* keyed, std::uint64_t signer, const unsigned char*
   return true;
 }
 
-std::string hex_of(const unsigned char* data, std::size_t n) {
-  constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) {
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
-  return out;
-}
 
 std::string errno_text(int e) {
   return std::strerror(e);
@@ -318,6 +308,17 @@ std::string redact(std::string_view s) {
   if (valid_cid(s))
     return std::string(s.substr(0, keep)) + "\xE2\x80\xA6";  // "…"
   return std::string(s);
+}
+
+std::string hex_of(const unsigned char* data, std::size_t n) {
+  constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(n * 2);
+  for (std::size_t i = 0; i < n; ++i) {
+    out += digits[data[i] >> 4];
+    out += digits[data[i] & 15];
+  }
+  return out;
 }
 
 }  // namespace troupe::registry

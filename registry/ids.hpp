@@ -20,6 +20,9 @@ inline constexpr std::size_t cid_length = 32;
 /// alphabet). Says nothing of who minted it: cid_signer::verify() does.
 bool valid_cid(std::string_view cid) noexcept;
 
+/// `n` bytes as lowercase hex digits, two a byte.
+std::string hex_of(const unsigned char* data, std::size_t n);
+
 /// Mints and verifies connection ids under one secret. An id is 16 bytes from
 /// OpenSSL's CSPRNG (128 bits) and the first 8 bytes of HMAC-SHA256(secret,
 /// those 16 bytes): a node accepts only ids minted under its secret, so every

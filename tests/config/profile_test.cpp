@@ -2,12 +2,11 @@
 // the environment, TOML or JSON, stored as <profiles_path>/<NAME>.toml; the
 // composition lists every problem; each key's level; the digest.
 #include "config/profile.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <random>
 
 namespace profile_test_file {
 
@@ -16,27 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class temp_dir {
-public:
-  temp_dir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("troupe_profile_test_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    auto p = path_ / name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }
-  std::string str() const { return path_.string(); }
-
-private:
-  fs::path path_;
-};
+using troupe::config::test::temp_dir;
 
 std::vector<std::string> keys(const std::vector<recipe_error>& problems) {
   std::vector<std::string> out;

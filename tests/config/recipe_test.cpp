@@ -1,4 +1,5 @@
 #include "config/recipe.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,30 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A directory under the system temp dir, removed at the end of the test.
-class temp_dir {
-public:
-  temp_dir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("troupe_recipe_test_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  /// Writes `text` to NAME in the directory and returns its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    auto p = path_ / name;
-    std::ofstream out(p, std::ios::binary);
-    out << text;
-    return p.string();
-  }
-  const fs::path& path() const { return path_; }
-
-private:
-  fs::path path_;
-};
+using troupe::config::test::temp_dir;
 
 /// Runs `f`, expects a recipe_error and returns it (key() and what()).
 recipe_error error_of(const std::function<void()>& f) {
