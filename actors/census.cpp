@@ -285,6 +285,7 @@ struct census_state {
     auto& q = run->q;
     json base{{"node", book->node_json()},
               {"health", book->health_json()},
+              {"settings", book->settings_json()},
               {"scan", book->scan_json()},
               {"query", census_book::query_json(q)}};
     registry::census_window w;
@@ -406,6 +407,9 @@ census_actor::behavior_type census_impl(census_actor::stateful_pointer<census_st
     [=](census_atom, const census_query& q) { return self->state.query(q); },
     [=](census_atom, const std::string& id) { return self->state.detail(id); },
     [=](log_atom, const orchestration_entry& e) { self->state.book->record(e); },
+    [=](tune_atom, std::uint64_t generation, std::string& source, std::string& profile) {
+      self->state.book->settings_in_force(generation, std::move(source), std::move(profile));
+    },
     [=](log_atom, std::uint32_t n) {
       return census_book::dump(json{{"lines", self->state.book->log_json(std::clamp<std::uint32_t>(n, 1, 1000))}});
     },

@@ -84,8 +84,12 @@ using census_handle = caf::typed_actor<
   caf::replies_to<census_atom, census_query>::with<std::string>,
   /// One actor in detail as JSON, by id (errc::no_such_user when unknown).
   caf::replies_to<census_atom, std::string>::with<std::string>,
-  /// Appends a line to the orchestration log.
+  /// Appends a line to the orchestration log (its numbers get the settings
+  /// generation in force, unless they name one).
   caf::reacts_to<log_atom, orchestration_entry>,
+  /// From the orchestrator: the settings in force from now on (generation,
+  /// source, active profile): stamped on later log lines, shown by the console.
+  caf::reacts_to<tune_atom, std::uint64_t, std::string, std::string>,
   /// The orchestration log's last N lines as {"lines": [...]}.
   caf::replies_to<log_atom, std::uint32_t>::with<std::string>,
   /// From its node once the cluster agent runs (the agent answers a

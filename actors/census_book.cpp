@@ -231,6 +231,12 @@ json census_book::health_json() const {
   return out;
 }
 
+json census_book::settings_json() const {
+  return {{"generation", settings_generation_},
+          {"source", settings_source_},
+          {"active_profile", settings_profile_.empty() ? json() : json(settings_profile_)}};
+}
+
 json census_book::scan_json() const {
   return {{"done", scan_done_}, {"frozen_found", scan_found_}};
 }
@@ -258,6 +264,7 @@ caf::expected<json> census_book::census_json(const census_query& q, pending_quer
   json doc{{"node", node_json()},
            {"totals", totals_json()},
            {"health", health_json()},
+           {"settings", settings_json()},
            {"scan", scan_json()},
            {"query", query_json(q)}};
   json groups_list = json::array();
@@ -370,12 +377,16 @@ void census_book::sample_history() const {
 
 void census_book::record(const orchestration_entry& e) const {
   json numbers = e.numbers.empty() ? json::object() : json::parse(e.numbers, nullptr, false);
+  if (numbers.is_discarded() || !numbers.is_object())
+    numbers = json::object();
+  if (!numbers.contains("generation"))
+    numbers["generation"] = settings_generation_;
   log_->write({{"who", e.who},
                {"from", e.from},
                {"what", e.what},
                {"on", e.on},
                {"outcome", e.outcome},
-               {"numbers", numbers.is_discarded() ? json::object() : numbers},
+               {"numbers", numbers},
                {"detail", e.detail}});
 }
 

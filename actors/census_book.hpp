@@ -96,6 +96,15 @@ public:
   void sample_history() const;
   /// Appends an operator action to the orchestration log.
   void record(const orchestration_entry& e) const;
+  /// The settings in force: the generation is stamped on every later line
+  /// that names none; the three are the census's `settings`.
+  void settings_in_force(std::uint64_t generation, std::string source, std::string profile) {
+    settings_generation_ = generation;
+    settings_source_ = std::move(source);
+    settings_profile_ = std::move(profile);
+  }
+  /// {generation, source, active_profile (null: none)}.
+  json settings_json() const;
 
   static json query_json(const census_query& q);
   static std::string dump(const json& j);
@@ -141,6 +150,8 @@ private:
 
   node_context_ptr ctx_;
   std::shared_ptr<orchestration_log> log_;
+  std::uint64_t settings_generation_ = 1;
+  std::string settings_source_ = "boot", settings_profile_;
   registry::census_model model_;
   std::unordered_map<std::uint64_t, member> members_;  // by actor id
   std::map<std::string, worker_info> workers_;

@@ -307,7 +307,9 @@ void commander_state::no_worker_admits(placement_promise promise, const std::str
                                  std::max<std::uint32_t>(1, closure.retry_after)));
     return;
   }
-  if (may_grow && settings && local_groups.count(group) &&
+  // Past the machine's memory alarm nothing grows: a new worker would hold memory the machine has not got.
+  const bool machine_full = closure.reason == static_cast<std::uint8_t>(refusal_reason::machine_memory);
+  if (may_grow && !machine_full && settings && local_groups.count(group) &&
       closure.in_service < static_cast<std::size_t>(settings->max_workers())) {
     commander_waiter w{promise, {}, user, cid};
     w.parcel = std::move(parcel);
@@ -358,10 +360,30 @@ std::optional<std::string> commander_state::mint() {
   }
 }
 
+// The capacity guards on new guests (docs/SUPERVISION.md "Capacity guards"),
+// as the health actor of this member judged them in its last sample.
+std::optional<refusal_reason> commander_state::guest_guard() const {
+  if (ctx->health.deposit_low_space.load(std::memory_order_relaxed))
+    return refusal_reason::low_space;
+  if (ctx->health.commander_memory_high.load(std::memory_order_relaxed))
+    return refusal_reason::commander_memory;
+  return std::nullopt;
+}
+
 void commander_state::resolve_now(placement_promise p, const std::string& cid, bool minted) {
   if (auto user = index().user_of(cid))
     return place(std::move(p), *user, cid, {}, true);
   if (minted) {  // a first visit: nothing of his can be in the deposit
+    if (auto why = guest_guard()) {
+      ctx->metrics.admission_rejections[static_cast<std::size_t>(*why)].fetch_add(1, std::memory_order_relaxed);
+      p.deliver(make_refusal(errc::admission_refused,
+                             *why == refusal_reason::low_space
+                               ? "the deposit is low on space: no new guest is admitted (deposit.low_space_percent)"
+                               : "the node holds its commander's memory limit: no new guest is admitted "
+                                 "(limits.commander_memory_max_percent)",
+                             guest_guard_retry_after));
+      return;
+    }
     index().bind(cid, registry::guest_name(cid));
     return place(std::move(p), registry::guest_name(cid), cid, {}, false);
   }

@@ -11,6 +11,7 @@
 #include "actors/commander.hpp"
 #include "actors/commander_core.hpp"
 #include "actors/deposit.hpp"
+#include "actors/errors.hpp"
 #include "actors/kept_channels.hpp"
 #include "actors/remote_watches.hpp"
 #include "registry/epoch_source.hpp"
@@ -132,6 +133,9 @@ struct commander_state : commander_effects {
   std::string login_group(const std::string& from_group, const std::string& to_user) const;
   std::optional<std::string> mint();
   void resolve_now(placement_promise p, const std::string& cid, bool minted);
+  // A capacity guard refusing new guests now, if any; and how soon to try again.
+  std::optional<refusal_reason> guest_guard() const;
+  static constexpr std::uint32_t guest_guard_retry_after = 5;
   caf::result<placement> login(login_request& req);
   caf::result<placement> whois(const std::string& cid);
   void remove_deposit_parcel(parcel_kind kind, const std::string& key);

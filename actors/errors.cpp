@@ -39,6 +39,10 @@ const char* to_string(refusal_reason r) noexcept {
     case refusal_reason::memory: return "memory";
     case refusal_reason::degraded: return "degraded";
     case refusal_reason::quarantined: return "quarantined";
+    case refusal_reason::users: return "users";
+    case refusal_reason::machine_memory: return "machine_memory";
+    case refusal_reason::low_space: return "low_space";
+    case refusal_reason::commander_memory: return "commander_memory";
   }
   return "unknown";
 }

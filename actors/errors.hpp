@@ -41,8 +41,14 @@ enum class errc : std::uint8_t {
 
 /// Why admission refused (troupe_admission_rejections_total{reason}); the
 /// text is the label. Fixed: the metric has one series per reason.
-enum class refusal_reason : std::uint8_t { cpu, memory, degraded, quarantined };
-inline constexpr std::size_t refusal_reasons = 4;
+/// users: every worker hosts worker_max_users; machine_memory: the machine is
+/// past limits.machine_memory_alarm_percent; low_space: the deposit's disk is
+/// under deposit.low_space_percent free; commander_memory: the node process is
+/// past limits.commander_memory_max_percent (the last two refuse new guests).
+enum class refusal_reason : std::uint8_t {
+  cpu, memory, degraded, quarantined, users, machine_memory, low_space, commander_memory
+};
+inline constexpr std::size_t refusal_reasons = 8;
 const char* to_string(refusal_reason r) noexcept;
 
 /// "not_here", "handler_failed", …

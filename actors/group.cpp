@@ -176,11 +176,13 @@ struct group_state {
     auto before = intensity->why();
     if (parked) {
       spdlog::error("group {}: worker {} failed for good ({}); its slot is parked", settings.name, slot + 1, why);
+      log(self, "worker_parked", {{"slot", slot + 1}}, why);
       slot_states[slot] = worker_state::parked;
       awaiting_restart[slot] = false;
       intensity->park(slot, now);
     } else if (intensity->record(now)) {
       spdlog::error("group {}: worker {} went down ({}); replacing it", settings.name, slot + 1, why);
+      log(self, "worker_restart", {{"slot", slot + 1}}, why);
       if (in_place) {
         slot_states[slot] = worker_state::starting;
         ++replaced;
@@ -398,6 +400,8 @@ group_actor::behavior_type group_impl(group_actor::stateful_pointer<group_state>
       }
       spdlog::info("group {}: worker {} started for arrivals no worker admits ({} of at most {})", st.settings.name,
                    slot + 1, st.started(), most);
+      st.log(self, "worker_start", {{"slot", slot + 1}, {"started", st.started()}, {"most", most}},
+             "arrivals no worker admits");
       st.tell_commander_workers(self);
       return st.workers[slot];
     },
@@ -414,6 +418,7 @@ group_actor::behavior_type group_impl(group_actor::stateful_pointer<group_state>
       st.set_slot_state(slot, std::nullopt);
       st.closed_reports[slot].reset();
       st.expected_exits.insert(worker.address());
+      st.log(self, "worker_stop", {{"slot", slot + 1}}, "retired: no users, the group quiet");
       self->request(worker, st.ctx->request_timeout(), drain_atom::value)
         .then([](std::uint64_t, std::uint64_t) {},
               [self, name = st.settings.name](caf::error& err) {

@@ -2,6 +2,8 @@
 
 #include "actors/node_context.hpp"
 #include "config/node_settings.hpp"
+#include "config/recipe.hpp"
+#include "registry/proc_stats.hpp"
 #include "registry/restart_intensity.hpp"
 #include "store/deposit.hpp"
 
@@ -9,13 +11,36 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <deque>
+
+#include <sys/statvfs.h>
 
 namespace troupe {
 
 std::int64_t unix_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
     .count();
+}
+
+void judge_capacity(health_signals& s, const capacity_limits& limits) {
+  auto judge = [](std::atomic<bool>& flag, double figure, bool past, bool back) {
+    if (figure < 0)
+      return flag.store(false, std::memory_order_relaxed);
+    if (past)
+      flag.store(true, std::memory_order_relaxed);
+    else if (back)
+      flag.store(false, std::memory_order_relaxed);
+  };
+  auto machine = s.machine_memory_used_percent.load(std::memory_order_relaxed);
+  judge(s.machine_memory_alarm, machine, machine > limits.machine_memory_alarm_percent,
+        machine < limits.machine_memory_alarm_percent - 5);
+  auto node = s.node_memory_percent.load(std::memory_order_relaxed);
+  judge(s.commander_memory_high, node, node > limits.commander_memory_max_percent,
+        node < limits.commander_memory_max_percent - 5);
+  auto free = s.deposit_free_percent.load(std::memory_order_relaxed);
+  judge(s.deposit_low_space, limits.low_space_percent > 0 ? free : -1, free < limits.low_space_percent,
+        free > limits.low_space_percent + 1);
 }
 
 health_answer assess_health(const health_signals& s, double restart_rate_limit, const node_metrics* metrics) {
@@ -62,6 +87,22 @@ health_answer assess_health(const health_signals& s, double restart_rate_limit, 
                        {"text", "user actors are crashing and restarting faster than node.health_max_restart_rate"},
                        {"restarts_last_minute", restarts},
                        {"restarts_per_second", rate}});
+  auto percent = [](const std::atomic<double>& a) { return std::round(a.load(std::memory_order_relaxed) * 10) / 10; };
+  if (s.machine_memory_alarm.load(std::memory_order_relaxed))
+    reasons.push_back({{"reason", "machine_memory_alarm"},
+                       {"text", "the machine's memory in use is past limits.machine_memory_alarm_percent: workers "
+                                "admit no newcomer and no group grows"},
+                       {"machine_memory_used_percent", percent(s.machine_memory_used_percent)}});
+  if (s.commander_memory_high.load(std::memory_order_relaxed))
+    reasons.push_back({{"reason", "commander_memory"},
+                       {"text", "the node process holds more than limits.commander_memory_max_percent of the "
+                                "machine's memory: no new guest is placed here"},
+                       {"node_memory_percent", percent(s.node_memory_percent)}});
+  if (s.deposit_low_space.load(std::memory_order_relaxed))
+    reasons.push_back({{"reason", "deposit_low_space"},
+                       {"text", "the deposit's disk has less free space than deposit.low_space_percent: no new "
+                                "guest is placed, so that the users here can still freeze"},
+                       {"deposit_free_percent", percent(s.deposit_free_percent)}});
   if (reasons.empty())
     return {200, R"({"status":"ok"})"};
   nlohmann::json body{{"status", "degraded"}, {"reasons", std::move(reasons)}};
@@ -86,6 +127,9 @@ struct health_state {
   // On the actor's clock (CAF's, which a deterministic test moves), like its tick.
   caf::actor_clock::time_point last_probe{};
 
+  // The capacity figures and their flags (ctx->health), once a second.
+  void sample_capacity();
+
   sample now() const {
     auto& m = ctx->metrics;
     return {m.user_restarts.load(std::memory_order_relaxed),
@@ -101,6 +145,7 @@ struct health_state {
     h.quarantined_last_minute.store(window.back().quarantined - window.front().quarantined,
                                     std::memory_order_relaxed);
     h.window_seconds.store(static_cast<std::uint32_t>(window.size() - 1), std::memory_order_relaxed);
+    sample_capacity();
     // Writes are what health is about: with none lately (an idle node), a probe
     // write finds out whether the deposit still takes them.
     auto period = std::chrono::duration<double>(ctx->node().health_probe_seconds);
@@ -114,6 +159,24 @@ struct health_state {
 };
 
 const char* health_state::name = "troupe.health";
+
+void health_state::sample_capacity() {
+  auto& h = ctx->health;
+  auto& r = ctx->recipe();
+  h.machine_memory_used_percent.store(registry::machine_memory_used_percent().value_or(-1), std::memory_order_relaxed);
+  auto total = registry::mem_total_bytes();
+  auto rss = registry::rss_bytes();
+  h.node_memory_percent.store(total && rss && *total > 0 ? 100.0 * static_cast<double>(*rss) / static_cast<double>(*total)
+                                                          : -1,
+                              std::memory_order_relaxed);
+  double free = -1;
+  struct statvfs fs {};
+  if (r.deposit.backend == "filesystem" && ::statvfs(r.deposit.path.c_str(), &fs) == 0 && fs.f_blocks > 0)
+    free = 100.0 * static_cast<double>(fs.f_bavail) / static_cast<double>(fs.f_blocks);
+  h.deposit_free_percent.store(free, std::memory_order_relaxed);
+  judge_capacity(h, {r.limits.machine_memory_alarm_percent, r.limits.commander_memory_max_percent,
+                     r.deposit.low_space_percent});
+}
 
 caf::behavior health_impl(caf::stateful_actor<health_state>* self, std::shared_ptr<node_context> ctx,
                           deposit_prober deposit) {

@@ -37,7 +37,33 @@ struct health_signals {
   std::atomic<std::uint64_t> restarts_last_minute{0};
   /// Seconds the windows cover (up to 60: less right after start).
   std::atomic<std::uint32_t> window_seconds{0};
+
+  // -- capacity (docs/SUPERVISION.md "Capacity guards"), sampled each second ------
+  /// The machine's memory in use, percent (-1: unknown).
+  std::atomic<double> machine_memory_used_percent{-1};
+  /// The node process's resident memory, percent of the machine's (-1: unknown).
+  std::atomic<double> node_memory_percent{-1};
+  /// Free space of the filesystem deposit's disk, percent (-1: unknown or postgres).
+  std::atomic<double> deposit_free_percent{-1};
+  /// Past limits.machine_memory_alarm_percent (the workers close on their own reading).
+  std::atomic<bool> machine_memory_alarm{false};
+  /// Past limits.commander_memory_max_percent: the commander here places no new guest.
+  std::atomic<bool> commander_memory_high{false};
+  /// Under deposit.low_space_percent free: the commander here places no new guest.
+  std::atomic<bool> deposit_low_space{false};
 };
+
+/// The capacity limits health judges the figures against.
+struct capacity_limits {
+  double machine_memory_alarm_percent = 95;
+  double commander_memory_max_percent = 100;
+  double low_space_percent = 5;  ///< 0: off
+};
+
+/// Sets the three flags of `s` from its figures and `limits` (the health
+/// actor, after each sample). The memory flags clear 5 points below their
+/// limit, the space flag 1 point above (no flapping on the edge).
+void judge_capacity(health_signals& s, const capacity_limits& limits);
 
 /// One answer of /_troupe/health: 200 {"status":"ok"}; 200 degraded (the node
 /// still makes state durable) or 503 degraded (deposit writes failing now, or
@@ -49,7 +75,7 @@ struct health_answer {
   std::string body;
 };
 
-/// Judges the signals; `restart_rate_limit`: user restarts per second (over
+/// Judges the signals (capacity warnings keep the status 200); `restart_rate_limit`: user restarts per second (over
 /// the window) above which the node is degraded; `metrics` (if given): its
 /// groups' degradation (group_counters, atomics only).
 health_answer assess_health(const health_signals& s, double restart_rate_limit,

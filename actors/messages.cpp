@@ -39,6 +39,10 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<group_tuning>("troupe.group_tuning");
   cfg.add_message_type<orchestration_request>("troupe.orchestration_request");
   cfg.add_message_type<orchestration_answer>("troupe.orchestration_answer");
+  cfg.add_message_type<settings_generation>("troupe.settings_generation");
+  cfg.add_message_type<settings_ack>("troupe.settings_ack");
+  cfg.add_message_type<settings_member_handle>("troupe.settings_member_handle");
+  cfg.add_message_type<settings_leader_handle>("troupe.settings_leader_handle");
   cfg.add_message_type<worker_hello>("troupe.worker_hello");
   cfg.add_message_type<worker_process_handle>("troupe.worker_process_handle");
   cfg.add_message_type<login_request>("troupe.login_request");

@@ -203,11 +203,13 @@ struct group_tuning {
   std::uint64_t generation = 0;
   double user_idle_freeze_minutes = 30;
   double guest_idle_seconds = 2;
+  std::int32_t worker_max_users = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_tuning& x) {
-  return f(caf::meta::type_name("troupe.group_tuning"), x.generation, x.user_idle_freeze_minutes, x.guest_idle_seconds);
+  return f(caf::meta::type_name("troupe.group_tuning"), x.generation, x.user_idle_freeze_minutes, x.guest_idle_seconds,
+           x.worker_max_users);
 }
 
 /// What the front must do with its routing cache after a reply.

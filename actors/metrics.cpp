@@ -380,8 +380,10 @@ std::string node_metrics::prometheus_text() const {
   out += "# HELP troupe_forwarded_pending Forwarded requests awaiting their remote answer.\n"
          "# TYPE troupe_forwarded_pending gauge\n";
   line("troupe_forwarded_pending", "", forwarded.pending.load(std::memory_order_relaxed));
-  out += "# HELP troupe_admission_rejections_total Requests refused by admission: newcomers (cpu, memory), users of a "
-         "degraded group, quarantined users.\n# TYPE troupe_admission_rejections_total counter\n";
+  static_assert(std::tuple_size_v<decltype(admission_rejections)> == refusal_reasons);
+  out += "# HELP troupe_admission_rejections_total Requests refused by admission: newcomers (cpu, memory, users, "
+         "machine_memory; new guests: low_space, commander_memory), users of a degraded group, quarantined users.\n"
+         "# TYPE troupe_admission_rejections_total counter\n";
   for (std::size_t r = 0; r < admission_rejections.size(); ++r)
     line("troupe_admission_rejections_total",
          std::string("reason=\"") + to_string(static_cast<refusal_reason>(r)) + "\"",

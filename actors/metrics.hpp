@@ -226,7 +226,7 @@ struct node_metrics {
     std::array<std::atomic<std::uint64_t>, 7> refused{};
   } messages;
   /// troupe_admission_rejections_total{reason}, by troupe::refusal_reason.
-  std::array<std::atomic<std::uint64_t>, 4> admission_rejections{};
+  std::array<std::atomic<std::uint64_t>, 8> admission_rejections{};  // refusal_reasons (checked in metrics.cpp)
   /// Every answered HTTP request's latency, as the front measured it.
   latency_histogram request_latency;
   /// The routes of the node's user types, made at start (add_route), never removed.

@@ -56,6 +56,8 @@ double worker_actor_state::guest_idle_seconds() const {
   return tuning ? tuning->guest_idle_seconds : settings->guest_idle_seconds;
 }
 
+int worker_actor_state::max_users() const { return tuning ? tuning->worker_max_users : settings->worker_max_users; }
+
 // -- the core's effects ------------------------------------------------------------------------
 
 std::uint64_t worker_actor_state::spawn_user(const std::string& user, user_launch how) {
@@ -220,7 +222,19 @@ hosting_answer worker_actor_state::host(const attach_order& order) {
 // placement. A user found dead here (he crashed and his down message has not
 // arrived yet) is placed again once, when it has.
 void worker_actor_state::attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
+  if (admission && !admission->room_for_one_more() && !core->hosts(order.user)) {
+    // Its report that it is full had not reached the commander yet.
+    count_refusal(refusal_reason::users);
+    auto retry = admission->retry_after(until_first_idle_freeze());
+    promise.deliver(make_refusal(errc::admission_refused,
+                                 "worker " + spec.name + " hosts worker_max_users (" + std::to_string(max_users()) +
+                                   ") users",
+                                 retry));
+    return;
+  }
   auto a = host(order);
+  if (admission && a.verdict == hosting::hosted && admission->count_users(core->live_count()))
+    report();
   switch (a.verdict) {
     case hosting::refuse_degraded:
       count_refusal(refusal_reason::degraded);
@@ -554,6 +568,8 @@ worker_actor::behavior_type worker_impl(worker_actor::stateful_pointer<worker_ac
       if (st.tuning && t.generation <= st.tuning->generation)
         return;
       st.tuning = t;  // resting users: the next sweep judges them by it
+      if (st.admission && st.admission->set_max_users(t.worker_max_users))
+        st.report();
       auto idle = node_context::timer_millis(t.user_idle_freeze_minutes * 60).count();
       auto guest = node_context::timer_millis(t.guest_idle_seconds).count();
       for (auto& [id, user] : *st.actors)

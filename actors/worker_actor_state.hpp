@@ -60,6 +60,7 @@ struct worker_actor_state : worker_effects {
   std::optional<group_tuning> tuning;
   double idle_freeze_minutes() const;
   double guest_idle_seconds() const;
+  int max_users() const;  // worker_max_users, as the last group_tuning says
   const app_types::factory* factory = nullptr;
   const router* routes = nullptr;
   const message_router* messages = nullptr;  // the messages his type accepts (README "Messages between users")

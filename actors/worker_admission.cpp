@@ -6,6 +6,7 @@
 #include "actors/group.hpp"
 #include "actors/worker_actor_state.hpp"
 #include "config/group_settings.hpp"
+#include "config/recipe.hpp"
 #include "registry/ids.hpp"
 #include "registry/proc_stats.hpp"
 #include "store/parcel.hpp"
@@ -24,9 +25,13 @@ namespace {
 constexpr auto cpu_beat = std::chrono::milliseconds(100);
 constexpr auto memory_beat = std::chrono::seconds(1);
 
-// The group's admission keys as one worker applies them.
-registry::worker_admission_settings admission_settings_of(const config::group_settings& g) {
+// The group's admission keys as one worker applies them (and the node's
+// machine memory alarm, which closes every worker).
+registry::worker_admission_settings admission_settings_of(const config::group_settings& g, int max_users,
+                                                          double machine_memory_alarm_percent) {
   registry::worker_admission_settings s;
+  s.max_users = max_users;
+  s.machine_memory_alarm_percent = machine_memory_alarm_percent;
   if (g.cpu_admission_close_percent > 0) {
     registry::cpu_admission_settings c;
     c.close_percent = g.cpu_admission_close_percent;
@@ -49,15 +54,21 @@ registry::worker_admission_settings admission_settings_of(const config::group_se
 }  // namespace
 
 std::uint8_t refusal_reason_of(registry::admission_block b) {
-  return static_cast<std::uint8_t>(b == registry::admission_block::memory ? refusal_reason::memory
-                                                                          : refusal_reason::cpu);
+  switch (b) {
+    case registry::admission_block::memory: return static_cast<std::uint8_t>(refusal_reason::memory);
+    case registry::admission_block::machine_memory: return static_cast<std::uint8_t>(refusal_reason::machine_memory);
+    case registry::admission_block::users: return static_cast<std::uint8_t>(refusal_reason::users);
+    default: return static_cast<std::uint8_t>(refusal_reason::cpu);
+  }
 }
 
 // Starts the beat, and with it admission; a worker without machine figures admits always.
 void worker_actor_state::start_admission() {
   auto total = spec.mem_total_bytes ? spec.mem_total_bytes : registry::mem_total_bytes().value_or(0);
   try {
-    admission.emplace(admission_settings_of(*settings), total);
+    admission.emplace(admission_settings_of(*settings, max_users(),
+                                            spec.ctx->recipe().limits.machine_memory_alarm_percent),
+                      total);
   } catch (const std::invalid_argument& e) {  // the recipe's validation makes this unreachable
     spdlog::error("worker {}: admission off: {}", spec.name, e.what());
     return;
@@ -65,7 +76,10 @@ void worker_actor_state::start_admission() {
   if (admission->cpu_on())
     busy_total = std::make_shared<std::atomic<std::uint64_t>>(0);
   last_beat = last_memory_reading = steady::now();
-  if (admission->sample(std::nullopt, registry::rss_bytes(), last_beat))  // born over budget: say so now
+  bool closed = false;  // born over budget or on a machine past its alarm: say so now
+  if (auto machine = registry::machine_memory_used_percent())
+    closed = admission->sample_machine(*machine);
+  if (admission->sample(std::nullopt, registry::rss_bytes(), last_beat) || closed)
     report();
   schedule_beat();
 }
@@ -93,11 +107,14 @@ void worker_actor_state::beat() {
   }
   last_beat = now;
   std::optional<std::uint64_t> rss;
+  bool changed = admission->count_users(core->live_count());
   if (now - last_memory_reading >= memory_beat) {
     rss = registry::rss_bytes();
+    if (auto machine = registry::machine_memory_used_percent())
+      changed = admission->sample_machine(*machine) || changed;
     last_memory_reading = now;
   }
-  if (admission->sample(cpu, rss, now))
+  if (admission->sample(cpu, rss, now) || changed)
     report();
   else if (!admission->admits() && now - last_report >= memory_beat &&
            admission->retry_after(until_first_idle_freeze()) != reported_retry_after)

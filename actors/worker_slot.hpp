@@ -360,6 +360,10 @@ struct slot_state {
     spdlog::error("worker {}: process {} {}; killed", spec.name, pid, why);
     ::kill(pid, SIGKILL);
     killed = true;
+    if (spec.ctx->census)
+      self->send(caf::actor_cast<census_handle>(spec.ctx->census), log_atom::value,
+                 orchestration_entry{"node", "", "worker_kill", "worker:" + spec.name, "ok",
+                                     "{\"pid\":" + std::to_string(pid) + "}", why});
   }
 
   // Every tick: reap, heartbeat, expire what is held too long.

@@ -46,6 +46,7 @@ struct agent_state {
   std::unordered_map<caf::actor_addr, std::string> watched;      // monitored agent → member name
   leader_notice leader;                                          // who leads (commander invalid: none yet)
   caf::actor own_commander;                                      // when this node leads
+  bool led_before = false;                                       // a leader with a commander was known before
   // The commander this agent started goes down with the agent (node shutdown).
   std::shared_ptr<caf::actor> started = std::make_shared<caf::actor>();
   bool joined = false;
@@ -72,6 +73,14 @@ struct agent_state {
   void tell_leader() {
     for (auto& l : cfg.leader_listeners)
       caf::anon_send(l, leader_atom::value, leader);
+    if (cfg.orchestrator) {
+      // A takeover continues the stored settings generation; the cluster's first leader starts its own.
+      const bool takeover = led_before || !cfg.join.empty();
+      caf::anon_send(cfg.orchestrator, settings_leader_atom::value, leader.name,
+                     leader.commander ? leader.orchestrator : settings_leader_handle{}, takeover);
+    }
+    if (leader.commander)
+      led_before = true;
   }
 
   void tell_node_down(const caf::node_id& node) {
@@ -138,7 +147,8 @@ struct agent_state {
       auto actors = cfg.start_commander(std::move(up));
       own_commander = actors.commander;
       *started = own_commander;
-      leader = leader_notice{mem->self().name, mem->self().incarnation, own_commander, actors.global_store};
+      leader = leader_notice{mem->self().name, mem->self().incarnation, own_commander, actors.global_store,
+                             cfg.orchestrator};
       tell_leader();
       for_each_peer([&](auto&, auto& a) { self->send(a, leader_atom::value, leader); });
       return;

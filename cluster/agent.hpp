@@ -11,6 +11,7 @@
 #include "actors/census.hpp"
 #include "actors/cluster_view.hpp"
 #include "actors/messages.hpp"
+#include "actors/orchestrator.hpp"
 #include "actors/node_context.hpp"
 #include "cluster/membership.hpp"
 #include "gate/dial.hpp"
@@ -92,17 +93,20 @@ struct leader_actors {
   caf::actor global_store;  ///< a global_store_handle, spawned with the commander
 };
 
-/// Who leads: its name and incarnation, its commander and its global store.
+/// Who leads: its name and incarnation, its commander and its global store,
+/// and its orchestrator (the owner of the cluster's settings generations).
 struct leader_notice {
   std::string name;
   std::uint64_t incarnation = 0;
   caf::actor commander;
   caf::actor global_store;
+  troupe::settings_leader_handle orchestrator;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, leader_notice& x) {
-  return f(caf::meta::type_name("troupe.leader_notice"), x.name, x.incarnation, x.commander, x.global_store);
+  return f(caf::meta::type_name("troupe.leader_notice"), x.name, x.incarnation, x.commander, x.global_store,
+           x.orchestrator);
 }
 
 /// The answer to a join: the members (the newcomer among them, with its age) and the leader.
@@ -142,6 +146,9 @@ struct agent_config {
   std::vector<down_listener> down_listeners;
   /// Told when this node fences itself (its users must stop): its groups.
   std::vector<fence_listener> fence_listeners;
+  /// This node's orchestrator: told who leads (settings_leader_atom) with
+  /// every change; the one the leader's notice names when this node leads.
+  troupe::orchestrator_handle orchestrator;
   /// Written by the agent, read by the front: may this node serve now?
   std::shared_ptr<troupe::serving_signal> serving;
 };

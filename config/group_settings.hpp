@@ -14,7 +14,8 @@ struct group_settings {
   std::string user_type = "notes";
   std::string isolation = "thread";         ///< thread (workers are actors in the node) | process (an OS process each)
   int workers = 1;                          ///< workers the group keeps started at least
-  int worker_max_number = 0;                ///< workers the group may grow to; 0: max(8, workers) (see max_workers())
+  int worker_max_number = 0;
+  int worker_max_users = 0;                 ///< users one worker hosts at most (admission refuses past it); 0: no cap                ///< workers the group may grow to; 0: max(8, workers) (see max_workers())
   double worker_min_life_seconds = 60;      ///< a worker younger than this is never retired
   double cpu_retirement_quiet_seconds = 30; ///< a worker with no users is retired once the group's CPU was quiet this long
   double user_idle_freeze_minutes = 30;

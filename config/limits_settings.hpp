@@ -38,6 +38,13 @@ struct limits_settings {
   std::uint64_t max_stream_body_bytes = 1073741824; ///< a streamed request body (route_table::upload); 413 past it
   std::uint64_t upload_chunk_bytes = 65536;    ///< one piece of a streamed body, at most: what an upload holds in memory
   double max_deferred_seconds = 300;           ///< a deferred answer (defer, keep_alive) waits at most this; then 504
+  /// The machine's memory in use (MemTotal − MemAvailable) past which health
+  /// warns and the node's workers admit no newcomer (and no group grows).
+  double machine_memory_alarm_percent = 95;
+  /// The node process's resident memory (where the commander, the fronts and
+  /// the thread workers live), as a share of the machine's, past which health
+  /// warns and the node places no new guest.
+  double commander_memory_max_percent = 100;
   double shard_stall_ms = 100;                 ///< a handler run on an io thread longer than this is reported
   std::uint64_t max_message_bytes = 65536;     ///< an encoded message between users (tell); refused too_big past it
   // The gates in front of CAF's middleman (the worker gate, the cluster port; docs/CLUSTER.md "The gate").

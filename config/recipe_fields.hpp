@@ -179,6 +179,8 @@ inline const std::vector<field<limits_settings>>& limits_fields() {
     {"upload_chunk_bytes", &L::upload_chunk_bytes, at_least(512)},
     {"max_deferred_seconds", &L::max_deferred_seconds, positive(max_seconds)},
     {"shard_stall_ms", &L::shard_stall_ms, positive(max_seconds * 1000)},
+    {"machine_memory_alarm_percent", &L::machine_memory_alarm_percent, positive(100)},
+    {"commander_memory_max_percent", &L::commander_memory_max_percent, positive(100)},
     {"max_message_bytes", &L::max_message_bytes, at_least(1)},
     {"gate_max_pending", &L::gate_max_pending, at_least(1)},
     {"gate_handshake_timeout_seconds", &L::gate_handshake_timeout_seconds, positive(max_seconds)},
@@ -193,6 +195,7 @@ inline const std::vector<field<deposit_settings>>& deposit_fields() {
     {"schema", &deposit_settings::schema, nonempty()},
     {"path", &deposit_settings::path, nonempty()},
     {"fallback_path", &deposit_settings::fallback_path, {}},
+    {"low_space_percent", &deposit_settings::low_space_percent, between(0, 99)},
   };
   return f;
 }
@@ -272,6 +275,7 @@ inline const std::vector<field<group_settings>>& group_fields() {
     {"isolation", &G::isolation, one_of("thread|process")},
     {"workers", &G::workers, between(1, 1024)},
     {"worker_max_number", &G::worker_max_number, between(0, 1024)},
+    {"worker_max_users", &G::worker_max_users, between(0, 100000000), false, true},
     {"worker_min_life_seconds", &G::worker_min_life_seconds, between(0, max_seconds)},
     {"cpu_retirement_quiet_seconds", &G::cpu_retirement_quiet_seconds, positive(max_seconds)},
     {"user_idle_freeze_minutes", &G::user_idle_freeze_minutes, positive(max_minutes), false, true},

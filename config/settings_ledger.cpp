@@ -47,7 +47,45 @@ settings_ledger::settings_ledger(recipe_sources base, recipe in_force, std::stri
   : sources_(std::move(base)), in_force_(std::make_shared<const recipe>(std::move(in_force))),
     active_profile_(std::move(active_profile)), digest_(settings_digest(*in_force_)) {}
 
+std::string encode_record(const settings_record& r) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (auto& [k, v] : r.entries)
+    entries.push_back({k, v});
+  return nlohmann::json{{"generation", r.generation}, {"source", r.source}, {"name", r.name}, {"entries", entries}}
+    .dump();
+}
+
+settings_record decode_record(const std::string& text) {
+  settings_record r;
+  try {
+    auto j = nlohmann::json::parse(text);
+    r.generation = j.at("generation").get<std::uint64_t>();
+    r.source = j.at("source").get<std::string>();
+    r.name = j.at("name").get<std::string>();
+    for (auto& e : j.at("entries"))
+      r.entries.emplace_back(e.at(0).get<std::string>(), e.at(1).get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    throw recipe_error("", "the stored settings record is not one: " + std::string(e.what()));
+  }
+  if (r.generation == 0)
+    throw recipe_error("", "the stored settings record has generation 0");
+  return r;
+}
+
 apply_result settings_ledger::apply(profile_entries profile, const std::string& source, const std::string& name) {
+  return put_in_force(std::move(profile), source, name, std::nullopt);
+}
+
+apply_result settings_ledger::adopt(const settings_record& record) {
+  return put_in_force(record.entries, record.source, record.name, record.generation);
+}
+
+settings_record settings_ledger::record() const {
+  return {generation_, source_, active_profile_, sources_.profile};
+}
+
+apply_result settings_ledger::put_in_force(profile_entries profile, const std::string& source, const std::string& name,
+                                           std::optional<std::uint64_t> generation) {
   apply_result out;
   auto attempt = sources_;
   attempt.profile = std::move(profile);
@@ -84,17 +122,19 @@ apply_result settings_ledger::apply(profile_entries profile, const std::string& 
     out.changed.clear();
     return out;
   }
-  if (out.changed.empty()) {
+  const bool unchanged = out.changed.empty();
+  if (unchanged && !generation) {
     out.what = apply_result::outcome::unchanged;
     return out;
   }
   sources_ = std::move(attempt);
-  in_force_ = std::make_shared<const recipe>(std::move(composed));
-  ++generation_;
+  if (!unchanged)
+    in_force_ = std::make_shared<const recipe>(std::move(composed));
+  generation_ = generation ? *generation : generation_ + 1;
   source_ = source;
   active_profile_ = source == "inline" ? std::string{} : name;
   digest_ = settings_digest(*in_force_);
-  out.what = apply_result::outcome::applied;
+  out.what = unchanged ? apply_result::outcome::unchanged : apply_result::outcome::applied;
   return out;
 }
 

@@ -48,6 +48,21 @@ struct apply_result {
   std::vector<setting_change> changed;  ///< in key order (applied only)
 };
 
+/// A generation of the settings as the cluster's leader keeps it (in the
+/// deposit, under orchestration_record_key) and publishes it to every member:
+/// the profile level each member composes onto its own base.
+struct settings_record {
+  std::uint64_t generation = 1;
+  std::string source = "boot";  ///< boot | inline | profile
+  std::string name;             ///< the stored profile's name, "" for none
+  profile_entries entries;      ///< the profile level
+};
+
+/// The record as the deposit keeps it (JSON text).
+std::string encode_record(const settings_record& r);
+/// Reads encode_record's text; throws recipe_error when it is not one.
+settings_record decode_record(const std::string& text);
+
 class settings_ledger {
 public:
   /// At the start: `base` composed `in_force` (its profile level is the one named
@@ -58,6 +73,15 @@ public:
   /// `source`: "inline" or "profile"; `name`: the stored profile's name (for
   /// "inline": none, the active profile becomes none when it applies).
   apply_result apply(profile_entries profile, const std::string& source, const std::string& name);
+
+  /// Puts the leader's `record` in force as its generation (a cluster
+  /// member): like apply, except that the generation, source and profile
+  /// become the record's even when the settings do not change (outcome
+  /// unchanged), so that the member acknowledges the leader's generation.
+  apply_result adopt(const settings_record& record);
+
+  /// What is in force, as a record (what the leader stores and publishes).
+  settings_record record() const;
 
   const recipe& in_force() const noexcept { return *in_force_; }
   /// The recipe in force, shared (readers keep the generation they took whole).
@@ -76,6 +100,11 @@ public:
   nlohmann::json config() const;
 
 private:
+  // Composes `profile` onto the base; puts it in force unless refused, as
+  // generation `generation` (none: the next one, and only when something changed).
+  apply_result put_in_force(profile_entries profile, const std::string& source, const std::string& name,
+                            std::optional<std::uint64_t> generation);
+
   recipe_sources sources_;  // the profile level in force is sources_.profile
   std::shared_ptr<const recipe> in_force_;
   std::uint64_t generation_ = 1;

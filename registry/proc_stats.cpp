@@ -12,13 +12,14 @@ namespace troupe::registry {
 
 namespace {
 
+using proc_text = std::array<char, 16384>;  // /proc/self/status and /proc/meminfo: ~1.5 KiB
+
 // Read into the stack, not an ifstream: its 8 KiB heap buffer, once a beat,
 // makes malloc consolidate every free chunk of a node with 100,000 users.
-std::optional<std::uint64_t> field_of_file(const char* path, std::string_view field) {
+std::optional<std::string_view> read_proc(const char* path, proc_text& text) {
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return std::nullopt;
-  std::array<char, 16384> text;  // /proc/self/status and /proc/meminfo: ~1.5 KiB
   std::size_t size = 0;
   while (size < text.size()) {
     ssize_t n = ::read(fd, text.data() + size, text.size() - size);
@@ -29,7 +30,13 @@ std::optional<std::uint64_t> field_of_file(const char* path, std::string_view fi
     size += static_cast<std::size_t>(n);
   }
   ::close(fd);
-  return proc_kb_field(std::string_view(text.data(), size), field);
+  return std::string_view(text.data(), size);
+}
+
+std::optional<std::uint64_t> field_of_file(const char* path, std::string_view field) {
+  proc_text text;
+  auto read = read_proc(path, text);
+  return read ? proc_kb_field(*read, field) : std::nullopt;
 }
 
 }  // namespace
@@ -66,5 +73,19 @@ std::optional<std::uint64_t> proc_kb_field(std::string_view text, std::string_vi
 std::optional<std::uint64_t> rss_bytes() { return field_of_file("/proc/self/status", "VmRSS"); }
 
 std::optional<std::uint64_t> mem_total_bytes() { return field_of_file("/proc/meminfo", "MemTotal"); }
+
+std::optional<double> machine_memory_used_percent(std::string_view meminfo) {
+  auto total = proc_kb_field(meminfo, "MemTotal");
+  auto available = proc_kb_field(meminfo, "MemAvailable");
+  if (!total || !available || *total == 0 || *available > *total)
+    return std::nullopt;
+  return 100.0 * static_cast<double>(*total - *available) / static_cast<double>(*total);
+}
+
+std::optional<double> machine_memory_used_percent() {
+  proc_text text;
+  auto read = read_proc("/proc/meminfo", text);
+  return read ? machine_memory_used_percent(*read) : std::nullopt;
+}
 
 }  // namespace troupe::registry

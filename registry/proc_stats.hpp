@@ -21,4 +21,11 @@ std::optional<std::uint64_t> rss_bytes();
 /// The machine's memory (/proc/meminfo MemTotal); nullopt when unreadable.
 std::optional<std::uint64_t> mem_total_bytes();
 
+/// The share of the machine's memory in use, (MemTotal − MemAvailable) /
+/// MemTotal in percent, from a /proc/meminfo text; nullopt when either line
+/// is missing or they make no sense.
+std::optional<double> machine_memory_used_percent(std::string_view meminfo);
+/// The same, read from /proc/meminfo now.
+std::optional<double> machine_memory_used_percent();
+
 }  // namespace troupe::registry

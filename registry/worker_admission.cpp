@@ -19,6 +19,8 @@ std::uint32_t whole_seconds_at_least_one(double s) {
 worker_admission::worker_admission(const worker_admission_settings& settings, std::uint64_t mem_total_bytes) {
   if (settings.max_workers < 1)
     throw std::invalid_argument("worker admission: max_workers must be >= 1");
+  max_users_ = settings.max_users;
+  machine_alarm_percent_ = settings.machine_memory_alarm_percent;
   if (settings.cpu) {
     cpu_.emplace(*settings.cpu);
     cpu_settings_ = *settings.cpu;
@@ -56,9 +58,37 @@ bool worker_admission::sample(std::optional<double> cpu_percent, std::optional<s
   return reason() != before;
 }
 
+bool worker_admission::sample_machine(double used_percent) {
+  const auto before = reason();
+  // The same hysteresis as the worker's own memory: reopens 10 points below the alarm.
+  if (machine_alarm_percent_ > 0) {
+    if (!machine_closed_ && used_percent > machine_alarm_percent_)
+      machine_closed_ = true;
+    else if (machine_closed_ && used_percent < machine_alarm_percent_ - 100 * memory_reopen_margin)
+      machine_closed_ = false;
+  }
+  return reason() != before;
+}
+
+bool worker_admission::count_users(std::size_t hosted) {
+  const auto before = reason();
+  hosted_ = hosted;
+  return reason() != before;
+}
+
+bool worker_admission::set_max_users(int max_users) {
+  const auto before = reason();
+  max_users_ = max_users;
+  return reason() != before;
+}
+
 admission_block worker_admission::reason() const noexcept {
   if (memory_closed_)
     return admission_block::memory;
+  if (machine_closed_)
+    return admission_block::machine_memory;
+  if (!room_for_one_more())
+    return admission_block::users;
   if (cpu_ && !cpu_->open())
     return admission_block::cpu;
   return admission_block::none;
@@ -66,7 +96,7 @@ admission_block worker_admission::reason() const noexcept {
 
 std::uint32_t worker_admission::retry_after(std::optional<seconds> until_first_idle_freeze) const {
   std::uint32_t s = 0;
-  if (memory_closed_)
+  if (memory_closed_ || machine_closed_ || !room_for_one_more())  // a freeze frees memory and a place
     s = memory_retry_after(until_first_idle_freeze);
   if (cpu_ && !cpu_->open())
     s = std::max(s, cpu_retry_after());

@@ -20,7 +20,9 @@
 namespace troupe::registry {
 
 /// Why a worker does not admit (mapped to troupe::refusal_reason by the actor).
-enum class admission_block : std::uint8_t { none, cpu, memory };
+/// memory: its own resident memory; machine_memory: the machine's memory in use
+/// past machine_memory_alarm_percent; users: it hosts worker_max_users.
+enum class admission_block : std::uint8_t { none, cpu, memory, machine_memory, users };
 
 /// A group's admission keys, as one worker applies them.
 struct worker_admission_settings {
@@ -33,6 +35,9 @@ struct worker_admission_settings {
   double worker_memory_admission_percent = 90;  ///< of a worker's share (own_process only)
   double restart_occupancy_max_percent = 100;   ///< of a worker's share (own_process only); 0: off
   int max_workers = 8;                          ///< the group's share divisor (group_settings::max_workers())
+  int max_users = 0;                            ///< users hosted at most (worker_max_users); 0: no cap
+  /// The machine's memory in use past which nobody is admitted (limits.machine_memory_alarm_percent); 0: off.
+  double machine_memory_alarm_percent = 0;
 };
 
 /// One worker's admission state.
@@ -57,8 +62,20 @@ public:
   /// reason() changed (the worker tells its group).
   bool sample(std::optional<double> cpu_percent, std::optional<std::uint64_t> rss_bytes, clock::time_point now);
 
+  /// The machine's memory in use now (percent; registry::machine_memory_used_percent).
+  /// Returns true when admits() or reason() changed.
+  bool sample_machine(double used_percent);
+  /// The users it hosts now (after each arrival and departure). Returns true
+  /// when admits() or reason() changed.
+  bool count_users(std::size_t hosted);
+  /// The cap changed while it runs (a hot apply of worker_max_users; 0: none).
+  bool set_max_users(int max_users);
+  /// Whether one more user may be hosted under worker_max_users (the hard
+  /// check at arrival: reports take a moment to reach the commander).
+  bool room_for_one_more() const noexcept { return max_users_ <= 0 || hosted_ < static_cast<std::size_t>(max_users_); }
+
   bool admits() const noexcept { return reason() == admission_block::none; }
-  /// memory when memory blocks (whatever the CPU), else cpu, else none.
+  /// The first that blocks of: memory, machine_memory, users, cpu; else none.
   admission_block reason() const noexcept;
 
   /// Seconds until it may admit again, as far as it knows: the longest of
@@ -96,6 +113,10 @@ private:
   std::uint64_t close_bytes_ = 0, reopen_bytes_ = 0, replace_bytes_ = 0;
   std::optional<std::uint64_t> rss_;
   bool memory_closed_ = false;
+  double machine_alarm_percent_ = 0;
+  bool machine_closed_ = false;
+  int max_users_ = 0;
+  std::size_t hosted_ = 0;
 };
 
 /// Offload's choice: the least busy of the users active since the last

@@ -5,6 +5,7 @@
 #include "actors/worker_process.hpp"
 #include "config/profile.hpp"
 #include "config/recipe.hpp"
+#include "config/recipe_reference.hpp"
 #include "transport/census_cli.hpp"
 #include "transport/node_runtime.hpp"
 #include "transport/worker_pipe_server.hpp"
@@ -147,6 +148,9 @@ int node_main(int argc, char** argv, app_types types) {
   worker->add_option("--worker", wflags.worker, "its worker's name");
   worker->add_option("--bootstrap-fd", wflags.bootstrap_fd,
                      "the inherited descriptor its node wrote its recipe, cookie secret and gate token to");
+  auto* reference = app.add_subcommand("config-reference",
+                                       "print every recipe key's type, default, range and whether it is hot, "
+                                       "from the schema (docs/config.md \"Reference\")");
   census_flags cflags;
   auto* census = app.add_subcommand("census", "show a node's census (docs/census.md)");
   add_census_options(*census, cflags);
@@ -163,6 +167,10 @@ int node_main(int argc, char** argv, app_types types) {
     return run_node(flags, types);
   if (census->parsed())
     return run_census(cflags);
+  if (reference->parsed()) {
+    std::cout << config::reference_markdown();
+    return 0;
+  }
   if (worker->parsed())
     return run_worker_process(wflags, types, [](caf::actor_system& sys, node_context_ptr ctx, std::vector<int> fds) {
       return std::make_shared<worker_pipe_server>(sys, std::move(ctx), std::move(fds));

@@ -51,7 +51,7 @@ int node_runtime::impl::start() {
   for (auto step : {&impl::parse_addresses, &impl::load_tls, &impl::open_orchestration_log, &impl::open_deposit,
                     &impl::load_cookie_secret, &impl::describe_node, &impl::restore_global_store,
                     &impl::start_actor_system, &impl::spawn_services, &impl::spawn_commander,
-                    &impl::open_worker_gate, &impl::start_groups, &impl::join_cluster, &impl::spawn_bridge,
+                    &impl::open_worker_gate, &impl::start_groups, &impl::spawn_orchestrator, &impl::join_cluster, &impl::spawn_bridge,
                     &impl::open_front})
     if (int code = (this->*step)()) {
       stop_parts();
@@ -388,6 +388,7 @@ int node_runtime::impl::join_cluster() {
   for (auto& g : groups_)
     ac.fence_listeners.push_back(g);
   ac.serving = serving_;
+  ac.orchestrator = orchestrator_;
   ac.census = census_;
   ac.metrics = &ctx_->metrics;
   ac.start_commander = [sys = sys_.get(), ctx = ctx_, deposit = deposit_](std::vector<std::string> members) {
@@ -438,8 +439,12 @@ int node_runtime::impl::join_cluster() {
   return 0;
 }
 
+int node_runtime::impl::spawn_orchestrator() {
+  orchestrator_ = troupe::spawn_orchestrator(*sys_, ctx_, sources_, groups_, census_, deposit_);
+  return 0;
+}
+
 int node_runtime::impl::spawn_bridge() {
-  orchestrator_ = spawn_orchestrator(*sys_, ctx_, sources_, groups_, census_);
   bridge_ = troupe::spawn_bridge(*sys_, commander_, global_store_, census_, orchestrator_, ctx_->hold_timeout(),
                                  ctx_->request_timeout());
   return 0;

@@ -154,13 +154,17 @@ private:
   // -- 12. the groups -------------------------------------------------------------------
   int start_groups();
 
+  // The orchestrator (actors/orchestrator.hpp) exists before the cluster
+  // agent, which tells it who leads.
+  int spawn_orchestrator();
+
   // -- 13. the cluster ------------------------------------------------------------------
   // A cluster member joins (or starts) its cluster once its groups exist: its
   // agent is published on cluster.listen, and the node serves nothing until
   // it is a member (docs/CLUSTER.md).
   int join_cluster();
 
-  // -- 14. the orchestrator and the bridge ------------------------------------------------
+  // -- 14. the bridge --------------------------------------------------------------------
   int spawn_bridge();
 
   // -- 15. the front --------------------------------------------------------------------

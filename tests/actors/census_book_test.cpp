@@ -314,7 +314,29 @@ TEST(census_book, operator_actions_go_to_the_log) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]["what"], "freeze");
   EXPECT_EQ(lines[0]["numbers"]["users"], 1);
-  EXPECT_EQ(lines[1]["numbers"], json::object()) << "numbers that are not JSON are left out";
+  EXPECT_EQ(lines[1]["numbers"], (json{{"generation", 1}})) << "numbers that are not JSON are left out";
+}
+
+// Every line carries the settings generation in force when it was written,
+// unless it names one itself (the orchestrator's own lines do).
+TEST(census_book, each_line_carries_the_settings_generation_in_force) {
+  book_rig r;
+  troupe::orchestration_entry e;
+  e.what = "worker_start";
+  r.book.record(e);
+  r.book.settings_in_force(4, "profile", "busy");
+  r.book.record(e);
+  e.numbers = R"({"generation": 9})";
+  r.book.record(e);
+  auto lines = r.book.log_json(10);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["numbers"]["generation"], 1);
+  EXPECT_EQ(lines[1]["numbers"]["generation"], 4);
+  EXPECT_EQ(lines[2]["numbers"]["generation"], 9);
+  auto settings = r.book.settings_json();
+  EXPECT_EQ(settings["generation"], 4);
+  EXPECT_EQ(settings["source"], "profile");
+  EXPECT_EQ(settings["active_profile"], "busy");
 }
 
 }  // namespace

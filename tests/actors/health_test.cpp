@@ -86,4 +86,61 @@ TEST_F(health_actor, counts_the_restarts_of_the_last_minute_only) {
   EXPECT_EQ(ctx->health.window_seconds.load(), 60u);
 }
 
+TEST_F(health_actor, samples_the_capacity_figures_and_flags_the_node_past_its_memory_limit) {
+  ctx->recipe().limits.commander_memory_max_percent = 0.0001;  // any process holds more than this of a machine
+  seconds(1);
+  auto& h = ctx->health;
+  EXPECT_GT(h.machine_memory_used_percent.load(), 0);
+  EXPECT_LT(h.machine_memory_used_percent.load(), 100);
+  EXPECT_GT(h.node_memory_percent.load(), 0.0001);
+  EXPECT_TRUE(h.commander_memory_high.load());
+  EXPECT_FALSE(h.machine_memory_alarm.load()) << "this machine is not 95 % full";
+  EXPECT_EQ(h.deposit_free_percent.load(), -1) << "no deposit directory here (./deposit)";
+  EXPECT_FALSE(h.deposit_low_space.load());
+  ctx->recipe().limits.commander_memory_max_percent = 100;
+  seconds(1);
+  EXPECT_FALSE(h.commander_memory_high.load());
+}
+
+TEST(capacity, each_flag_rises_past_its_limit_and_falls_only_clear_of_it) {
+  health_signals s;
+  capacity_limits limits{80, 50, 10};
+  s.machine_memory_used_percent = 81;
+  s.node_memory_percent = 51;
+  s.deposit_free_percent = 9;
+  judge_capacity(s, limits);
+  EXPECT_TRUE(s.machine_memory_alarm);
+  EXPECT_TRUE(s.commander_memory_high);
+  EXPECT_TRUE(s.deposit_low_space);
+  auto h = assess_health(s, 1e9);
+  EXPECT_EQ(h.status, 200) << "a warning: the node still serves and persists";
+  for (auto* reason : {"machine_memory_alarm", "commander_memory", "deposit_low_space"})
+    EXPECT_NE(h.body.find(reason), std::string::npos) << reason << " in " << h.body;
+  EXPECT_NE(h.body.find("\"deposit_free_percent\":9.0"), std::string::npos) << h.body;
+  // Just under the limits: still flagged (no flapping on the edge).
+  s.machine_memory_used_percent = 78;
+  s.node_memory_percent = 48;
+  s.deposit_free_percent = 10.5;
+  judge_capacity(s, limits);
+  EXPECT_TRUE(s.machine_memory_alarm);
+  EXPECT_TRUE(s.commander_memory_high);
+  EXPECT_TRUE(s.deposit_low_space);
+  // Clear of them: cleared.
+  s.machine_memory_used_percent = 70;
+  s.node_memory_percent = 40;
+  s.deposit_free_percent = 12;
+  judge_capacity(s, limits);
+  EXPECT_FALSE(s.machine_memory_alarm);
+  EXPECT_FALSE(s.commander_memory_high);
+  EXPECT_FALSE(s.deposit_low_space);
+  EXPECT_EQ(assess_health(s, 1e9).body, R"({"status":"ok"})");
+  // Unknown figures flag nothing; low_space_percent 0 is off.
+  s.deposit_free_percent = 0.5;
+  judge_capacity(s, {80, 50, 0});
+  EXPECT_FALSE(s.deposit_low_space);
+  s.machine_memory_used_percent = -1;
+  judge_capacity(s, {1, 50, 10});
+  EXPECT_FALSE(s.machine_memory_alarm);
+}
+
 }  // namespace health_test_file

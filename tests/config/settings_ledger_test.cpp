@@ -116,4 +116,56 @@ TEST(settings_ledger, a_key_only_the_earlier_profile_set_falls_back_to_the_lower
     << "--set decides guest_idle_seconds whatever the profile says";
 }
 
+// A cluster member puts the leader's generation in force as that generation,
+// even when its settings do not change (it acknowledges the leader's number).
+TEST(settings_ledger, a_member_adopts_the_leaders_generation_number) {
+  auto ledger = boot();
+  auto r = ledger.adopt({7, "profile", "busy", {{"group.default.guest_idle_seconds", "9"}}});
+  ASSERT_EQ(r.what, outcome::applied);
+  EXPECT_EQ(ledger.generation(), 7u);
+  EXPECT_EQ(ledger.source(), "profile");
+  EXPECT_EQ(ledger.active_profile(), "busy");
+  EXPECT_EQ(ledger.in_force().groups[0].guest_idle_seconds, 9);
+  auto digest = ledger.digest();
+  // The same values under the next number: unchanged, but the number is the leader's.
+  r = ledger.adopt({8, "inline", "", {{"group.default.guest_idle_seconds", "9"}}});
+  EXPECT_EQ(r.what, outcome::unchanged);
+  EXPECT_EQ(ledger.generation(), 8u);
+  EXPECT_EQ(ledger.source(), "inline");
+  EXPECT_EQ(ledger.active_profile(), "");
+  EXPECT_EQ(ledger.digest(), digest);
+  // A generation that does not compose here is refused whole.
+  r = ledger.adopt({9, "inline", "", {{"limits.max_inflight", "5"}}});
+  EXPECT_EQ(r.what, outcome::rejected);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].rule, "needs a restart");
+  EXPECT_EQ(ledger.generation(), 8u);
+  // An operator's apply after that continues from the leader's number.
+  ASSERT_EQ(ledger.apply({{"group.default.guest_idle_seconds", "3"}}, "inline", "").what, outcome::applied);
+  EXPECT_EQ(ledger.generation(), 9u);
+}
+
+TEST(settings_ledger, the_record_the_leader_stores_reads_back_whole) {
+  auto ledger = boot();
+  ASSERT_EQ(ledger.apply({{"group.default.guest_idle_seconds", "9"}, {"group.default.user_idle_freeze_minutes", "4"}},
+                         "profile", "night")
+              .what,
+            outcome::applied);
+  auto text = encode_record(ledger.record());
+  auto back = decode_record(text);
+  EXPECT_EQ(back.generation, 2u);
+  EXPECT_EQ(back.source, "profile");
+  EXPECT_EQ(back.name, "night");
+  ASSERT_EQ(back.entries.size(), 2u);
+  EXPECT_EQ(back.entries[1].first, "group.default.user_idle_freeze_minutes");
+  EXPECT_EQ(back.entries[1].second, "4");
+  // Another member adopting it composes the same settings.
+  auto other = boot();
+  ASSERT_EQ(other.adopt(back).what, outcome::applied);
+  EXPECT_EQ(other.digest(), ledger.digest());
+  EXPECT_THROW(decode_record("{\"generation\": 3}"), recipe_error);
+  EXPECT_THROW(decode_record("not json"), recipe_error);
+  EXPECT_THROW(decode_record(R"({"generation":0,"source":"boot","name":"","entries":[]})"), recipe_error);
+}
+
 }  // namespace settings_ledger_test_file

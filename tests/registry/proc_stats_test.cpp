@@ -20,6 +20,17 @@ TEST(ProcStats, ParsesKilobyteFields) {
   EXPECT_EQ(proc_kb_field("MemTotal:       16314264 kB", "MemTotal"), 16314264ull * 1024) << "no final newline";
 }
 
+TEST(ProcStats, MachineMemoryInUseIsTotalLessAvailable) {
+  EXPECT_DOUBLE_EQ(*machine_memory_used_percent("MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 250 kB\n"), 75.0);
+  EXPECT_FALSE(machine_memory_used_percent("MemTotal: 1000 kB\n")) << "no MemAvailable (a kernel before 3.14)";
+  EXPECT_FALSE(machine_memory_used_percent("MemTotal: 10 kB\nMemAvailable: 20 kB\n"));
+  EXPECT_FALSE(machine_memory_used_percent("MemTotal: 0 kB\nMemAvailable: 0 kB\n"));
+  auto now = machine_memory_used_percent();
+  ASSERT_TRUE(now) << "this machine's /proc/meminfo";
+  EXPECT_GT(*now, 0);
+  EXPECT_LT(*now, 100);
+}
+
 TEST(ProcStats, ReadsThisProcessAndThisMachine) {
   auto total = mem_total_bytes();
   ASSERT_TRUE(total);

@@ -171,6 +171,47 @@ TEST(WorkerAdmission, MemoryRetryAfterIsTheNextIdleFreeze) {
   EXPECT_EQ(a.retry_after(secs(1)), a.cpu_retry_after()) << "the longest block in force";
 }
 
+TEST(WorkerAdmission, WorkerMaxUsersClosesAtTheCapAndReopensWhenOneLeaves) {
+  worker_admission_settings s;
+  s.max_users = 3;
+  worker_admission a(s, machine);
+  EXPECT_FALSE(a.count_users(2));
+  EXPECT_TRUE(a.admits());
+  EXPECT_TRUE(a.room_for_one_more());
+  EXPECT_TRUE(a.count_users(3)) << "the third user fills it: a change to report";
+  EXPECT_EQ(a.reason(), admission_block::users);
+  EXPECT_FALSE(a.room_for_one_more());
+  EXPECT_GE(a.retry_after(std::chrono::duration<double>(42)), 42u) << "a freeze frees a place";
+  EXPECT_TRUE(a.count_users(2));
+  EXPECT_TRUE(a.admits());
+  // A hot apply raises the cap, then removes it.
+  a.count_users(3);
+  EXPECT_TRUE(a.set_max_users(10));
+  EXPECT_TRUE(a.admits());
+  EXPECT_FALSE(a.set_max_users(0));
+  a.count_users(100000);
+  EXPECT_TRUE(a.admits()) << "0: no cap";
+}
+
+TEST(WorkerAdmission, TheMachineMemoryAlarmClosesEveryWorkerWithHysteresisAndBeforeTheUserCap) {
+  worker_admission_settings s;
+  s.machine_memory_alarm_percent = 80;
+  s.max_users = 1;
+  worker_admission a(s, machine);
+  EXPECT_FALSE(a.sample_machine(79));
+  EXPECT_TRUE(a.sample_machine(81));
+  EXPECT_EQ(a.reason(), admission_block::machine_memory);
+  a.count_users(1);
+  EXPECT_EQ(a.reason(), admission_block::machine_memory) << "the machine is judged before the cap";
+  EXPECT_FALSE(a.sample_machine(75)) << "still closed: it reopens 10 points below the alarm";
+  EXPECT_TRUE(a.sample_machine(69));
+  EXPECT_EQ(a.reason(), admission_block::users);
+  // Off (0): never closed by the machine.
+  worker_admission off(worker_admission_settings{}, machine);
+  EXPECT_FALSE(off.sample_machine(99.9));
+  EXPECT_TRUE(off.admits());
+}
+
 TEST(WorkerAdmission, RejectsBadSettings) {
   worker_admission_settings s;
   s.max_workers = 0;
