@@ -6,6 +6,7 @@
 #include "config/channel_settings.hpp"
 #include "config/commander_settings.hpp"
 #include "config/group_settings.hpp"
+#include "config/recipe.hpp"
 #include "config/node_settings.hpp"
 #include "registry/ids.hpp"
 
@@ -270,16 +271,24 @@ void commander_state::sweep() {
 
 // How often workers beyond their group's minimum are checked for retirement
 // (only when a group may grow at all).
+// The groups as the settings in force say (group.NAME.workers is hot).
+const std::vector<config::group_settings>& commander_state::groups_in_force(
+  std::shared_ptr<const config::recipe>& keep) const {
+  keep = ctx->settings_in_force();
+  return keep ? keep->groups : ctx->groups();
+}
+
+// Half the shortest quiet a group needs before it retires (0.25–10 s); 10 s
+// when no group may retire now, so that a lowered `workers` is seen.
 std::optional<std::chrono::milliseconds> commander_state::retirement_period() const {
   std::optional<double> shortest;
-  for (auto& g : ctx->groups())
+  std::shared_ptr<const config::recipe> keep;
+  for (auto& g : groups_in_force(keep))
     if (g.max_workers() > g.workers) {
       double s = std::min(g.worker_min_life_seconds, g.cpu_retirement_quiet_seconds) / 2;
       shortest = shortest ? std::min(*shortest, s) : s;
     }
-  if (!shortest)
-    return std::nullopt;
-  return std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(*shortest, 0.25, 10.0) * 1000));
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::clamp(shortest.value_or(10.0), 0.25, 10.0) * 1000));
 }
 
 void commander_state::schedule_retirement() {
@@ -293,7 +302,8 @@ void commander_state::schedule_retirement() {
 // (no user is placed there again), then the group stops it (not a restart).
 void commander_state::check_retirement() {
   auto now = steady::now();
-  for (auto& g : ctx->groups()) {
+  std::shared_ptr<const config::recipe> keep;
+  for (auto& g : groups_in_force(keep)) {
     auto local = local_groups.find(g.name);
     auto* mine = core->positions(ctx->node_name, g.name);
     if (!core->staffed() || local == local_groups.end() || !mine)

@@ -157,6 +157,7 @@ struct commander_state : commander_effects {
   void schedule_sweep();
   void sweep();
   std::optional<std::chrono::milliseconds> retirement_period() const;
+  const std::vector<config::group_settings>& groups_in_force(std::shared_ptr<const config::recipe>& keep) const;
   void schedule_retirement();
   void check_retirement();
 };

@@ -85,6 +85,13 @@ struct node_context {
   const config::group_settings& default_group() const;
   /// Every group, "default" first if present (never empty).
   const std::vector<config::group_settings>& groups() const;
+  /// The settings in force since the last applied generation (the
+  /// orchestrator's, actors/orchestrator.hpp), for actors of this process that
+  /// read a hot key at their beat; null until a profile changed something
+  /// while the node runs (then recipe() is what is in force).
+  std::shared_ptr<const config::recipe> settings_in_force() const { return std::atomic_load(&in_force_); }
+  /// The orchestrator, after each generation that changed something.
+  void put_in_force(std::shared_ptr<const config::recipe> r) { std::atomic_store(&in_force_, std::move(r)); }
   /// The `[[cors]]` entries (config/cors_settings.hpp), in order.
   const std::vector<config::cors_settings>& cors() const;
   /// The `[[static]]` mounts (config/static_settings.hpp).
@@ -137,6 +144,7 @@ struct node_context {
 
 private:
   std::unique_ptr<config::recipe> recipe_;
+  std::shared_ptr<const config::recipe> in_force_;  // read and written with std::atomic_load/store
   struct sections {  // into *recipe_, which never moves
     const config::node_settings* node;
     const config::limits_settings* limits;

@@ -88,6 +88,8 @@ void log_attempt(orchestrator_pointer self, const orchestration_request& q, cons
 // workers tell every live user: nobody else is disturbed).
 void tune_groups(orchestrator_pointer self, const std::vector<config::setting_change>& changed) {
   auto& ledger = *self->state.ledger;
+  if (!changed.empty())  // the node's own readers of hot keys (the commander's retirement beat)
+    self->state.ctx->put_in_force(ledger.shared());
   auto& recipe = ledger.in_force();  // its groups in the order they were spawned in (a restart-only list)
   for (std::size_t i = 0; i < self->state.groups.size() && i < recipe.groups.size(); ++i) {
     const auto& gs = recipe.groups[i];

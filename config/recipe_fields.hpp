@@ -273,7 +273,7 @@ inline const std::vector<field<group_settings>>& group_fields() {
     {"name", &G::name, {}},  // checked by check_group_name
     {"user_type", &G::user_type, nonempty()},
     {"isolation", &G::isolation, one_of("thread|process")},
-    {"workers", &G::workers, between(1, 1024)},
+    {"workers", &G::workers, between(1, 1024), false, true},
     {"worker_max_number", &G::worker_max_number, between(0, 1024)},
     {"worker_max_users", &G::worker_max_users, between(0, 100000000), false, true},
     {"worker_min_life_seconds", &G::worker_min_life_seconds, between(0, max_seconds)},

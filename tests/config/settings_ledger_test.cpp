@@ -25,7 +25,9 @@ settings_ledger boot(recipe_sources s = {}) {
 TEST(settings_ledger, only_hot_keys_are_hot) {
   EXPECT_TRUE(hot_key("group.default.user_idle_freeze_minutes"));
   EXPECT_TRUE(hot_key("group.any.guest_idle_seconds"));
-  EXPECT_FALSE(hot_key("group.default.workers"));
+  EXPECT_TRUE(hot_key("group.default.workers"));
+  EXPECT_TRUE(hot_key("group.default.worker_max_users"));
+  EXPECT_FALSE(hot_key("group.default.worker_max_number"));
   EXPECT_FALSE(hot_key("limits.max_inflight"));
   EXPECT_FALSE(hot_key("node.listen"));
   EXPECT_FALSE(hot_key("nonsense"));
@@ -68,13 +70,13 @@ TEST(settings_ledger, the_same_values_again_change_nothing_not_even_the_generati
 TEST(settings_ledger, a_key_that_needs_a_restart_refuses_the_whole_apply) {
   auto ledger = boot();
   auto r = ledger.apply({{"group.default.user_idle_freeze_minutes", "5"}, {"limits.max_inflight", "3"},
-                         {"group.default.workers", "2"}},
+                         {"group.default.isolation", "process"}},
                         "inline", "");
   ASSERT_EQ(r.what, outcome::rejected);
   ASSERT_EQ(r.violations.size(), 2u);
-  EXPECT_EQ(r.violations[0].key, "group.default.workers");
+  EXPECT_EQ(r.violations[0].key, "group.default.isolation");
   EXPECT_EQ(r.violations[0].rule, "needs a restart");
-  EXPECT_EQ(r.violations[0].value, 2);
+  EXPECT_EQ(r.violations[0].value, "process");
   EXPECT_EQ(r.violations[1].key, "limits.max_inflight");
   EXPECT_TRUE(r.changed.empty());
   EXPECT_EQ(ledger.generation(), 1u) << "all or nothing";

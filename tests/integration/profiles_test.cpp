@@ -330,4 +330,21 @@ TEST_F(Profiles, ALoweredIdleFreezeFreezesAnIdleUserOnTheNextSweep) {
   }
 }
 
+// group.NAME.workers is hot: lowered, the workers beyond it retire on the
+// next quiet period (the commander reads the settings in force at its beat).
+TEST_F(Profiles, ALoweredGroupMinimumRetiresIdleWorkersOnTheNextQuietPeriod) {
+  write("minimum.toml", "[[group]]\nname = \"default\"\nworkers = 3\nworker_max_number = 4\n"
+                        "worker_min_life_seconds = 0\ncpu_retirement_quiet_seconds = 0.5\n");
+  start({"--admin-token", token, "--config", dir_.path + "/minimum.toml"});
+  auto open_workers = [&] {
+    return metric(port(), bearer(), "troupe_workers", "group=\"default\",state=\"open\"");
+  };
+  ASSERT_TRUE(eventually([&] { return open_workers() == 3; }, std::chrono::seconds(5)));
+  // Three workers stay while the minimum is 3 (several retirement beats pass).
+  EXPECT_FALSE(eventually([&] { return open_workers() < 3; }, std::chrono::milliseconds(1500)));
+  ASSERT_STATUS(apply_profile(port(), "[group.default]\nworkers = 1\n"), 200);
+  EXPECT_TRUE(eventually([&] { return open_workers() == 1; }, std::chrono::seconds(10)))
+    << "the workers beyond the lowered minimum were not retired";
+}
+
 }  // namespace profiles_test_file
