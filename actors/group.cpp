@@ -336,8 +336,10 @@ group_actor::behavior_type group_impl(group_actor::stateful_pointer<group_state>
   st.intensity.emplace(st.settings.max_restarts, st.settings.restart_window_seconds,
                        st.settings.recovery_interval_seconds, static_cast<std::size_t>(st.settings.workers));
   st.note(self);
-  for (int i = 0; i < st.settings.workers; ++i)
-    st.add_worker_slot(self);
+  for (int i = 0; i < st.settings.workers; ++i) {
+    auto slot = st.add_worker_slot(self);
+    st.log(self, "worker_start", {{"slot", slot + 1}, {"started", slot + 1}}, "the group's start");
+  }
   // A worker that went down abnormally is replaced in its slot (its users went
   // with it and are spawned again on their next request) within the group's
   // restart intensity (on_worker_gone); one that stopped normally (drained)

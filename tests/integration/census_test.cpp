@@ -254,18 +254,21 @@ TEST_F(Census, EveryOperatorActionIsCarriedOutAndLogged) {
   for (auto& l : lines)
     seen.push_back(l["what"].get<std::string>() + " " + l["on"].get<std::string>() + " " +
                    l["outcome"].get<std::string>());
-  std::vector<std::string> expected{"start node ok",          "freeze user:u0 ok",
+  std::vector<std::string> expected{"worker_start group:default ok", "worker_start group:default ok",
+                                    "start node ok",          "freeze user:u0 ok",
                                     "drop user:u1 ok",         "freeze user:u2 ok",
                                     "drop user:u2 ok",         "drop user:nobody refused",
                                     "drain worker:default-w1 ok", "drain worker:default-w2 refused",
                                     "drain worker:default-w1 refused", "drain worker:default-w9 refused"};
   EXPECT_EQ(seen, expected);
-  EXPECT_EQ(lines[1]["who"], "alice-ops");
-  EXPECT_EQ(lines[1]["from"], "127.0.0.1");
-  EXPECT_EQ(lines[2]["who"], "admin");
-  EXPECT_EQ(lines[6]["numbers"]["frozen"], hosted);
-  EXPECT_TRUE(lines[6]["numbers"].contains("ms"));
-  EXPECT_FALSE(lines[7]["detail"].get<std::string>().empty());
+  EXPECT_EQ(lines[0]["numbers"]["slot"], 1);
+  EXPECT_EQ(lines[0]["numbers"]["generation"], 1) << "every line carries the settings generation";
+  EXPECT_EQ(lines[3]["who"], "alice-ops");
+  EXPECT_EQ(lines[3]["from"], "127.0.0.1");
+  EXPECT_EQ(lines[4]["who"], "admin");
+  EXPECT_EQ(lines[8]["numbers"]["frozen"], hosted);
+  EXPECT_TRUE(lines[8]["numbers"].contains("ms"));
+  EXPECT_FALSE(lines[9]["detail"].get<std::string>().empty());
   // The same lines are in the file (written by the log's own thread), one JSON object each.
   std::vector<std::string> in_file;
   eventually([&] {
@@ -291,7 +294,7 @@ TEST_F(Census, TheOrchestrationLogIsRotatedBySize) {
   // other (.1 → .2, then the current one → .1), so a look between two renames
   // misses one: wait for all three at one look, after the last line.
   const bool rotated = eventually([&] {
-    return log_lines().size() == 31u && exists(base + ".log") && exists(base + ".1.log") && exists(base + ".2.log");
+    return log_lines().size() == 32u && exists(base + ".log") && exists(base + ".1.log") && exists(base + ".2.log");
   }, std::chrono::seconds(5));
   EXPECT_TRUE(rotated) << "lines " << log_lines().size() << ", current " << exists(base + ".log") << ", .1 "
                        << exists(base + ".1.log") << ", .2 " << exists(base + ".2.log");
@@ -314,13 +317,13 @@ TEST_F(Census, FrozenUsersOfAnEarlierLifeAreListedAfterARestart) {
   EXPECT_EQ(ids_of(c), (std::set<std::string>{"user:u0", "user:u1", "user:u2", "user:u3"}));
   EXPECT_EQ(c["totals"]["users"]["all"], 4);
   EXPECT_EQ(c["totals"]["users"]["frozen"], 4);
-  // This life's log holds one line, its start (written on the log's own time).
+  // This life's log holds its start: its worker's and the node's (written on the log's own time).
   json lines;
   eventually([&] {
     lines = log_lines();
-    return !lines.empty();
+    return lines.size() >= 2;
   }, std::chrono::seconds(5));
-  EXPECT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines.size(), 2u) << lines.dump(1);
 }
 
 TEST_F(Census, EverySurfaceNeedsTheToken) {

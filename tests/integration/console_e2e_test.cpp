@@ -175,6 +175,19 @@ TEST_F(ConsoleInChromium, ShowsTheCensusAndFreezesAUserFromThePage) {
   EXPECT_EQ(lines.back()["what"], "freeze");
   EXPECT_EQ(lines.back()["who"], "console");
 
+  // The settings in force: generation 1 from the start, then an apply shows
+  // its generation and profile in the header and its line in the log.
+  EXPECT_EQ(testid_value(browser, "settings-generation"), "\"1\"");
+  headers_t json_auth = auth;
+  json_auth.push_back({"Content-Type", "application/json"});
+  ASSERT_STATUS(api.post("/_troupe/orchestration/apply", R"({"group":{"default":{"user_idle_freeze_minutes":60}}})",
+                         json_auth),
+                200);
+  browser.wait_for("document.querySelector('[data-testid=\"settings-generation\"]')?.dataset.value === '2' && "
+                   "[...document.querySelectorAll('[data-testid=\"log-line\"]')].some(l => "
+                   "l.textContent.includes('apply'))",
+                   10s, "the header to show generation 2 and the log its apply");
+
   // The picture for the README: the whole list, alice's detail open.
   browser.type("#filter-prefix", "");
   browser.wait_for("document.querySelectorAll('[data-testid=\"user-row\"]').length > 5", 10s, "the full list");
