@@ -43,9 +43,16 @@ void judge_capacity(health_signals& s, const capacity_limits& limits) {
         free > limits.low_space_percent + 1);
 }
 
-health_answer assess_health(const health_signals& s, double restart_rate_limit, const node_metrics* metrics) {
+health_answer assess_health(const health_signals& s, double restart_rate_limit, const node_metrics* metrics,
+                            const serving_signal* serving) {
   nlohmann::json reasons = nlohmann::json::array();
   bool cannot_persist = false;
+  if (serving && !serving->may_serve()) {
+    cannot_persist = true;  // it answers nobody: out of the balancer's pool
+    reasons.push_back({{"reason", "not_serving"},
+                       {"text", "this cluster member serves nobody: it is cut off from its majority (fenced) or has "
+                                "not joined its cluster yet"}});
+  }
   nlohmann::json degraded_groups = nlohmann::json::array();
   if (metrics) {
     auto now_ms = unix_now_ms();

@@ -24,6 +24,7 @@ namespace troupe {
 
 struct node_context;
 struct node_metrics;
+struct serving_signal;
 
 /// The signals health is judged on (written by the deposit and health actors).
 struct health_signals {
@@ -78,8 +79,11 @@ struct health_answer {
 /// Judges the signals (capacity warnings keep the status 200); `restart_rate_limit`: user restarts per second (over
 /// the window) above which the node is degraded; `metrics` (if given): its
 /// groups' degradation (group_counters, atomics only).
+/// `serving` (if given): a cluster member's right to serve; without it (fenced,
+/// cut off from its majority, or not joined yet) health is 503 `not_serving`,
+/// so that a load balancer takes the member out of its pool.
 health_answer assess_health(const health_signals& s, double restart_rate_limit,
-                            const node_metrics* metrics = nullptr);
+                            const node_metrics* metrics = nullptr, const serving_signal* serving = nullptr);
 
 /// Probe the backend unless a write succeeded within `fresh_ms` (actors/deposit.hpp).
 using probe_write_atom = caf::atom_constant<caf::atom("dprobe")>;

@@ -8,6 +8,10 @@
 #                                    postgresql://USER@127.0.0.1:PORT/troupe_test
 #   scripts/pg_server.sh stop DIR    stops it (fast) and removes DIR
 #
+# PG_LISTEN_ADDRESS (default 127.0.0.1): the address it listens on and its URL
+# names; another one (a test host's, scripts/netns_cluster.sh) also trusts the
+# clients of that address's subnet (pg_hba "samenet").
+#
 # The server runs as an unprivileged user: the caller, or — when run as root —
 # Debian's `postgres` system user (DIR is chowned to it, so DIR must be
 # reachable by that user: /tmp/... is). Binaries: the newest
@@ -37,8 +41,10 @@ as_owner() {
   fi
 }
 
+address=${PG_LISTEN_ADDRESS:-127.0.0.1}
+
 port_is_free() {
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  ! (exec 3<>"/dev/tcp/$address/$1") 2>/dev/null
 }
 
 case "$action" in
@@ -71,12 +77,15 @@ start)
     tail -n 5 "$dir/initdb.log" >&2
     exit 1
   fi
+  if [[ "$address" != 127.0.0.1 ]]; then
+    echo "host all all samenet trust" >> "$dir/data/pg_hba.conf"
+  fi
   started=
   for _ in $(seq 1 20); do
     port=$((20000 + RANDOM % 40000))
     port_is_free "$port" || continue
     if as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir" start >/dev/null 2>&1; then
+        -o "-c listen_addresses=$address -c port=$port -c unix_socket_directories=$dir" start >/dev/null 2>&1; then
       started=1
       break
     fi
@@ -92,7 +101,7 @@ start)
     as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
     exit 1
   fi
-  echo "postgresql://$user@127.0.0.1:$port/troupe_test"
+  echo "postgresql://$user@$address:$port/troupe_test"
   ;;
 stop)
   [[ -d "$dir" ]] || exit 0

@@ -12,7 +12,9 @@
 #                     targets; postgresql: a throwaway server for the PostgreSQL deposit's
 #                     tests, never a system service; openssl: the CLI the TLS tests make
 #                     their certificates with; curl: the installed-package test; dpkg-dev:
-#                     dpkg-shlibdeps for the Debian package's test).
+#                     dpkg-shlibdeps for the Debian package's test; haproxy and
+#                     iproute2: the cluster on network namespaces under a balancer,
+#                     scripts/netns_cluster.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +29,7 @@ tests=no
 if [ "${1:-}" = "--tests" ]; then
   tests=yes
   packages+=(libgtest-dev)
-  tools=(chromium wrk clang libclang-rt-14-dev postgresql openssl curl dpkg-dev)
+  tools=(chromium wrk clang libclang-rt-14-dev postgresql openssl curl dpkg-dev haproxy iproute2)
 fi
 missing_of() {
   local p

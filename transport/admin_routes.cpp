@@ -150,7 +150,7 @@ void serve_admin(http_session& s, std::string_view path, std::string_view query)
   if (path == "/_troupe/health") {  // from atomics only: nothing is asked of an actor here
     if (!reads)
       return s.refuse_method("GET, HEAD");
-    auto h = assess_health(ctx.health, ctx.node().health_max_restart_rate, &ctx.metrics);
+    auto h = assess_health(ctx.health, ctx.node().health_max_restart_rate, &ctx.metrics, ctx.serving.get());
     return s.answer(h.status, std::move(h.body), "application/json");
   }
   // The page channels: for every client (a valid cookie is their credential), not the admin surface.

@@ -143,4 +143,15 @@ TEST(capacity, each_flag_rises_past_its_limit_and_falls_only_clear_of_it) {
   EXPECT_FALSE(s.machine_memory_alarm);
 }
 
+TEST(capacity, a_member_that_may_not_serve_is_503_not_serving_so_a_balancer_drops_it) {
+  health_signals s;
+  serving_signal serving;  // until_ms 0: not joined, or fenced
+  auto h = assess_health(s, 1e9, nullptr, &serving);
+  EXPECT_EQ(h.status, 503);
+  EXPECT_NE(h.body.find("not_serving"), std::string::npos) << h.body;
+  serving.until_ms = serving_signal::now_ms() + 60000;  // its lease runs
+  EXPECT_EQ(assess_health(s, 1e9, nullptr, &serving).status, 200);
+  EXPECT_EQ(assess_health(s, 1e9).status, 200) << "a lone node has no lease to lose";
+}
+
 }  // namespace health_test_file
