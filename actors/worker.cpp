@@ -222,19 +222,11 @@ hosting_answer worker_actor_state::host(const attach_order& order) {
 // placement. A user found dead here (he crashed and his down message has not
 // arrived yet) is placed again once, when it has.
 void worker_actor_state::attach(attach_order order, caf::typed_response_promise<placement> promise, bool first_try) {
-  if (admission && !admission->room_for_one_more() && !core->hosts(order.user)) {
-    // Its report that it is full had not reached the commander yet.
-    count_refusal(refusal_reason::users);
-    auto retry = admission->retry_after(until_first_idle_freeze());
-    promise.deliver(make_refusal(errc::admission_refused,
-                                 "worker " + spec.name + " hosts worker_max_users (" + std::to_string(max_users()) +
-                                   ") users",
-                                 retry));
+  if (full_for(order.user, promise))
     return;
-  }
   auto a = host(order);
-  if (admission && a.verdict == hosting::hosted && admission->count_users(core->live_count()))
-    report();
+  if (a.verdict == hosting::hosted)
+    count_users();
   switch (a.verdict) {
     case hosting::refuse_degraded:
       count_refusal(refusal_reason::degraded);

@@ -61,6 +61,8 @@ struct worker_actor_state : worker_effects {
   double idle_freeze_minutes() const;
   double guest_idle_seconds() const;
   int max_users() const;  // worker_max_users, as the last group_tuning says
+  bool full_for(const std::string& user, caf::typed_response_promise<placement>& promise);
+  void count_users();
   const app_types::factory* factory = nullptr;
   const router* routes = nullptr;
   const message_router* messages = nullptr;  // the messages his type accepts (README "Messages between users")

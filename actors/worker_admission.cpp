@@ -1,4 +1,4 @@
-// The worker's admission beat (docs/SUPERVISION.md "Admission"): it samples
+// The worker's admission (docs/SUPERVISION.md "Admission", "Capacity guards"): it samples
 // its users' CPU and its memory, tells its group at every change, sheds a
 // user when too hot (offload) and asks to be replaced past its occupancy
 // limit. The verdicts are registry::worker_admission's; the phase change of
@@ -126,6 +126,25 @@ void worker_actor_state::beat() {
   if (admission->wants_replacement() && core->phase() == worker_phase::serving)
     replace();
   schedule_beat();
+}
+
+// worker_max_users, checked at arrival: its report that it is full may not
+// have reached the commander yet. Refuses a newcomer (503 + Retry-After).
+bool worker_actor_state::full_for(const std::string& user, caf::typed_response_promise<placement>& promise) {
+  if (!admission || admission->room_for_one_more() || core->hosts(user))
+    return false;
+  count_refusal(refusal_reason::users);
+  promise.deliver(make_refusal(errc::admission_refused,
+                               "worker " + spec.name + " hosts worker_max_users (" + std::to_string(max_users()) +
+                                 ") users",
+                               admission->retry_after(until_first_idle_freeze())));
+  return true;
+}
+
+// After an arrival: full now? Then the group (and the commander) hear it at once.
+void worker_actor_state::count_users() {
+  if (admission && admission->count_users(core->live_count()))
+    report();
 }
 
 // Tells the group (which tells the commander) what it admits now; logged
