@@ -21,7 +21,8 @@ const char* type_of(std::size_t variant_index) {
 
 template <class S>
 std::string default_of(const field<S>& f) {
-  static const S defaults{};
+  // Read in the lambda below (GCC 12 does not see it: -Wunused-but-set-variable).
+  [[maybe_unused]] static const S defaults{};
   return std::visit(
     [](auto ptr) -> std::string {
       const auto& v = defaults.*ptr;
