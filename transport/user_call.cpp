@@ -92,6 +92,8 @@ public:
   void on_placed(std::uint64_t attempt, placement&& where) {
     if (attempt != attempt_ || finished_)
       return;
+    if (!where.actor)  // a placement naming no actor (seen while a cluster settles after a partition): never cached
+      return finish(error_response(503, "the user's placement named no actor, retry", 1));
     std::shared_ptr<const route_cache::who> whose;
     if (front_.guards())  // kept for the guards of his next requests
       whose = std::make_shared<route_cache::who>(route_cache::who{where.user, where.type});
@@ -200,9 +202,9 @@ private:
     retried_ = retry;
     ++attempt_;
     auto actor = std::exchange(routed_, std::nullopt);  // the caller's lookup, for the first attempt
-    if (!actor || retry)
+    if (!actor || !*actor || retry)
       actor = front_.routes().find(req_->cid);
-    if (actor)
+    if (actor && *actor)
       return send_to(*actor);
     auto slot = std::make_shared<resolve>(weak_from_this(), ex_, attempt_);
     caf::anon_send(front_.bridge(), resolve_atom::value, req_->cid, minted_, local_resolve{std::move(slot)});
